@@ -1,0 +1,80 @@
+"""Options and helpers shared by every command group.
+
+Options are declared once here as ``Annotated`` aliases so every command spells
+``--namespace`` or ``--context`` the same way and documents it the same way.
+Nothing heavy is imported at module level: this module is loaded for --help.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from trainctl.api import Client
+
+Namespace = Annotated[
+    str | None,
+    typer.Option("--namespace", "-n", help="Namespace of the job (default: the kubeconfig's, else 'default')."),
+]
+Context = Annotated[
+    str | None,
+    typer.Option("--context", help="Kubernetes context to use; implies the Kubernetes backend."),
+]
+Kubeconfig = Annotated[
+    str | None,
+    typer.Option("--kubeconfig", help="Path of the kubeconfig file (default: $KUBECONFIG, ~/.kube/config)."),
+]
+Local = Annotated[
+    bool,
+    typer.Option("--local", help="Use the local backend (processes on this machine) even if a cluster is configured."),
+]
+Output = Annotated[
+    str | None,
+    typer.Option("--output", "-o", help="Print the full resource as yaml or json instead of a table."),
+]
+
+_consoles: dict[bool, Console] = {}
+
+
+def console(stderr: bool = False) -> Console:
+    """The shared Rich console (imported on first use, not at start-up)."""
+    if stderr not in _consoles:
+        from rich.console import Console
+
+        _consoles[stderr] = Console(stderr=stderr, highlight=False)
+    return _consoles[stderr]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print a one-line error and exit; used for every user error."""
+    console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def make_client(local: bool = False, context: str | None = None, kubeconfig: str | None = None) -> Client:
+    from trainctl.api import Client
+
+    return Client(backend="local" if local else None, context=context, kubeconfig=kubeconfig)
+
+
+def dump(resource: object, fmt: str) -> str:
+    """Render a resource as yaml or json for ``-o``."""
+    if fmt == "json":
+        import json
+
+        return json.dumps(resource, indent=2, sort_keys=False)
+    if fmt == "yaml":
+        import yaml
+
+        return yaml.safe_dump(resource, sort_keys=False, default_flow_style=False)
+    fail(f"unknown output format {fmt!r} for -o/--output: use yaml or json")
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"

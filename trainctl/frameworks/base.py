@@ -1,0 +1,89 @@
+"""The common shape of a framework: the facts that differ between job kinds.
+
+A framework module subclasses :class:`Framework` and sets class attributes
+(kind, replica types, default container, port, restart policy) and overrides
+the few methods whose behaviour differs (``topology`` for ``--workers``, the
+per-replica environment, the success rule). Everything else - names, labels,
+defaults, validation, the reconcile loop - is written once, against this
+interface, so adding a framework means one module here plus one template.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+OPERATOR_GROUP = "training.kubeflow.org"
+LABEL_OPERATOR = f"{OPERATOR_GROUP}/operator-name"
+LABEL_JOB_NAME = f"{OPERATOR_GROUP}/job-name"
+LABEL_REPLICA_TYPE = f"{OPERATOR_GROUP}/replica-type"
+LABEL_REPLICA_INDEX = f"{OPERATOR_GROUP}/replica-index"
+LABEL_JOB_ROLE = f"{OPERATOR_GROUP}/job-role"
+
+RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
+CLEAN_POD_POLICIES = ("All", "Running", "None")
+
+
+class Framework:
+    """Facts about one kubeflow.org/v1 job kind. Subclasses are singletons."""
+
+    #: ``PyTorchJob``
+    kind: ClassVar[str]
+    #: CLI name: ``trainctl submit pytorch``
+    name: ClassVar[str]
+    #: other accepted CLI names
+    aliases: ClassVar[tuple[str, ...]] = ()
+    #: ``pytorchReplicaSpecs``
+    replica_spec_field: ClassVar[str]
+    #: canonical replica types, in the fixed order status rules evaluate them
+    #: (the master role first; upstream iterates a Go map at random [quirk])
+    replica_types: ClassVar[tuple[str, ...]]
+    #: name of the container the operator wires (env, ports, exit code)
+    container: ClassVar[str]
+    #: default port name and number appended to that container if missing
+    port_name: ClassVar[str | None]
+    port: ClassVar[int | None]
+    #: replica restartPolicy when the spec sets none
+    restart_policy: ClassVar[str]
+    #: replicas when a replica spec sets none
+    default_replicas: ClassVar[dict[str, int]] = {}
+    #: whether the CRD has a scale subresource on the Worker replicas
+    scalable: ClassVar[bool] = False
+    #: kind-specific spec properties (structural OpenAPI fragments) for the CRD
+    spec_properties: ClassVar[dict[str, dict]] = {}
+    #: one-line meaning of --workers N, shown in --help and the submit summary
+    workers_help: ClassVar[str]
+
+    # ---- derived names -------------------------------------------------
+    @property
+    def plural(self) -> str:
+        return self.kind.lower() + "s"
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def operator_name(self) -> str:
+        return f"{self.kind.lower()}-controller"
+
+    @property
+    def cli_names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+    def replicas_default(self, rtype: str) -> int:
+        return self.default_replicas.get(rtype, 1)
+
+    def canonical_replica_type(self, key: str) -> str | None:
+        """The canonical spelling of a replica-type key, matched case-insensitively."""
+        for rtype in self.replica_types:
+            if rtype.lower() == key.lower():
+                return rtype
+        return None
+
+    # ---- behaviour that differs -----------------------------------------
+    def topology(self, workers: int, **options: int) -> dict[str, int]:
+        """Replica counts for ``--workers N`` (and kind options such as --ps)."""
+        return {"Worker": workers}
+
+    def __repr__(self) -> str:
+        return f"<Framework {self.kind}>"
