@@ -1,0 +1,134 @@
+"""The project's own CustomResourceDefinitions for the six kubeflow.org/v1 job kinds.
+
+Generated from the per-framework fact modules plus the pod template schema in
+``schemas/podtemplatespec.json`` (itself generated from the Kubernetes client by
+tools/gen_pod_schema.py), never copied from upstream. The same schemas drive
+:mod:`trainctl.validation`, so what ``trainctl crds`` installs and what the CLI
+checks before applying are one thing.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from importlib import resources
+
+from trainctl import API_GROUP, API_VERSION
+from trainctl.frameworks import ALL, Framework
+from trainctl.frameworks._schema import BOOLEAN, INT32, STRING, obj
+from trainctl.frameworks.base import CLEAN_POD_POLICIES, RESTART_POLICIES
+
+INT64 = {"type": "integer", "format": "int64"}
+STRING_MAP = {"type": "object", "additionalProperties": STRING}
+QUANTITY_MAP = {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}}
+
+RUN_POLICY = obj(
+    cleanPodPolicy={"type": "string", "enum": list(CLEAN_POD_POLICIES)},
+    ttlSecondsAfterFinished=INT32,
+    activeDeadlineSeconds=INT64,
+    backoffLimit=INT32,
+    schedulingPolicy=obj(
+        minAvailable=INT32,
+        queue={**STRING, "x-kubernetes-validations": [
+            {"rule": "self == oldSelf", "message": "spec.runPolicy.schedulingPolicy.queue is immutable"}
+        ]},
+        minResources=QUANTITY_MAP,
+        priorityClass=STRING,
+        scheduleTimeoutSeconds=INT32,
+    ),
+    suspend={**BOOLEAN, "default": False},
+    managedBy=STRING,
+)
+
+CONDITION = obj(
+    type=STRING, status=STRING, reason=STRING, message=STRING,
+    lastUpdateTime={"type": "string", "format": "date-time"},
+    lastTransitionTime={"type": "string", "format": "date-time"},
+)
+REPLICA_STATUS = obj(active=INT32, succeeded=INT32, failed=INT32, selector=STRING,
+                     labelSelector={"type": "object", "x-kubernetes-preserve-unknown-fields": True})
+STATUS = obj(
+    conditions={"type": "array", "items": {**CONDITION, "required": ["type", "status"]}},
+    replicaStatuses={"type": "object", "additionalProperties": REPLICA_STATUS},
+    startTime={"type": "string", "format": "date-time"},
+    completionTime={"type": "string", "format": "date-time"},
+    lastReconcileTime={"type": "string", "format": "date-time"},
+)
+
+
+@functools.cache
+def pod_template_schema() -> dict:
+    text = resources.files("trainctl").joinpath("schemas/podtemplatespec.json").read_text()
+    return json.loads(text)
+
+
+def replica_spec_schema() -> dict:
+    return obj(
+        replicas=INT32,
+        restartPolicy={"type": "string", "enum": list(RESTART_POLICIES)},
+        template=pod_template_schema(),
+    )
+
+
+def job_schema(framework: Framework) -> dict:
+    """The openAPIV3Schema of one job kind."""
+    spec = obj(
+        runPolicy=RUN_POLICY,
+        **{framework.replica_spec_field: {"type": "object", "additionalProperties": replica_spec_schema()}},
+        **framework.spec_properties,
+    )
+    spec["required"] = [framework.replica_spec_field]
+    return obj(
+        apiVersion=STRING,
+        kind=STRING,
+        metadata={"type": "object"},
+        spec=spec,
+        status=STATUS,
+    )
+
+
+def crd(framework: Framework) -> dict:
+    """The apiextensions.k8s.io/v1 CRD of one job kind."""
+    version: dict = {
+        "name": API_VERSION.split("/")[1],
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": copy.deepcopy(job_schema(framework))},
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": [
+            {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    }
+    if framework.scalable:
+        field = framework.replica_spec_field
+        version["subresources"]["scale"] = {
+            "specReplicasPath": f".spec.{field}.Worker.replicas",
+            "statusReplicasPath": ".status.replicaStatuses.Worker.active",
+            "labelSelectorPath": ".status.replicaStatuses.Worker.selector",
+        }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{framework.plural}.{API_GROUP}",
+            "labels": {"app.kubernetes.io/part-of": "trainctl"},
+        },
+        "spec": {
+            "group": API_GROUP,
+            "names": {
+                "kind": framework.kind,
+                "listKind": f"{framework.kind}List",
+                "plural": framework.plural,
+                "singular": framework.singular,
+                "categories": ["kubeflow", "trainctl"],
+            },
+            "scope": "Namespaced",
+            "versions": [version],
+        },
+    }
+
+
+def all_crds() -> list[dict]:
+    return [crd(framework) for framework in ALL]
