@@ -13,7 +13,7 @@ import typer
 
 from trainctl import __version__
 
-COMMAND_MODULES = ("submit", "apply", "jobs", "templates", "crds", "completion")
+COMMAND_MODULES = ("submit", "apply", "templates", "crds", "completion")
 
 app = typer.Typer(
     name="trainctl",
@@ -47,14 +47,37 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
+    """Run the CLI; every user error ends as one line on stderr with exit status 2."""
+    from typer._click import exceptions as click_errors
+
     from trainctl.errors import UserError
 
     try:
-        app()
+        code = app(standalone_mode=False)
     except UserError as err:
-        from trainctl.cli.common import fail
+        code = report(err.message, err.exit_code)
+    except click_errors.UsageError as err:
+        code = report(usage_message(err), 2)
+    except click_errors.ClickException as err:
+        code = report(err.format_message(), err.exit_code or 2)
+    except click_errors.Abort:
+        code = report("aborted", 130)
+    except KeyboardInterrupt:
+        code = report("interrupted", 130)
+    except BrokenPipeError:
+        code = 0
+    raise SystemExit(code if isinstance(code, int) else 0)
 
-        try:
-            fail(err.message, err.exit_code)
-        except typer.Exit as exit_:
-            raise SystemExit(exit_.exit_code) from None
+
+def usage_message(err) -> str:
+    """Click's usage error squeezed into one line, with the command to get help."""
+    command = err.ctx.command_path if err.ctx else "trainctl"
+    message = " ".join(err.format_message().split())
+    return f"{message} (see: {command} --help)"
+
+
+def report(message: str, code: int) -> int:
+    from trainctl.cli.common import print_error
+
+    print_error(message)
+    return code

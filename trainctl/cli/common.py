@@ -51,9 +51,16 @@ def console(stderr: bool = False) -> Console:
     return _consoles[stderr]
 
 
+def print_error(message: str) -> None:
+    """One line on stderr; the message is escaped so user values never act as Rich markup."""
+    from rich.markup import escape
+
+    console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error and exit; used for every user error."""
-    console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    print_error(message)
     raise typer.Exit(code)
 
 

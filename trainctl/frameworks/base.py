@@ -52,6 +52,8 @@ class Framework:
     spec_properties: ClassVar[dict[str, dict]] = {}
     #: one-line meaning of --workers N, shown in --help and the submit summary
     workers_help: ClassVar[str]
+    #: image used by ``submit`` when --image is not given (the local backend ignores images)
+    default_image: ClassVar[str]
 
     # ---- derived names -------------------------------------------------
     @property

@@ -15,6 +15,7 @@ class JAX(Framework):
     restart_policy = "Never"
     scalable = True
     workers_help = "N Worker"
+    default_image = "docker.io/library/python:3.11-slim"
 
 
 FRAMEWORK = JAX()

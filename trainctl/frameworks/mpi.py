@@ -17,6 +17,7 @@ class MPI(Framework):
     restart_policy = "Never"
     default_replicas = {"Launcher": 1, "Worker": 0}
     workers_help = "Launcher 1 + Worker N"
+    default_image = "docker.io/mpioperator/openmpi:0.6.0"
     spec_properties = {
         "slotsPerWorker": INT32,
         "mainContainer": STRING,

@@ -16,6 +16,7 @@ class Paddle(Framework):
     restart_policy = "OnFailure"
     scalable = True
     workers_help = "N Worker (collective mode)"
+    default_image = "docker.io/paddlepaddle/paddle:3.0.0"
     spec_properties = {
         "elasticPolicy": obj(minReplicas=INT32, maxReplicas=INT32, maxRestarts=INT32, metrics=METRICS),
     }

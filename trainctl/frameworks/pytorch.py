@@ -16,6 +16,7 @@ class PyTorch(Framework):
     restart_policy = "OnFailure"
     scalable = True
     workers_help = "N nodes: Master 1 + Worker N-1"
+    default_image = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
     spec_properties = {
         "nprocPerNode": STRING,
         "elasticPolicy": obj(

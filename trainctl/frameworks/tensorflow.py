@@ -16,6 +16,7 @@ class TensorFlow(Framework):
     port = 2222
     restart_policy = "Never"
     workers_help = "N Worker (add --ps, --chief, --evaluator)"
+    default_image = "docker.io/tensorflow/tensorflow:2.18.0"
     spec_properties = {"successPolicy": STRING, "enableDynamicWorker": BOOLEAN}
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:

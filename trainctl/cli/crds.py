@@ -1,0 +1,30 @@
+"""``trainctl crds``: the project's own CustomResourceDefinitions for the six job kinds."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from trainctl.cli.common import Output, dump
+
+crds_app = typer.Typer(
+    help="The kubeflow.org/v1 CRDs trainctl generates. Example: trainctl crds print > crds.yaml",
+    no_args_is_help=True,
+)
+
+
+@crds_app.command("print", help="Print the CRDs (all kinds, or the ones named). Example: trainctl crds print pytorch")
+def print_crds(
+    kinds: Annotated[list[str] | None, typer.Argument(help="Job kinds to print (default: all six).")] = None,
+    output: Output = None,
+) -> None:
+    from trainctl.crds import all_crds, crd
+    from trainctl.frameworks import by_name
+
+    documents = [crd(by_name(kind)) for kind in kinds] if kinds else all_crds()
+    typer.echo("---\n".join(dump(document, output or "yaml") for document in documents), nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(crds_app, name="crds")

@@ -1,0 +1,134 @@
+"""``trainctl submit KIND [OPTIONS] -- COMMAND [ARGS...]``: one command line -> one job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, make_client
+from trainctl.errors import UserError
+from trainctl.frameworks import ALL, CLI_NAMES
+
+WORKERS_HELP = "; ".join(f"{fw.name}: {fw.workers_help}" for fw in ALL)
+REPEAT = "(repeatable)"
+
+HELP = f"""Submit a distributed training job: KIND is one of {", ".join(CLI_NAMES)} (tf = tensorflow).
+
+Everything after -- is the command every replica runs (an MPI launcher runs it under mpirun).
+
+Examples:
+
+  trainctl submit pytorch --workers 4 --gpus 1 -- python train.py --epochs 3
+
+  trainctl submit tf --workers 2 --ps 1 --dry-run -o yaml -- python train.py
+
+  trainctl submit mpi --workers 2 --slots-per-worker 2 -- python allreduce.py
+"""
+
+
+def submit(
+    kind: Annotated[str, typer.Argument(help=f"Job kind: {', '.join(CLI_NAMES)}.", show_default=False)],
+    command: Annotated[list[str] | None, typer.Argument(help="The command after --.", show_default=False)] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Job name (DNS-1035); default <kind>-<random>.")] = None,
+    namespace: Namespace = None,
+    image: Annotated[str | None, typer.Option(help="Container image (default per kind; ignored by the local backend).")] = None,
+    workers: Annotated[int | None, typer.Option(help=f"Number of nodes. {WORKERS_HELP}.")] = None,
+    gpus: Annotated[int | None, typer.Option(help="GPUs per replica (nvidia.com/gpu).")] = None,
+    cpu: Annotated[str | None, typer.Option(help="CPU per replica, e.g. 4 or 500m.")] = None,
+    memory: Annotated[str | None, typer.Option(help="Memory per replica, e.g. 16Gi.")] = None,
+    nproc_per_node: Annotated[str | None, typer.Option(help="pytorch: processes per node (int, auto, cpu, gpu).")] = None,
+    ps: Annotated[int | None, typer.Option(help="tensorflow: parameter servers.")] = None,
+    chief: Annotated[int | None, typer.Option(help="tensorflow: 1 for a Chief replica.")] = None,
+    evaluator: Annotated[int | None, typer.Option(help="tensorflow: evaluator replicas.")] = None,
+    slots_per_worker: Annotated[int | None, typer.Option(help="mpi: MPI slots (ranks) per worker.")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help=f"Environment variable K=V {REPEAT}.")] = None,
+    label: Annotated[list[str] | None, typer.Option(help=f"Label K=V on the job and its pods {REPEAT}.")] = None,
+    annotation: Annotated[list[str] | None, typer.Option(help=f"Annotation K=V on the job {REPEAT}.")] = None,
+    volume: Annotated[list[str] | None, typer.Option(help=f"pvc:CLAIM:/path[:ro] or host:/src:/path[:ro] {REPEAT}.")] = None,
+    shm_size: Annotated[str | None, typer.Option(help="Size of a memory-backed /dev/shm, e.g. 8Gi.")] = None,
+    node_selector: Annotated[list[str] | None, typer.Option(help=f"Node label K=V the pods need {REPEAT}.")] = None,
+    toleration: Annotated[list[str] | None, typer.Option(help=f"key[=value]:NoSchedule|PreferNoSchedule|NoExecute {REPEAT}.")] = None,
+    priority_class: Annotated[str | None, typer.Option(help="PriorityClass of the pods.")] = None,
+    queue: Annotated[str | None, typer.Option(help="Scheduling queue (runPolicy.schedulingPolicy.queue).")] = None,
+    gang: Annotated[bool | None, typer.Option("--gang", help="Gang-schedule: all replicas start together or none.")] = None,
+    restart_policy: Annotated[str | None, typer.Option(help="Always, OnFailure, Never or ExitCode (default per kind).")] = None,
+    backoff_limit: Annotated[int | None, typer.Option(help="Restarts allowed before the job fails.")] = None,
+    active_deadline: Annotated[int | None, typer.Option(help="Fail the job after this many seconds running.")] = None,
+    ttl_after_finished: Annotated[int | None, typer.Option(help="Delete the job this many seconds after it ends.")] = None,
+    clean_pod_policy: Annotated[str | None, typer.Option(help="What to stop when the job ends: All, Running, None.")] = None,
+    suspend: Annotated[bool | None, typer.Option("--suspend", help="Create the job suspended (start with resume).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help=f"PATH=VALUE: set any field of the resource {REPEAT}.")] = None,
+    values: Annotated[Path | None, typer.Option("--values", "-f", help="YAML file of option values (keys as the long options).")] = None,
+    template: Annotated[str | None, typer.Option(help="Jinja template file to render instead of the kind's.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resource; apply nothing.")] = False,
+    output: Output = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Replace a job of the same name.")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until the job ends; exit 1 if it failed.")] = False,
+    follow: Annotated[bool, typer.Option("--follow", help="Stream every replica's logs until the job ends.")] = False,
+    local: Local = False,
+    context: Context = None,
+    kubeconfig: Kubeconfig = None,
+) -> None:
+    from trainctl.frameworks import by_name
+    from trainctl.render import render
+    from trainctl.submit_options import SubmitOptions
+
+    framework = by_name(kind)
+    options = SubmitOptions(
+        command=command or [], name=name, namespace=namespace, image=image, workers=workers, gpus=gpus,
+        cpu=cpu, memory=memory, nproc_per_node=nproc_per_node, ps=ps, chief=chief, evaluator=evaluator,
+        slots_per_worker=slots_per_worker, env=env or [], label=label or [], annotation=annotation or [],
+        volume=volume or [], shm_size=shm_size, node_selector=node_selector or [], toleration=toleration or [],
+        priority_class=priority_class, queue=queue, gang=gang, restart_policy=restart_policy,
+        backoff_limit=backoff_limit, active_deadline=active_deadline, ttl_after_finished=ttl_after_finished,
+        clean_pod_policy=clean_pod_policy, suspend=suspend, set=set_ or [], template=template,
+    )
+    if values is not None:
+        options = options.merged_with(load_values(values), str(values))
+    resource = render(framework, options)
+    if dry_run:
+        typer.echo(dump(resource, output or "yaml"), nl=False)
+        return
+    client = make_client(local, context, kubeconfig)
+    stored = client.submit(resource, replace=replace)
+    print_summary(client, stored, framework)
+    if follow or wait:
+        from trainctl.cli.jobs import follow_logs, wait_for
+
+        if follow:
+            follow_logs(client, stored["metadata"]["name"], stored["metadata"].get("namespace"))
+        raise typer.Exit(wait_for(client, stored["metadata"]["name"], stored["metadata"].get("namespace")))
+
+
+def load_values(path: Path) -> dict:
+    import yaml
+
+    try:
+        values = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise UserError(f"-f {path}: cannot read ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise UserError(f"-f {path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(values, dict):
+        raise UserError(f"-f {path}: expected a mapping of option names to values")
+    return values
+
+
+def topology_text(resource: dict, framework) -> str:
+    specs = resource["spec"][framework.replica_spec_field]
+    return " + ".join(f"{rtype} {spec.get('replicas', 1)}" for rtype, spec in specs.items())
+
+
+def print_summary(client, resource: dict, framework) -> None:
+    name = resource["metadata"]["name"]
+    out = console()
+    out.print(f"[green]submitted[/] {framework.singular}/[bold]{name}[/] "
+              f"([dim]{topology_text(resource, framework)}[/]) on {client.backend.description}")
+    out.print(f"  --workers means {framework.workers_help}")
+    out.print(f"  next: trainctl logs -f {name}   trainctl status {name}   trainctl wait {name}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(help=HELP)(submit)

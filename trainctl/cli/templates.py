@@ -1,0 +1,60 @@
+"""``trainctl templates list|show``: find the template each kind renders with, to copy and change it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from trainctl.cli.common import console
+from trainctl.errors import UserError
+
+templates_app = typer.Typer(
+    help="""The Jinja templates submit renders (built-in < ~/.config/trainctl/templates < ./.trainctl/templates < --template).
+
+Example: trainctl templates show pytorch > .trainctl/templates/pytorchjob.yaml.j2
+""",
+    no_args_is_help=True,
+)
+
+
+def winning_template(filename: str):
+    from trainctl.render import template_dirs
+
+    for origin, directory in template_dirs():
+        path = directory / filename
+        if path.is_file():
+            return origin, path
+    raise UserError(f"no template {filename!r} found: reinstall trainctl or add it to .trainctl/templates/")
+
+
+@templates_app.command("list", help="Show which file each kind renders with. Example: trainctl templates list")
+def list_templates() -> None:
+    from rich.table import Table
+
+    from trainctl.frameworks import ALL
+    from trainctl.render import template_name
+
+    table = Table("KIND", "FROM", "FILE", box=None)
+    for framework in ALL:
+        origin, path = winning_template(template_name(framework))
+        table.add_row(framework.name, origin, str(path))
+    origin, path = winning_template("_job.yaml.j2")
+    table.add_row("(shared layout)", origin, str(path))
+    console().print(table)
+
+
+@templates_app.command("show", help="Print a kind's template. Example: trainctl templates show tf")
+def show_template(
+    kind: Annotated[str, typer.Argument(help="Job kind (pytorch, tf, ...) or _job for the shared layout.")],
+) -> None:
+    from trainctl.frameworks import by_name
+    from trainctl.render import template_name
+
+    filename = "_job.yaml.j2" if kind in ("_job", "job") else template_name(by_name(kind))
+    _, path = winning_template(filename)
+    typer.echo(path.read_text(), nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(templates_app, name="templates")

@@ -1,0 +1,218 @@
+"""Turn ``trainctl submit`` options into a validated kubeflow.org/v1 job resource.
+
+A Jinja template per kind lays the resource out (``templates/<kind>.yaml.j2``;
+users may override it, see :func:`template_dirs`). Rendering is injection-safe by
+construction: the environment is sandboxed and immutable, undefined names are
+errors, and every ``{{ value }}`` is finalized to JSON, which YAML reads as a
+quoted scalar, list or mapping. A user value therefore always lands as data and
+never as YAML structure or template code. The YAML is parsed, ``--set`` edits
+are applied, and the result goes through :func:`trainctl.validation.validate`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from trainctl.errors import UserError
+from trainctl.frameworks import Framework
+from trainctl.submit_options import (
+    SubmitOptions,
+    clean_pod_policy,
+    env_pairs,
+    generated_name,
+    label_map,
+    positive,
+    quantity,
+    restart_policy,
+    tolerations,
+    volumes,
+)
+
+LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
+
+
+def template_dirs() -> list[tuple[str, Path]]:
+    """Where templates are looked up, highest priority first (after --template)."""
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return [
+        ("project", Path.cwd() / ".trainctl" / "templates"),
+        ("user", config_home / "trainctl" / "templates"),
+        ("built-in", builtin_dir()),
+    ]
+
+
+def builtin_dir() -> Path:
+    """The templates shipped with trainctl (``templates/`` of the source tree)."""
+    from importlib import resources
+
+    try:
+        return Path(str(resources.files("trainctl._templates")))
+    except ModuleNotFoundError:
+        # Running from a source checkout whose directory shadows the installed
+        # package (python -m trainctl in the repository): use templates/ beside it.
+        return Path(__file__).resolve().parent.parent / "templates"
+
+
+def template_name(framework: Framework) -> str:
+    return f"{framework.singular}.yaml.j2"
+
+
+def environment(extra_dir: Path | None = None):
+    from jinja2 import ChoiceLoader, FileSystemLoader, StrictUndefined
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    dirs = ([extra_dir] if extra_dir else []) + [path for _, path in template_dirs()]
+    return ImmutableSandboxedEnvironment(
+        loader=ChoiceLoader([FileSystemLoader(str(path)) for path in dirs]),
+        undefined=StrictUndefined,
+        autoescape=False,
+        finalize=lambda value: json.dumps(value, ensure_ascii=False),
+        keep_trailing_newline=True,
+    )
+
+
+def render(framework: Framework, options: SubmitOptions) -> dict:
+    """The validated job resource for ``options`` (nothing is applied)."""
+    import jinja2
+    import yaml
+
+    from trainctl.setpath import apply_set
+    from trainctl.validation import validate
+
+    context = template_context(framework, options)
+    source = options.template or template_name(framework)
+    try:
+        if options.template:
+            path = Path(options.template)
+            if not path.is_file():
+                raise UserError(f"--template {options.template!r}: no such file")
+            template = environment(path.parent).get_template(path.name)
+        else:
+            template = environment().get_template(template_name(framework))
+        text = template.render(context)
+        resource = yaml.safe_load(text)
+    except jinja2.TemplateError as err:
+        raise UserError(f"template {source}: {type(err).__name__}: {err}") from None
+    except yaml.YAMLError as err:
+        raise UserError(f"template {source} produced invalid YAML: {str(err).splitlines()[0]}") from None
+    for assignment in options.set:
+        apply_set(resource, assignment)
+    return validate(resource, source=f"rendered from {source}" if options.template or options.set else None)
+
+
+def template_context(framework: Framework, options: SubmitOptions) -> dict:
+    """Every value a template may use, checked and converted from the options."""
+    if not options.command:
+        raise UserError("missing command: put it after --, e.g. trainctl submit pytorch -- python train.py")
+    topology = replica_topology(framework, options)
+    mounts, pod_volumes = volume_sections(options)
+    labels = label_map(options.label, "--label")
+    return {
+        "kind": framework.kind,
+        "replica_spec_field": framework.replica_spec_field,
+        "container": framework.container,
+        "port_name": framework.port_name,
+        "port": framework.port,
+        "name": options.name or generated_name(framework),
+        "namespace": options.namespace,
+        "labels": labels,
+        "annotations": label_map(options.annotation, "--annotation", check_value=False),
+        "pod_labels": labels,
+        "pod_annotations": {},
+        "run_policy": run_policy(options, sum(topology.values())),
+        "image": options.image or framework.default_image,
+        "env": [{"name": key, "value": value} for key, value in env_pairs(options.env)],
+        "replicas": [
+            replica_context(framework, options, rtype, count) for rtype, count in topology.items()
+        ],
+        "volumes": pod_volumes,
+        "volume_mounts": mounts,
+        "node_selector": label_map(options.node_selector, "--node-selector"),
+        "tolerations": tolerations(options.toleration),
+        "priority_class": options.priority_class,
+        "nproc_per_node": options.nproc_per_node,
+        "slots_per_worker": positive(options.slots_per_worker, "--slots-per-worker"),
+    }
+
+
+def replica_topology(framework: Framework, options: SubmitOptions) -> dict[str, int]:
+    workers = positive(options.workers, "--workers")
+    extras = {"ps": options.ps, "chief": options.chief, "evaluator": options.evaluator}
+    for flag, value in extras.items():
+        if value is not None and framework.kind != "TFJob":
+            raise UserError(f"--{flag} applies to tensorflow jobs only (this is {framework.name})")
+        positive(value, f"--{flag}", minimum=0)
+    if (options.chief or 0) > 1:
+        raise UserError(f"--chief {options.chief}: a TFJob has at most one chief")
+    if options.nproc_per_node is not None and framework.kind != "PyTorchJob":
+        raise UserError(f"--nproc-per-node applies to pytorch jobs only (this is {framework.name})")
+    if options.slots_per_worker is not None and framework.kind != "MPIJob":
+        raise UserError(f"--slots-per-worker applies to mpi jobs only (this is {framework.name})")
+    default = 2 if framework.kind == "PyTorchJob" else 1
+    return framework.topology(workers or default, **{k: v or 0 for k, v in extras.items()})
+
+
+def replica_context(framework: Framework, options: SubmitOptions, rtype: str, count: int) -> dict:
+    runs_command = not (framework.kind == "MPIJob" and rtype == "Worker")
+    return {
+        "type": rtype,
+        "count": count,
+        "restart_policy": restart_policy(options.restart_policy) or framework.restart_policy,
+        "command": replica_command(framework, options) if runs_command else None,
+        "working_dir": None,
+        "resources": resources(options, gpus=not (framework.kind == "MPIJob" and rtype == "Launcher")),
+    }
+
+
+def replica_command(framework: Framework, options: SubmitOptions) -> list[str]:
+    """The command as given; an MPI launcher gets ``mpirun -np <ranks>`` in front unless it has one."""
+    command = list(options.command)
+    if framework.kind != "MPIJob" or Path(command[0]).name in LAUNCHERS:
+        return command
+    ranks = (options.workers or 1) * (options.slots_per_worker or 1)
+    return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "-bind-to", "none", *command]
+
+
+def resources(options: SubmitOptions, gpus: bool) -> dict:
+    amounts = {
+        "cpu": quantity(options.cpu, "--cpu"),
+        "memory": quantity(options.memory, "--memory"),
+    }
+    limits = {key: value for key, value in amounts.items() if value is not None}
+    if gpus and positive(options.gpus, "--gpus", minimum=0):
+        limits["nvidia.com/gpu"] = options.gpus
+    requests = {key: value for key, value in limits.items() if key != "nvidia.com/gpu"}
+    return {key: value for key, value in (("limits", limits), ("requests", requests)) if value}
+
+
+def run_policy(options: SubmitOptions, total_replicas: int) -> dict:
+    policy = {
+        "cleanPodPolicy": clean_pod_policy(options.clean_pod_policy),
+        "backoffLimit": positive(options.backoff_limit, "--backoff-limit", minimum=0),
+        "activeDeadlineSeconds": positive(options.active_deadline, "--active-deadline"),
+        "ttlSecondsAfterFinished": positive(options.ttl_after_finished, "--ttl-after-finished", minimum=0),
+        "suspend": options.suspend or None,
+    }
+    scheduling = {
+        "queue": options.queue,
+        "priorityClass": options.priority_class,
+        "minAvailable": total_replicas if options.gang else None,
+    }
+    scheduling = {key: value for key, value in scheduling.items() if value is not None}
+    if scheduling:
+        policy["schedulingPolicy"] = scheduling
+    return {key: value for key, value in policy.items() if value is not None}
+
+
+def volume_sections(options: SubmitOptions) -> tuple[list[dict], list[dict]]:
+    parsed = volumes(options.volume)
+    mounts = [{"name": v.name, "mountPath": v.mount_path, **({"readOnly": True} if v.read_only else {})}
+              for v in parsed]
+    pod_volumes = [{"name": v.name, **v.source} for v in parsed]
+    if options.shm_size is not None:
+        size = quantity(options.shm_size, "--shm-size")
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+        pod_volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": size}})
+    return mounts, pod_volumes

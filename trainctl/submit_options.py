@@ -1,0 +1,214 @@
+"""What ``trainctl submit`` was asked for, parsed and checked, before any template runs.
+
+Flags arrive as strings (``-e K=V``, ``--volume pvc:data:/data:ro``); this module turns
+them into typed values and rejects malformed ones with a one-line error that names the
+flag. The same keys may come from a values file (``-f values.yaml``); flags win over it.
+Nothing here builds YAML: the template receives these values as data.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import string
+from dataclasses import dataclass, field, fields
+
+from trainctl.errors import UserError
+from trainctl.frameworks import Framework
+from trainctl.frameworks.base import CLEAN_POD_POLICIES, RESTART_POLICIES
+
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)([numkMGTPE]|[KMGTPE]i)?")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class Volume:
+    name: str
+    mount_path: str
+    read_only: bool
+    source: dict  # the pod volume source, e.g. {"persistentVolumeClaim": {"claimName": "data"}}
+
+
+@dataclass
+class SubmitOptions:
+    """Everything a template may use. ``None`` means "not given": the kind's default applies."""
+
+    command: list[str] = field(default_factory=list)
+    name: str | None = None
+    namespace: str | None = None
+    image: str | None = None
+    workers: int | None = None
+    gpus: int | None = None
+    cpu: str | None = None
+    memory: str | None = None
+    nproc_per_node: str | None = None
+    ps: int | None = None
+    chief: int | None = None
+    evaluator: int | None = None
+    slots_per_worker: int | None = None
+    env: list[str] = field(default_factory=list)
+    label: list[str] = field(default_factory=list)
+    annotation: list[str] = field(default_factory=list)
+    volume: list[str] = field(default_factory=list)
+    shm_size: str | None = None
+    node_selector: list[str] = field(default_factory=list)
+    toleration: list[str] = field(default_factory=list)
+    priority_class: str | None = None
+    queue: str | None = None
+    gang: bool | None = None
+    restart_policy: str | None = None
+    backoff_limit: int | None = None
+    active_deadline: int | None = None
+    ttl_after_finished: int | None = None
+    clean_pod_policy: str | None = None
+    suspend: bool | None = None
+    set: list[str] = field(default_factory=list)
+    template: str | None = None
+
+    def merged_with(self, values: dict, source: str) -> SubmitOptions:
+        """Fill options not given on the command line from a values file mapping."""
+        known = {f.name: f for f in fields(self)}
+        merged = SubmitOptions(**{f.name: getattr(self, f.name) for f in fields(self)})
+        for raw_key, value in values.items():
+            key = str(raw_key).replace("-", "_")
+            if key not in known:
+                raise UserError(f"{source}: unknown key {raw_key!r}: use the long option names of "
+                                "`trainctl submit --help` (e.g. workers, env, gpus)")
+            if getattr(merged, key) in (None, []):
+                setattr(merged, key, _coerce(value, known[key].type, f"{source}: {raw_key}"))
+        return merged
+
+
+def _coerce(value: object, annotation: str, where: str) -> object:
+    if annotation.startswith("list"):
+        items = value if isinstance(value, list) else [value]
+        if isinstance(value, dict):
+            items = [f"{k}={v}" for k, v in value.items()]
+        return [str(item) for item in items]
+    if annotation.startswith("int"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(f"{where}: must be an integer (got {value!r})")
+        return value
+    if annotation.startswith("bool"):
+        if not isinstance(value, bool):
+            raise UserError(f"{where}: must be true or false (got {value!r})")
+        return value
+    if isinstance(value, (dict, list)):
+        raise UserError(f"{where}: must be a single value (got {type(value).__name__})")
+    return str(value)
+
+
+# ---- parsers for flag values -------------------------------------------------
+
+def generated_name(framework: Framework) -> str:
+    alphabet = string.ascii_lowercase + string.digits
+    return f"{framework.name}-{''.join(secrets.choice(alphabet) for _ in range(6))}"
+
+
+def key_value(text: str, flag: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise UserError(f"{flag} {text!r}: expected KEY=VALUE")
+    return key, value
+
+
+def env_pairs(items: list[str]) -> list[tuple[str, str]]:
+    pairs = [key_value(item, "--env") for item in items]
+    for key, _ in pairs:
+        if not ENV_NAME.fullmatch(key):
+            raise UserError(f"--env {key!r}: not a valid variable name (letters, digits, '_', '-', '.'; "
+                            "not starting with a digit)")
+    return pairs
+
+
+def label_map(items: list[str], flag: str, check_value: bool = True) -> dict[str, str]:
+    result = {}
+    for item in items:
+        key, value = key_value(item, flag)
+        check_label_key(key, flag)
+        if check_value and (len(value) > 63 or not LABEL_VALUE.fullmatch(value)):
+            raise UserError(f"{flag} {key}={value!r}: the value must be at most 63 letters, digits, '-', '_' "
+                            "or '.', starting and ending with a letter or digit")
+        result[key] = value
+    return result
+
+
+def check_label_key(key: str, flag: str) -> None:
+    prefix, _, name = key.rpartition("/")
+    if (prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix))) or len(name) > 63 \
+            or not LABEL_NAME.fullmatch(name):
+        raise UserError(f"{flag} {key!r}: not a valid key: [prefix/]name, name at most 63 letters, digits, "
+                        "'-', '_' or '.'")
+
+
+def quantity(text: str | None, flag: str) -> str | None:
+    if text is not None and not QUANTITY.fullmatch(text):
+        raise UserError(f"{flag} {text!r}: not a quantity (examples: 2, 500m, 16Gi)")
+    return text
+
+
+def positive(value: int | None, flag: str, minimum: int = 1) -> int | None:
+    if value is not None and value < minimum:
+        raise UserError(f"{flag} {value}: must be at least {minimum}")
+    return value
+
+
+def choice(value: str | None, flag: str, allowed: tuple[str, ...]) -> str | None:
+    if value is None:
+        return None
+    for candidate in allowed:
+        if candidate.lower() == value.lower():
+            return candidate
+    raise UserError(f"{flag} {value!r}: use one of {', '.join(allowed)}")
+
+
+def restart_policy(value: str | None) -> str | None:
+    return choice(value, "--restart-policy", RESTART_POLICIES)
+
+
+def clean_pod_policy(value: str | None) -> str | None:
+    return choice(value, "--clean-pod-policy", CLEAN_POD_POLICIES)
+
+
+def volumes(items: list[str]) -> list[Volume]:
+    """``pvc:CLAIM:/path[:ro]`` and ``host:/src:/path[:ro]``."""
+    parsed = []
+    for index, item in enumerate(items):
+        parts = item.split(":")
+        read_only = parts[-1] == "ro"
+        if read_only:
+            parts = parts[:-1]
+        if len(parts) != 3 or parts[0] not in ("pvc", "host") or not parts[1] or not parts[2].startswith("/"):
+            raise UserError(f"--volume {item!r}: expected pvc:CLAIM:/mount/path[:ro] or host:/src:/mount/path[:ro]")
+        kind, origin, mount = parts
+        if kind == "pvc":
+            if not DNS_SUBDOMAIN.fullmatch(origin):
+                raise UserError(f"--volume {item!r}: {origin!r} is not a valid claim name")
+            source = {"persistentVolumeClaim": {"claimName": origin, "readOnly": read_only}}
+        else:
+            if not origin.startswith("/"):
+                raise UserError(f"--volume {item!r}: the host path must be absolute")
+            source = {"hostPath": {"path": origin}}
+        parsed.append(Volume(f"volume-{index}", mount, read_only, source))
+    return parsed
+
+
+def tolerations(items: list[str]) -> list[dict]:
+    """``key[=value]:Effect``; without a value the toleration matches any value (Exists)."""
+    parsed = []
+    for item in items:
+        spec, sep, effect = item.rpartition(":")
+        if not sep or effect not in TAINT_EFFECTS or not spec:
+            raise UserError(f"--toleration {item!r}: expected key[=value]:EFFECT with EFFECT one of "
+                            f"{', '.join(TAINT_EFFECTS)}")
+        key, has_value, value = spec.partition("=")
+        check_label_key(key, "--toleration")
+        toleration = {"key": key, "operator": "Equal" if has_value else "Exists", "effect": effect}
+        if has_value:
+            toleration["value"] = value
+        parsed.append(toleration)
+    return parsed
