@@ -1,0 +1,1 @@
+"""Where jobs run: ``local`` (processes on this machine) or ``kubernetes``."""

@@ -10,7 +10,11 @@ interface, so adding a framework means one module here plus one template.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from trainctl.core.network import Network
+    from trainctl.job import Job
 
 OPERATOR_GROUP = "training.kubeflow.org"
 LABEL_OPERATOR = f"{OPERATOR_GROUP}/operator-name"
@@ -18,6 +22,13 @@ LABEL_JOB_NAME = f"{OPERATOR_GROUP}/job-name"
 LABEL_REPLICA_TYPE = f"{OPERATOR_GROUP}/replica-type"
 LABEL_REPLICA_INDEX = f"{OPERATOR_GROUP}/replica-index"
 LABEL_JOB_ROLE = f"{OPERATOR_GROUP}/job-role"
+
+PYTHONUNBUFFERED = {"name": "PYTHONUNBUFFERED", "value": "1"}
+
+
+def env_var(name: str, value: object) -> dict:
+    return {"name": name, "value": str(value)}
+
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
@@ -86,6 +97,26 @@ class Framework:
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         """Replica counts for ``--workers N`` (and kind options such as --ps)."""
         return {"Worker": workers}
+
+    def master_role(self, replica_types: list[str]) -> str | None:
+        """Replica type whose pods get the ``job-role: master`` label (None: index 0 of any type)."""
+        return "Master"
+
+    def status_role(self, replica_types: list[str]) -> str:
+        """Replica type whose progress is the job's: Running when it runs, Succeeded when it is done."""
+        return "Master" if "Master" in replica_types else "Worker"
+
+    def env(self, job: Job, rtype: str, index: int, network: Network) -> list[dict]:
+        """The env the operator appends to the wired containers of one replica (contract section 2)."""
+        return [PYTHONUNBUFFERED]
+
+    def wired_containers(self, job: Job, rtype: str, containers: list[dict]) -> list[dict]:
+        """Containers that receive :meth:`env`: all of them, unless the kind says otherwise."""
+        return containers
+
+    def succeeded(self, job: Job, rtype: str, counts: dict, observed: list) -> bool:
+        """Whether the status role's replicas are done (``expected == 0``)."""
+        return job.replicas(rtype) - counts.get("succeeded", 0) <= 0
 
     def __repr__(self) -> str:
         return f"<Framework {self.kind}>"

@@ -1,6 +1,6 @@
 """JAXJob: N Worker; jax.distributed reads COORDINATOR_ADDRESS/PORT, PROCESS_ID."""
 
-from trainctl.frameworks.base import Framework
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var
 
 
 class JAX(Framework):
@@ -16,6 +16,16 @@ class JAX(Framework):
     scalable = True
     workers_help = "N Worker"
     default_image = "docker.io/library/python:3.11-slim"
+
+    def master_role(self, replica_types):
+        return None
+
+    def env(self, job, rtype, index, network):
+        return [PYTHONUNBUFFERED,
+                env_var("COORDINATOR_PORT", network.port(job, "Worker", 0)),
+                env_var("COORDINATOR_ADDRESS", network.host(job, "Worker", 0)),
+                env_var("NUM_PROCESSES", job.total_replicas),
+                env_var("PROCESS_ID", index)]
 
 
 FRAMEWORK = JAX()

@@ -1,7 +1,7 @@
 """PaddleJob: N Worker in collective mode; paddle.distributed.launch reads PADDLE_*."""
 
 from trainctl.frameworks._schema import INT32, METRICS, obj
-from trainctl.frameworks.base import Framework
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var
 
 
 class Paddle(Framework):
@@ -20,6 +20,19 @@ class Paddle(Framework):
     spec_properties = {
         "elasticPolicy": obj(minReplicas=INT32, maxReplicas=INT32, maxRestarts=INT32, metrics=METRICS),
     }
+
+    def env(self, job, rtype, index, network):
+        coordinator = self.status_role(job.replica_types)  # Master in PS mode, else Worker (collective)
+        port = network.port(job, coordinator, 0)
+        env = [PYTHONUNBUFFERED, env_var("PADDLE_JOB_ID", job.name), env_var("PADDLE_NNODES", job.total_replicas)]
+        if rtype == coordinator and index == 0:
+            env += [{"name": "POD_IP_DUMMY", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    env_var("PADDLE_MASTER", f"$(POD_IP_DUMMY):{port}")]
+        else:
+            env.append(env_var("PADDLE_MASTER", f"{network.host(job, coordinator, 0)}:{port}"))
+        if "Master" in job.replica_types:
+            env.append(env_var("PADDLE_SERVER_NUM" if rtype == "Master" else "PADDLE_TRAINER_NUM", 1))
+        return env
 
 
 FRAMEWORK = Paddle()

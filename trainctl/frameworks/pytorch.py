@@ -1,7 +1,7 @@
 """PyTorchJob: Master 1 + Worker N-1, torchrun-style env (MASTER_ADDR, RANK, PET_*)."""
 
 from trainctl.frameworks._schema import BOOLEAN, INT32, METRICS, STRING, obj
-from trainctl.frameworks.base import Framework
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var
 
 
 class PyTorch(Framework):
@@ -36,6 +36,57 @@ class PyTorch(Framework):
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Master": 1, "Worker": workers - 1} if workers > 1 else {"Master": 1}
+
+    def master_role(self, replica_types):
+        return "Master" if "Master" in replica_types else "Worker"
+
+    def succeeded(self, job, rtype, counts, observed):
+        # an elastic worker-only job is done when any worker finishes
+        if rtype == "Worker" and job.spec.get("elasticPolicy") and counts.get("succeeded", 0) > 0:
+            return True
+        return super().succeeded(job, rtype, counts, observed)
+
+    def env(self, job, rtype, index, network):
+        env = [PYTHONUNBUFFERED]
+        spec, types = job.spec, job.replica_types
+        elastic = spec.get("elasticPolicy")
+        nproc = spec.get("nprocPerNode")
+        if nproc is None and not (elastic and elastic.get("nProcPerNode") is not None):
+            nproc = "auto"
+        if "Master" in types:
+            port, host = network.port(job, "Master", 0), network.host(job, "Master", 0)
+            rank = index if rtype == "Master" else index + job.replicas("Master")
+            nproc_int = int(nproc) if nproc is not None and str(nproc).isdigit() else 1
+            env += [env_var("MASTER_PORT", port), env_var("PET_MASTER_PORT", port),
+                    env_var("MASTER_ADDR", host), env_var("PET_MASTER_ADDR", host),
+                    env_var("WORLD_SIZE", job.total_replicas * nproc_int),
+                    env_var("RANK", rank), env_var("PET_NODE_RANK", rank)]
+        if nproc is not None:
+            env.append(env_var("PET_NPROC_PER_NODE", nproc))
+        if elastic is None:
+            return env + [env_var("PET_NNODES", job.total_replicas)]
+        return env + self.elastic_env(job, elastic, network)
+
+    def elastic_env(self, job, elastic, network):
+        host = elastic.get("rdzvHost") or network.host(job, "Worker", 0)
+        port = elastic.get("rdzvPort") or network.port(job, "Worker", 0)
+        low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
+        if low is None and high is None:
+            low = high = job.replicas("Worker")
+        low, high = low if low is not None else high, high if high is not None else low
+        env = [env_var("PET_RDZV_ENDPOINT", f"{host}:{port}"),
+               env_var("PET_RDZV_BACKEND", elastic.get("rdzvBackend") or "c10d"),
+               env_var("PET_NNODES", f"{low}:{high}")]
+        optional = [("PET_MAX_RESTARTS", elastic.get("maxRestarts")),
+                    ("PET_NPROC_PER_NODE", elastic.get("nProcPerNode")),
+                    ("PET_RDZV_ID", elastic.get("rdzvId"))]
+        env += [env_var(name, value) for name, value in optional if value is not None]
+        if elastic.get("rdzvConf") is not None:
+            conf = ",".join(f"{item['key']}={item['value']}" for item in elastic["rdzvConf"])
+            env.append(env_var("PET_RDZV_CONF", conf))
+        if elastic.get("standalone"):
+            env.append(env_var("PET_STANDALONE", ""))
+        return env
 
 
 FRAMEWORK = PyTorch()

@@ -1,7 +1,9 @@
 """TFJob: N Worker (plus PS, Chief, Evaluator); TF_CONFIG on the tensorflow container."""
 
+import json
+
 from trainctl.frameworks._schema import BOOLEAN, STRING
-from trainctl.frameworks.base import Framework
+from trainctl.frameworks.base import Framework, env_var
 
 
 class TensorFlow(Framework):
@@ -23,6 +25,48 @@ class TensorFlow(Framework):
         counts = {"Chief": options.get("chief", 0), "Evaluator": options.get("evaluator", 0),
                   "PS": options.get("ps", 0), "Worker": workers}
         return {rtype: n for rtype, n in counts.items() if n > 0}
+
+    def master_role(self, replica_types):
+        return self.status_role(replica_types)
+
+    def status_role(self, replica_types):
+        return next((t for t in ("Chief", "Master") if t in replica_types), "Worker")
+
+    def succeeded(self, job, rtype, counts, observed):
+        if super().succeeded(job, rtype, counts, observed):
+            return True
+        # without a chief, worker-0 finishing with exit 0 ends the job unless successPolicy is AllWorkers
+        if rtype != "Worker" or job.spec.get("successPolicy") == "AllWorkers":
+            return False
+        return any(r.rtype == "Worker" and r.index == 0 and r.phase == "Succeeded" and r.exit_code == 0
+                   for r in observed)
+
+    def wired_containers(self, job, rtype, containers):
+        return [c for c in containers if c.get("name") == self.container]
+
+    def env(self, job, rtype, index, network):
+        if job.total_replicas == 1:
+            return []
+        return [env_var("TF_CONFIG", self.tf_config(job, rtype, index, network))]
+
+    def tf_config(self, job, rtype, index, network) -> str:
+        """TF_CONFIG exactly as the operator serialises it (Go: sorted map keys, no spaces)."""
+        def address(t, i):
+            return f"{network.qualified_host(job, t, i)}:{network.port(job, t, i)}"
+
+        task = {"type": rtype.lower(), "index": index}
+        if job.spec.get("enableDynamicWorker"):
+            ps = [address("PS", i) for i in range(job.replicas("PS"))] if "PS" in job.replica_types else None
+            if rtype == "Worker":
+                cluster = {"worker": {str(index): address(rtype, index)}, "ps": ps}
+            elif rtype == "PS":
+                cluster = {"worker": {}, "ps": [address(rtype, index)]}
+            else:
+                cluster = {"worker": {}, "ps": []}
+            return json.dumps({"cluster": cluster, "task": task}, separators=(",", ":"))
+        cluster = {t.lower(): [address(t, i) for i in range(job.replicas(t))] for t in job.replica_types}
+        config = {"cluster": dict(sorted(cluster.items())), "task": task, "environment": "cloud"}
+        return json.dumps(config, separators=(",", ":"))
 
 
 FRAMEWORK = TensorFlow()

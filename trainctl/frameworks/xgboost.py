@@ -1,6 +1,6 @@
 """XGBoostJob: Master 1 + Worker N-1; the master hosts the collective tracker."""
 
-from trainctl.frameworks.base import Framework
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var
 
 
 class XGBoost(Framework):
@@ -18,6 +18,17 @@ class XGBoost(Framework):
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Master": 1, "Worker": workers - 1} if workers > 1 else {"Master": 1}
+
+    def env(self, job, rtype, index, network):
+        world_size = job.total_replicas
+        rank = index if rtype == "Master" else index + job.replicas("Master")
+        env = [env_var("MASTER_PORT", network.port(job, "Master", 0)),
+               env_var("MASTER_ADDR", network.host(job, "Master", 0)),
+               env_var("WORLD_SIZE", world_size), env_var("RANK", rank), PYTHONUNBUFFERED]
+        if world_size > 1:
+            workers = ",".join(network.host(job, "Worker", i) for i in range(world_size - 1))
+            env += [env_var("WORKER_PORT", network.port(job, "Worker", 0)), env_var("WORKER_ADDRS", workers)]
+        return env
 
 
 FRAMEWORK = XGBoost()

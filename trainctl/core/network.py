@@ -1,0 +1,75 @@
+"""How replicas address each other: pod DNS names in a cluster, 127.0.0.1 locally.
+
+The per-kind env (MASTER_ADDR, TF_CONFIG, ...) is written once, against this small
+interface, so the same code yields the operator's exact values in a cluster and
+working loopback values for local processes, where every replica listens on its
+own free port because they share one host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from trainctl.job import Job
+
+
+class Network(Protocol):
+    #: True when each replica gets a headless Service and pods wait for DNS (a cluster)
+    cluster: bool
+
+    def host(self, job: Job, rtype: str, index: int) -> str:
+        """Address other replicas use (MASTER_ADDR style)."""
+
+    def qualified_host(self, job: Job, rtype: str, index: int) -> str:
+        """Fully qualified address (TF_CONFIG style)."""
+
+    def port(self, job: Job, rtype: str, index: int) -> int | None:
+        """The framework port that replica listens on."""
+
+    def pod_ip(self) -> str | None:
+        """The value of fieldRef status.podIP, when known in advance (local only)."""
+
+
+@dataclass(frozen=True)
+class ClusterNetwork:
+    """What the Kubeflow operator writes: pod/service names and the spec's container ports."""
+
+    cluster_domain: str | None = None
+    cluster: bool = True
+
+    def host(self, job: Job, rtype: str, index: int) -> str:
+        return job.pod_name(rtype, index)
+
+    def qualified_host(self, job: Job, rtype: str, index: int) -> str:
+        suffix = f".{self.cluster_domain}" if self.cluster_domain else ""
+        return f"{job.pod_name(rtype, index)}.{job.namespace}.svc{suffix}"
+
+    def port(self, job: Job, rtype: str, index: int) -> int | None:
+        return job.container_port(rtype)
+
+    def pod_ip(self) -> str | None:
+        return None
+
+
+@dataclass(frozen=True)
+class LocalNetwork:
+    """Every replica on one host: the same address, a distinct allocated port each."""
+
+    ports: dict[tuple[str, int], int] = field(default_factory=dict)
+    address: str = "127.0.0.1"
+    mpi_config_dir: str = "/etc/mpi"
+    cluster: bool = False
+
+    def host(self, job: Job, rtype: str, index: int) -> str:
+        return self.address
+
+    def qualified_host(self, job: Job, rtype: str, index: int) -> str:
+        return self.address
+
+    def port(self, job: Job, rtype: str, index: int) -> int | None:
+        return self.ports.get((rtype, index))
+
+    def pod_ip(self) -> str | None:
+        return self.address

@@ -1,0 +1,365 @@
+"""The reconcile core: (job, observed replicas, now) -> actions and the new status.
+
+One pure, level-triggered function (no I/O, no clock reads) implements the Kubeflow
+operator's behaviour (contract sections 1.3-1.9 and 2) for every kind. The local
+runtime and the in-cluster controller call it whenever something changed, execute the
+actions, write the status when it differs, and call again after ``requeue_after``.
+
+Deviations from upstream (docs/compatibility.md) are deliberate fixes:
+* ``replicas: 0`` means no replicas, not a create/delete loop;
+* restarts by recreation (ExitCode, and every restart of a local process) count towards
+  ``backoffLimit`` (kept in ``status.replicaStatuses.<type>.restarts``), and the limit
+  means "this many restarts are allowed", like a Kubernetes Job;
+* ``activeDeadlineSeconds`` is enforced on time through ``requeue_after``;
+* backoff/deadline failures stop running replicas but keep finished ones unless
+  cleanPodPolicy is All (upstream deletes everything, ignoring cleanPodPolicy);
+* the ExitCode permanent-failure path sets ``completionTime``; MPIJob fails with reason
+  ``MPIJobFailed``; idle MPI workers are stopped when the launcher has finished.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from datetime import datetime, timedelta, timezone
+
+from trainctl.core import conditions as cond
+from trainctl.core.actions import (
+    CreateReplica,
+    CreateService,
+    DeleteJob,
+    DeleteReplica,
+    DeleteService,
+    Plan,
+    RecordEvent,
+)
+from trainctl.core.network import Network
+from trainctl.core.observed import ObservedReplica
+from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR, LABEL_REPLICA_TYPE
+from trainctl.job import Job
+
+RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode
+MISSING_EXIT_CODE = 0xBEEF  # upstream's sentinel when no exit code is known: retryable
+PYTORCH_INIT_IMAGE = "alpine:3.10"
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+
+
+def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, network: Network) -> Plan:
+    """Everything the runtime should do now for this job, and its new status."""
+    job = Job(resource)
+    if job.managed_externally:
+        return Plan(status=copy.deepcopy(job.status))
+    return Reconciler(job, observed, now, network).run()
+
+
+class Reconciler:
+    def __init__(self, job: Job, observed: list[ObservedReplica], now: datetime, network: Network) -> None:
+        self.job, self.observed, self.network = job, sorted(observed, key=self._order), network
+        self.now, self.stamp = now, rfc3339(now)
+        self.status = copy.deepcopy(job.status)
+        self.conditions: list[dict] = self.status.get("conditions") or []
+        self.actions: list = []
+        self.requeue_after: float | None = None
+        self.restarting: set[str] = set()  # names of replicas restarted in this pass
+        self.restarts = {rtype: (self.status.get("replicaStatuses") or {}).get(rtype, {}).get("restarts", 0)
+                         for rtype in job.replica_types}
+
+    def _order(self, replica: ObservedReplica) -> tuple:
+        types = list(self.job.replica_types) if hasattr(self, "job") else []
+        return (types.index(replica.rtype) if replica.rtype in types else len(types), replica.index, replica.name)
+
+    # ---- the loop, in the operator's order (contract 1.6) ------------------------------
+    def run(self) -> Plan:
+        kind, name = self.job.framework.kind, self.job.name
+        if not self.conditions:
+            self.set_condition("Created", "True", "Created", f"{kind} {name} is created.")
+        if cond.finished(self.conditions):
+            self.cleanup()
+        elif self.job.suspended:
+            self.suspend()
+        else:
+            if cond.is_true(self.conditions, "Suspended"):
+                self.resume()
+            self.status.setdefault("startTime", self.stamp)
+            if not self.handle_failed_replicas() and not self.enforce_deadline():
+                self.create_and_scale()
+                self.update_conditions()
+        return self.plan()
+
+    def plan(self) -> Plan:
+        self.status["conditions"] = self.conditions
+        self.status["replicaStatuses"] = self.replica_statuses()
+        if cond.finished(self.conditions):
+            self.schedule_ttl()
+        return Plan(actions=self.actions, status=self.status, requeue_after=self.requeue_after)
+
+    # ---- restarts and backoff (1.3, 1.6) ----------------------------------------------
+    def handle_failed_replicas(self) -> bool:
+        """Restart what the policy says; returns True when the job failed here."""
+        for replica in self.observed:
+            if replica.deleting or not replica.finished:
+                continue
+            policy = self.job.restart_policy(replica.rtype)
+            code = replica.exit_code if replica.exit_code is not None else MISSING_EXIT_CODE
+            if replica.phase == "Failed" and policy == "ExitCode" and code < RETRYABLE_FROM:
+                self.event("Warning", "ExitedWithCode", f"Pod: {self.job.namespace}.{replica.name} exited with code {code}")
+                self.fail(f'job "{self.job.name}" is failing because "{replica.rtype}" replica(s) failed.')
+                return True
+            if self.should_restart(replica, policy, code):
+                if self.backoff_exhausted():
+                    self.fail(f"Job {self.job.name} has failed because it has reached the specified backoff limit")
+                    return True
+                self.restart(replica)
+        return False
+
+    def should_restart(self, replica: ObservedReplica, policy: str, code: int) -> bool:
+        if replica.phase == "Succeeded":
+            return policy == "Always"  # kubelet semantics: Always restarts even after exit 0
+        return policy in ("OnFailure", "Always") or (policy == "ExitCode" and code >= RETRYABLE_FROM)
+
+    def backoff_exhausted(self) -> bool:
+        limit = self.job.run_policy.get("backoffLimit")
+        in_place = sum(replica.restart_count for replica in self.observed)
+        return limit is not None and sum(self.restarts.values()) + in_place >= limit
+
+    def restart(self, replica: ObservedReplica) -> None:
+        self.restarting.add(replica.name)
+        self.restarts[replica.rtype] += 1
+        self.delete_replica(replica, "Restart")
+        message = f"job {self.job.name} is restarting because {replica.rtype} replica(s) failed."
+        self.set_condition("Restarting", "True", "Restarting", message)
+        self.event("Warning", self.reason("Restarting"), message)
+
+    # ---- deadline ---------------------------------------------------------------------
+    def enforce_deadline(self) -> bool:
+        deadline = self.job.run_policy.get("activeDeadlineSeconds")
+        start = parse_time(self.status.get("startTime"))
+        if deadline is None or start is None:
+            return False
+        remaining = (start + timedelta(seconds=deadline) - self.now).total_seconds()
+        if remaining > 0:
+            self.requeue_after = remaining
+            return False
+        self.fail(f"Job {self.job.name} has failed because it was active longer than specified deadline")
+        return True
+
+    def fail(self, message: str) -> None:
+        """Backoff, deadline or a permanent exit code: stop what runs, keep the rest for inspection."""
+        self.status.setdefault("completionTime", self.stamp)
+        self.set_condition("Failed", "True", "Failed", message)
+        self.event("Warning", self.reason("Failed"), message)
+        everything = self.job.run_policy["cleanPodPolicy"] == "All"
+        for replica in self.observed:
+            if not replica.deleting and replica.name not in self.restarting and (everything or not replica.finished):
+                self.delete_replica(replica, "Cleanup")
+
+    # ---- creation and scaling (1.4) -----------------------------------------------------
+    def create_and_scale(self) -> None:
+        present = {(r.rtype, r.index) for r in self.observed if r.name not in self.restarting}
+        for rtype in self.job.replica_types:
+            for index in range(self.job.replicas(rtype)):
+                if (rtype, index) not in present:
+                    self.create_replica(rtype, index)
+        for replica in self.observed:
+            if replica.index >= self.job.replicas(replica.rtype) and not replica.deleting \
+                    and replica.name not in self.restarting:
+                self.delete_replica(replica, "ScaleDown")
+
+    def create_replica(self, rtype: str, index: int) -> None:
+        job = self.job
+        name = job.pod_name(rtype, index)
+        pod, env = self.pod_template(rtype, index)
+        labels = pod["metadata"]["labels"]
+        self.actions.append(CreateReplica(rtype, index, name, labels, pod, env))
+        if self.network.cluster and job.framework.kind != "MPIJob":
+            container = job.main_container(pod["spec"]["containers"]) or {}
+            ports = [{"name": p.get("name"), "port": p["containerPort"]} for p in container.get("ports", [])]
+            service_labels = {k: v for k, v in labels.items() if k != "training.kubeflow.org/job-role"}
+            self.actions.append(CreateService(name, rtype, index, service_labels, ports))
+
+    def pod_template(self, rtype: str, index: int) -> tuple[dict, dict]:
+        """The pod the operator would create, and the main container's env flattened."""
+        job, framework = self.job, self.job.framework
+        pod = job.template(rtype)
+        metadata = pod.setdefault("metadata", {})
+        metadata["labels"] = {**(metadata.get("labels") or {}), **job.labels(rtype, index)}
+        spec = pod["spec"]
+        policy = job.restart_policy(rtype)
+        if spec.get("restartPolicy"):
+            self.event("Warning", "SetPodTemplateRestartPolicy",
+                       "Restart policy in pod template will be overwritten by restart policy in replica spec")
+        spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
+        operator_env = framework.env(job, rtype, index, self.network)
+        for container in framework.wired_containers(job, rtype, spec["containers"]):
+            user_env = container.get("env") or []
+            user_names = {entry.get("name") for entry in user_env}
+            extra = [e for e in operator_env if not (e["name"].startswith("I_MPI_") and e["name"] in user_names)]
+            container["env"] = user_env + copy.deepcopy(extra)
+        if framework.kind == "MPIJob" and rtype == "Worker" and not spec["containers"][0].get("command"):
+            spec["containers"][0].update({"command": ["sleep"], "args": ["365d"]})
+        if framework.kind == "PyTorchJob" and rtype == "Worker" and "Master" in job.replica_types \
+                and self.network.cluster:
+            spec["initContainers"] = (spec.get("initContainers") or []) + [self.pytorch_init(job)]
+        main = job.main_container(spec["containers"]) or {}
+        return pod, flatten_env(main.get("env") or [], self.network.pod_ip())
+
+    @staticmethod
+    def pytorch_init(job: Job) -> dict:
+        master = job.pod_name("Master", 0)
+        script = (f"err=1;for i in $(seq 100); do if nslookup {master}; then err=0 && break; fi;"
+                  "echo waiting for master; sleep 2; done; exit $err")
+        return {"name": "init-pytorch", "image": PYTORCH_INIT_IMAGE, "imagePullPolicy": "IfNotPresent",
+                "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
+                              "requests": {"cpu": "50m", "memory": "10Mi"}},
+                "command": ["sh", "-c", script]}
+
+    def delete_replica(self, replica: ObservedReplica, reason: str) -> None:
+        self.actions.append(DeleteReplica(replica.name, replica.rtype, replica.index, reason))
+        if self.network.cluster and self.job.framework.kind != "MPIJob":
+            self.actions.append(DeleteService(replica.name))
+
+    # ---- conditions (1.7) -------------------------------------------------------------------
+    def update_conditions(self) -> None:
+        job, framework = self.job, self.job.framework
+        counts = self.counts()
+        role = framework.status_role(job.replica_types)
+        if role in job.replica_types and framework.succeeded(job, role, counts.get(role, {}), self.observed):
+            self.succeed()
+            return
+        failed = self.permanently_failed()
+        if failed:
+            rtype, number = failed
+            self.fail(f"{job.framework.kind} {job.name} is failed because {number} {rtype} replica(s) failed.")
+            return
+        if not self.restarting and counts.get(role, {}).get("active", 0) > 0:
+            message = f"{framework.kind} {job.name} is running."
+            if not cond.is_true(self.conditions, "Running"):
+                self.event("Normal", self.reason("Running"), message)
+            self.set_condition("Running", "True", "Running", message)
+
+    def succeed(self) -> None:
+        message = f"{self.job.framework.kind} {self.job.name} is successfully completed."
+        self.status.setdefault("completionTime", self.stamp)
+        self.set_condition("Succeeded", "True", "Succeeded", message)
+        self.event("Normal", self.reason("Succeeded"), message)
+        self.cleanup()
+
+    def permanently_failed(self) -> tuple[str, int] | None:
+        """The first replica type (in evaluation order) with failed replicas that will not restart."""
+        for rtype in self.job.replica_types:
+            if self.job.framework.kind == "TFJob" and rtype == "Worker" and self.job.spec.get("enableDynamicWorker"):
+                continue
+            failed = [r for r in self.observed if r.rtype == rtype and r.phase == "Failed"
+                      and not r.deleting and r.name not in self.restarting]
+            if failed:
+                return rtype, len(failed)
+        return None
+
+    # ---- finished jobs, suspend, resume, TTL (1.8, 1.9) ----------------------------------------
+    def cleanup(self) -> None:
+        policy = self.job.run_policy["cleanPodPolicy"]
+        for replica in self.observed:
+            if replica.deleting or replica.name in self.restarting:
+                continue
+            idle_mpi_worker = self.job.framework.kind == "MPIJob" and replica.rtype == "Worker" and not replica.finished
+            if policy == "All" or (policy == "Running" and not replica.finished) or idle_mpi_worker:
+                self.delete_replica(replica, "Cleanup")
+
+    def suspend(self) -> None:
+        kind, name = self.job.framework.kind, self.job.name
+        for replica in self.observed:
+            if not replica.deleting:
+                self.delete_replica(replica, "Suspend")
+        message = f"{kind} {name} is suspended."
+        if cond.is_true(self.conditions, "Running"):
+            self.set_condition("Running", "False", "Suspended", message)
+        if not cond.is_true(self.conditions, "Suspended"):
+            self.set_condition("Suspended", "True", "Suspended", message)
+            self.event("Normal", self.reason("Suspended"), message)
+        self.observed = []  # nothing stays active while suspended
+
+    def resume(self) -> None:
+        message = f"{self.job.framework.kind} {self.job.name} is resumed."
+        self.set_condition("Suspended", "False", "Resumed", message)
+        self.event("Normal", self.reason("Resumed"), message)
+        self.status["startTime"] = self.stamp
+
+    def schedule_ttl(self) -> None:
+        ttl = self.job.run_policy.get("ttlSecondsAfterFinished")
+        finished_at = parse_time(self.status.get("completionTime"))
+        if ttl is None or finished_at is None:
+            return
+        remaining = (finished_at + timedelta(seconds=ttl) - self.now).total_seconds()
+        if remaining <= 0:
+            self.actions.append(DeleteJob("TTLExpired"))
+        else:
+            self.requeue_after = remaining if self.requeue_after is None else min(self.requeue_after, remaining)
+
+    # ---- status ------------------------------------------------------------------------------
+    def counts(self) -> dict[str, dict[str, int]]:
+        counts = {rtype: {"active": 0, "succeeded": 0, "failed": 0} for rtype in self.job.replica_types}
+        for replica in self.observed:
+            bucket = counts.setdefault(replica.rtype, {"active": 0, "succeeded": 0, "failed": 0})
+            if replica.phase == "Running":
+                bucket["failed" if replica.deleting else "active"] += 1
+            elif replica.phase == "Succeeded":
+                bucket["succeeded"] += 1
+            elif replica.phase == "Failed":
+                bucket["failed"] += 1
+        return counts
+
+    def replica_statuses(self) -> dict:
+        statuses = {}
+        succeeded = cond.is_true(self.conditions, "Succeeded")
+        for rtype, counts in self.counts().items():
+            entry = dict(counts)
+            if succeeded:
+                entry["succeeded"] += entry["active"]
+                entry["active"] = 0
+            if self.restarts.get(rtype):
+                entry["restarts"] = self.restarts[rtype]
+            if self.job.framework.scalable:
+                entry["selector"] = ",".join(f"{k}={v}" for k, v in self.selector(rtype).items())
+            statuses[rtype] = entry
+        return statuses
+
+    def selector(self, rtype: str) -> dict:
+        return {LABEL_JOB_NAME: self.job.name, LABEL_OPERATOR: self.job.framework.operator_name,
+                LABEL_REPLICA_TYPE: rtype.lower()}
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def reason(self, suffix: str) -> str:
+        return f"{self.job.framework.kind}{suffix}"
+
+    def set_condition(self, ctype: str, status: str, suffix: str, message: str) -> None:
+        self.conditions = cond.set_condition(self.conditions, ctype, status, self.reason(suffix), message, self.stamp)
+
+    def event(self, etype: str, reason: str, message: str) -> None:
+        self.actions.append(RecordEvent(etype, reason, message))
+
+
+VARIABLE_REFERENCE = re.compile(r"\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+
+
+def flatten_env(entries: list[dict], pod_ip: str | None) -> dict[str, str]:
+    """Env entries as a process would see them: values, status.podIP, then $(VAR) expansion like kubelet."""
+    env: dict[str, str] = {}
+    for entry in entries:
+        field_path = ((entry.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if field_path == "status.podIP" and pod_ip is not None:
+            value = pod_ip
+        elif "valueFrom" in entry:
+            continue  # secrets and config maps exist only in a cluster
+        else:
+            value = str(entry.get("value", ""))
+        env[entry["name"]] = VARIABLE_REFERENCE.sub(lambda m: env.get(m[1], m[0]), value)
+    return env

@@ -1,0 +1,132 @@
+"""A read-only view of a kubeflow.org/v1 job with the operator's defaults applied.
+
+The Kubeflow operator defaults jobs in memory on every reconcile and never writes the
+defaults back (contract 1.4); this view does the same, so the stored resource stays
+exactly what the user wrote while every decision sees canonical replica types,
+default replica counts, restart policies and ports.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cached_property
+
+from trainctl.frameworks import Framework, by_kind
+from trainctl.frameworks.base import (
+    LABEL_JOB_NAME,
+    LABEL_JOB_ROLE,
+    LABEL_OPERATOR,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+)
+
+
+class Job:
+    def __init__(self, resource: dict) -> None:
+        self.resource = resource
+        self.framework: Framework = by_kind(resource["kind"])
+        metadata = resource.get("metadata") or {}
+        self.name: str = metadata["name"]
+        self.namespace: str = metadata.get("namespace") or "default"
+        self.uid: str = metadata.get("uid", "")
+        self.spec: dict = resource.get("spec") or {}
+        self.status: dict = resource.get("status") or {}
+
+    # ---- replica specs, defaulted ---------------------------------------------
+    @cached_property
+    def replica_specs(self) -> dict[str, dict]:
+        """Canonical replica type -> spec, in the framework's evaluation order."""
+        raw = self.spec.get(self.framework.replica_spec_field) or {}
+        by_type = {}
+        for key, spec in raw.items():
+            rtype = self.framework.canonical_replica_type(key) or key
+            by_type[rtype] = spec or {}
+        order = [t for t in self.framework.replica_types if t in by_type]
+        return {rtype: by_type[rtype] for rtype in order + [t for t in by_type if t not in order]}
+
+    @property
+    def replica_types(self) -> list[str]:
+        return list(self.replica_specs)
+
+    def replicas(self, rtype: str) -> int:
+        value = self.replica_specs.get(rtype, {}).get("replicas")
+        return self.framework.replicas_default(rtype) if value is None else value
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(self.replicas(rtype) for rtype in self.replica_types)
+
+    def restart_policy(self, rtype: str) -> str:
+        return self.replica_specs[rtype].get("restartPolicy") or self.framework.restart_policy
+
+    def template(self, rtype: str) -> dict:
+        """The pod template with the default port appended to the framework container."""
+        template = copy.deepcopy(self.replica_specs[rtype].get("template") or {})
+        containers = template.setdefault("spec", {}).setdefault("containers", [])
+        container = self.main_container(containers)
+        framework = self.framework
+        if container is not None and framework.port_name:
+            ports = container.setdefault("ports", [])
+            if not any(p.get("name") == framework.port_name for p in ports):
+                ports.append({"name": framework.port_name, "containerPort": framework.port})
+        return template
+
+    def main_container(self, containers: list[dict]) -> dict | None:
+        """The container the operator wires: named after the framework, else the first (MPI: always the first)."""
+        if self.framework.kind != "MPIJob":
+            for container in containers:
+                if container.get("name") == self.framework.container:
+                    return container
+        return containers[0] if containers else None
+
+    def container_port(self, rtype: str) -> int | None:
+        container = self.main_container(self.template(rtype)["spec"]["containers"])
+        for port in (container or {}).get("ports", []):
+            if port.get("name") == self.framework.port_name:
+                return port.get("containerPort")
+        return None
+
+    # ---- run policy ---------------------------------------------------------------
+    @property
+    def run_policy(self) -> dict:
+        policy = dict(self.spec.get("runPolicy") or {})
+        if self.framework.kind == "MPIJob" and "cleanPodPolicy" not in policy and self.spec.get("cleanPodPolicy"):
+            policy["cleanPodPolicy"] = self.spec["cleanPodPolicy"]
+        policy.setdefault("cleanPodPolicy", "None")
+        return policy
+
+    @property
+    def suspended(self) -> bool:
+        return bool(self.run_policy.get("suspend"))
+
+    @property
+    def managed_externally(self) -> bool:
+        managed_by = self.run_policy.get("managedBy")
+        return managed_by not in (None, "kubeflow.org/training-operator")
+
+    # ---- names and labels -------------------------------------------------------------
+    def pod_name(self, rtype: str, index: int) -> str:
+        if self.framework.kind == "MPIJob" and rtype == "Launcher":
+            return f"{self.name}-launcher"
+        return f"{self.name}-{rtype.lower()}-{index}".replace("/", "-")
+
+    def replica_id(self, rtype: str, index: int) -> str:
+        """Short display name, the `master-0 |` log prefix."""
+        return self.pod_name(rtype, index).removeprefix(f"{self.name}-")
+
+    def selector_labels(self) -> dict[str, str]:
+        return {LABEL_OPERATOR: self.framework.operator_name, LABEL_JOB_NAME: self.name}
+
+    def labels(self, rtype: str, index: int) -> dict[str, str]:
+        labels = {**self.selector_labels(), LABEL_REPLICA_TYPE: rtype.lower()}
+        if not (self.framework.kind == "MPIJob" and rtype == "Launcher"):
+            labels[LABEL_REPLICA_INDEX] = str(index)
+        if self.is_master_role(rtype, index):
+            labels[LABEL_JOB_ROLE] = "master"
+        return labels
+
+    def is_master_role(self, rtype: str, index: int) -> bool:
+        role = self.framework.master_role(self.replica_types)
+        if role is None:
+            return index == 0
+        return rtype == role and (index == 0 or rtype in ("Master", "Chief", "Launcher"))
