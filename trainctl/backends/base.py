@@ -46,6 +46,10 @@ class Backend(abc.ABC):
     #: shown in every command's summary: "local" or "kubernetes (context X)"
     description: str
 
+    def default_namespace(self) -> str:
+        """Namespace used when none is given."""
+        return "default"
+
     @abc.abstractmethod
     def create(self, resource: dict, replace: bool = False) -> dict:
         """Store a validated job; return it as stored. Error if it exists and not replace."""

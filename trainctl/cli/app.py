@@ -13,7 +13,7 @@ import typer
 
 from trainctl import __version__
 
-COMMAND_MODULES = ("submit", "apply", "templates", "crds", "completion")
+COMMAND_MODULES = ("submit", "apply", "jobs", "templates", "crds", "completion")
 
 app = typer.Typer(
     name="trainctl",

@@ -1,0 +1,132 @@
+"""The Python API: what the CLI does, for notebooks and scripts.
+
+    from trainctl.api import Client
+    client = Client()                     # local, or Kubernetes when a kubeconfig exists
+    job = client.submit(resource)
+    client.wait(job["metadata"]["name"])
+
+Every method raises :class:`trainctl.errors.UserError` (one line) for anything the
+caller can fix.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from functools import cached_property
+from pathlib import Path
+
+from trainctl.backends.base import Backend, JobDetails, LogLine
+from trainctl.errors import UserError
+
+BACKENDS = ("local", "kubernetes")
+TERMINAL = ("Succeeded", "Failed")
+WAIT_POLL_SECONDS = 0.2
+
+
+def choose_backend(backend: str | None, context: str | None, kubeconfig: str | None) -> str:
+    """Explicit choice, then $TRAINCTL_BACKEND, then Kubernetes if a cluster is configured, else local."""
+    choice = backend or os.environ.get("TRAINCTL_BACKEND") or None
+    if choice is not None:
+        if choice not in BACKENDS:
+            raise UserError(f"backend {choice!r} (TRAINCTL_BACKEND or --backend): use one of {', '.join(BACKENDS)}")
+        if choice == "local" and (context or kubeconfig):
+            raise UserError("--local cannot be combined with --context or --kubeconfig: pick one")
+        return choice
+    if context or kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "kubernetes"
+    configured = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    configured.append(Path.home() / ".kube" / "config")
+    return "kubernetes" if any(path.is_file() for path in configured) else "local"
+
+
+class Client:
+    def __init__(self, backend: str | None = None, *, context: str | None = None,
+                 kubeconfig: str | None = None) -> None:
+        self.backend_name = choose_backend(backend, context, kubeconfig)
+        self.context, self.kubeconfig = context, kubeconfig
+
+    @cached_property
+    def backend(self) -> Backend:
+        if self.backend_name == "local":
+            from trainctl.backends.local import LocalBackend
+
+            return LocalBackend()
+        try:
+            from trainctl.backends.kube import KubeBackend
+        except ImportError:
+            raise UserError("the Kubernetes backend is not available in this trainctl build: run with --local "
+                            "or TRAINCTL_BACKEND=local") from None
+        return KubeBackend(context=self.context, kubeconfig=self.kubeconfig)
+
+    def default_namespace(self) -> str:
+        return self.backend.default_namespace()
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace or self.default_namespace()
+
+    def submit(self, resource: dict, *, replace: bool = False) -> dict:
+        from trainctl.validation import validate
+
+        validate(resource)
+        metadata = resource["metadata"]
+        metadata["namespace"] = self._ns(metadata.get("namespace"))
+        return self.backend.create(resource, replace=replace)
+
+    def get(self, name: str, namespace: str | None = None, kind: str | None = None) -> JobDetails:
+        return self.backend.get(name, self._ns(namespace), kind)
+
+    def list(self, namespace: str | None = None, all_namespaces: bool = False,
+             selector: str | None = None) -> list[dict]:
+        return self.backend.list(None if all_namespaces else self._ns(namespace), selector)
+
+    def logs(self, name: str, namespace: str | None = None, *, replica: str | None = None, follow: bool = False,
+             tail: int | None = None, since_seconds: int | None = None, previous: bool = False) -> Iterator[LogLine]:
+        return self.backend.logs(name, self._ns(namespace), replica=replica, follow=follow, tail=tail,
+                                 since_seconds=since_seconds, previous=previous)
+
+    def wait(self, name: str, namespace: str | None = None, *, until: str = "Succeeded",
+             timeout: float | None = None, on_progress: Callable[[dict], None] | None = None) -> dict:
+        """Poll until condition ``until`` is True or the job ends otherwise; returns the job.
+
+        Raises TimeoutError when ``timeout`` seconds pass first.
+        """
+        if until not in ("Succeeded", "Failed", "Running", "Suspended"):
+            raise UserError(f"--for {until!r}: use Succeeded, Failed, Running or Suspended")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            resource = self.get(name, namespace).resource
+            if on_progress:
+                on_progress(resource)
+            if reached(resource, until) or state_of(resource) in TERMINAL:
+                return resource
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {name} did not reach {until} within {timeout:g}s (now {state_of(resource)})")
+            time.sleep(WAIT_POLL_SECONDS)
+
+    def delete(self, name: str, namespace: str | None = None) -> None:
+        self.backend.delete(name, self._ns(namespace))
+
+    def suspend(self, name: str, namespace: str | None = None) -> dict:
+        return self.backend.set_suspended(name, self._ns(namespace), True)
+
+    def resume(self, name: str, namespace: str | None = None) -> dict:
+        return self.backend.set_suspended(name, self._ns(namespace), False)
+
+
+def conditions_of(resource: dict) -> list[dict]:
+    return (resource.get("status") or {}).get("conditions") or []
+
+
+def reached(resource: dict, ctype: str) -> bool:
+    return any(c.get("type") == ctype and c.get("status") == "True" for c in conditions_of(resource))
+
+
+def state_of(resource: dict) -> str:
+    """The job's state: the last condition that is True (Created, Running, Succeeded ...)."""
+    true = [c["type"] for c in conditions_of(resource) if c.get("status") == "True"]
+    for terminal in TERMINAL:
+        if terminal in true:
+            return terminal
+    return true[-1] if true else "Pending"

@@ -1,0 +1,94 @@
+"""Replica processes: start them in their own process group, find them, stop them.
+
+Every process of a job carries ``TRAINCTL_JOB_UID=<uid>`` in its environment, and
+children inherit it, so the whole tree of a job (mpirun's ranks, torch's workers) can
+be found through /proc even after the supervisor is gone. That is what makes
+``delete`` leave no orphans.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+MARKER = "TRAINCTL_JOB_UID"
+SUPERVISOR_MARKER = "TRAINCTL_SUPERVISOR_UID"
+GRACE_SECONDS = 3.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def start(command: list[str], env: dict[str, str], cwd: str, log: Path) -> subprocess.Popen:
+    """One replica: its own session (so one killpg stops its tree), output appended to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as output:
+        return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def processes_with(marker: str, value: str) -> list[int]:
+    """Pids whose environment has ``marker=value`` (Linux /proc)."""
+    needle = f"{marker}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue  # gone, or not ours to read
+    return found
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def stop_group(process: subprocess.Popen, grace: float = GRACE_SECONDS) -> None:
+    """SIGTERM a replica's process group, SIGKILL what is left after ``grace`` seconds, reap it."""
+    _signal_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def stop_all(marker: str, value: str, grace: float = GRACE_SECONDS) -> None:
+    """Stop every process carrying the marker: TERM, wait, KILL; repeat until none is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in processes_with(marker, value):
+            _kill(pid, sig)
+        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 5.0)
+        while time.monotonic() < deadline and any(alive(p) for p in processes_with(marker, value)):
+            time.sleep(0.05)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,218 @@
+"""The detached supervisor of one local job: ``python -m trainctl.backends.local.supervisor DIR``.
+
+It is to a local job what kubelet plus the operator are to a cluster job: it observes
+the replica processes, asks the shared reconcile core what to do, does it (start,
+stop, restart processes; write status and events), and sleeps until the next process
+exit or time-based event. It outlives the shell that submitted the job and exits once
+the job has finished and nothing of it runs any more (or after its TTL deleted it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from trainctl.backends.local import processes
+from trainctl.backends.local.store import JobDir
+from trainctl.core import conditions as cond
+from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
+from trainctl.core.network import LocalNetwork
+from trainctl.core.observed import ObservedReplica
+from trainctl.core.reconcile import reconcile, rfc3339
+from trainctl.job import Job
+
+TICK_SECONDS = 0.1  # how often process exits are noticed; the deadline is met within this
+HEARTBEAT_SECONDS = 1.0
+
+
+class Replica:
+    """A replica process this supervisor started (or the record of one that ended)."""
+
+    def __init__(self, action: CreateReplica, process: subprocess.Popen, restarts: int) -> None:
+        self.action, self.process, self.restarts = action, process, restarts
+        self.started_at = rfc3339(datetime.now(timezone.utc))
+        self.finished_at: str | None = None
+        self.exit_code: int | None = None
+
+    def poll(self) -> None:
+        if self.exit_code is None and self.process.poll() is not None:
+            code = self.process.returncode
+            self.exit_code = 128 - code if code < 0 else code  # killed by signal N -> 128+N, as in a container
+            self.finished_at = rfc3339(datetime.now(timezone.utc))
+
+    def observed(self) -> ObservedReplica:
+        phase = "Running" if self.exit_code is None else ("Succeeded" if self.exit_code == 0 else "Failed")
+        return ObservedReplica(self.action.rtype, self.action.index, self.action.name, phase, self.exit_code,
+                               started_at=self.started_at, finished_at=self.finished_at,
+                               reason="" if self.exit_code in (None, 0) else exit_reason(self.exit_code))
+
+    def row(self) -> dict:
+        return {"name": self.action.name, "rtype": self.action.rtype, "index": self.action.index,
+                "pid": self.process.pid, "state": self.observed().phase, "exit_code": self.exit_code,
+                "restarts": self.restarts, "started": self.started_at, "finished": self.finished_at,
+                "reason": self.observed().reason}
+
+
+def exit_reason(code: int) -> str:
+    signals = {128 + signal.SIGKILL: "Killed", 128 + signal.SIGTERM: "Terminated", 128 + signal.SIGSEGV: "Segfault"}
+    return signals.get(code, "Error")
+
+
+class Supervisor:
+    def __init__(self, job_dir: JobDir) -> None:
+        self.dir = job_dir
+        self.runtime = job_dir.read_runtime()
+        self.replicas: dict[str, Replica] = {}
+        self.deleted: dict[str, dict] = {}  # rows of replicas that ended and were cleaned up
+        self.restarts: dict[str, int] = {}
+        self.last_heartbeat = 0.0
+        self.stopping = False
+
+    # ---- main loop ---------------------------------------------------------------
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_term)
+        while not self.stopping:
+            if not self.dir.exists():
+                self.stop_everything()
+                return 0
+            plan_wait, done = self.step()
+            if done:
+                self.write_runtime(force=True)
+                return 0
+            time.sleep(min(TICK_SECONDS, plan_wait) if plan_wait is not None else TICK_SECONDS)
+        self.stop_everything()
+        return 0
+
+    def _on_term(self, *_: object) -> None:
+        self.stopping = True
+
+    def step(self) -> tuple[float | None, bool]:
+        for replica in self.replicas.values():
+            replica.poll()
+        with self.dir.locked():
+            if not self.dir.exists():
+                return None, False
+            resource = self.dir.read_job()
+            plan = reconcile(resource, [r.observed() for r in self.replicas.values()],
+                             datetime.now(timezone.utc), self.network(resource))
+            for action in plan.actions:
+                if isinstance(action, DeleteJob):
+                    self.stop_everything()
+                    self.dir.remove()
+                    return None, True
+                self.execute(action, resource)
+            if plan.status != resource.get("status"):
+                resource["status"] = plan.status
+                self.dir.write_job(resource)
+        self.write_runtime()
+        finished = cond.finished(plan.status.get("conditions") or [])
+        idle = not any(r.exit_code is None for r in self.replicas.values())
+        return plan.requeue_after, finished and idle and plan.requeue_after is None
+
+    # ---- actions -----------------------------------------------------------------------
+    def execute(self, action: object, resource: dict) -> None:
+        if isinstance(action, CreateReplica):
+            self.create(action, resource)
+        elif isinstance(action, DeleteReplica):
+            self.delete(action)
+        elif isinstance(action, RecordEvent):
+            self.dir.append_event({"type": action.type, "reason": action.reason, "message": action.message,
+                                   "time": rfc3339(datetime.now(timezone.utc))})
+
+    def create(self, action: CreateReplica, resource: dict) -> None:
+        container = Job(resource).main_container(action.pod["spec"]["containers"]) or {}
+        command = [*(container.get("command") or []), *(container.get("args") or [])]
+        env = {**os.environ, **self.extra_env(action, resource), **action.env,
+               processes.MARKER: resource["metadata"]["uid"]}
+        env.pop(processes.SUPERVISOR_MARKER, None)
+        log = self.dir.log_file(Job(resource).replica_id(action.rtype, action.index))
+        try:
+            process = processes.start(command, env, self.runtime["workdir"], log)
+        except OSError as err:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a") as handle:
+                handle.write(f"trainctl: cannot start {command[0]!r}: {err.strerror}\n")
+            process = subprocess.Popen(["false"])  # an exited replica the core will see as failed
+        self.deleted.pop(action.name, None)
+        self.replicas[action.name] = Replica(action, process, self.restarts.get(action.name, 0))
+
+    def extra_env(self, action: CreateReplica, resource: dict) -> dict[str, str]:
+        """What a pod would get from its node and not from the operator: GPUs, a private Paddle log dir, MPI as root."""
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(self.runtime.get("gpus", {}).get(action.name, []))}
+        kind = resource["kind"]
+        if kind == "PaddleJob":
+            env["PADDLE_LOG_DIR"] = str(self.dir.path / "paddle" / action.name)
+        if kind == "MPIJob" and os.geteuid() == 0:
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        return env
+
+    def delete(self, action: DeleteReplica) -> None:
+        replica = self.replicas.pop(action.name, None)
+        if replica is None:
+            return
+        if replica.exit_code is None:
+            processes.stop_group(replica.process)
+            replica.poll()
+        if action.reason == "Restart":
+            self.restarts[action.name] = replica.restarts + 1
+            log = self.dir.log_file(action.name.removeprefix(f"{self.dir.name}-"))
+            if log.exists():
+                os.replace(log, self.dir.log_file(action.name.removeprefix(f"{self.dir.name}-"), previous=True))
+        else:
+            self.deleted[action.name] = {**replica.row(), "state": "Deleted" if action.reason != "Cleanup"
+                                         else replica.row()["state"]}
+
+    def stop_everything(self) -> None:
+        for replica in self.replicas.values():
+            if replica.exit_code is None:
+                processes.stop_group(replica.process)
+        uid = self.runtime.get("uid")
+        if uid:
+            processes.stop_all(processes.MARKER, uid)
+
+    # ---- network and runtime table ---------------------------------------------------------
+    def network(self, resource: dict) -> LocalNetwork:
+        job = Job(resource)
+        ports = self.runtime.setdefault("ports", {})
+        if job.framework.port is not None:
+            for rtype in job.replica_types:
+                for index in range(job.replicas(rtype)):
+                    ports.setdefault(f"{rtype}/{index}", processes.free_port())
+        mpi_dir = self.dir.path / "mpi"
+        network = LocalNetwork({tuple_key(k): v for k, v in ports.items()}, mpi_config_dir=str(mpi_dir))
+        if job.framework.kind == "MPIJob":
+            mpi_dir.mkdir(exist_ok=True)
+            (mpi_dir / "hostfile").write_text(job.framework.hostfile(job, network))
+        return network
+
+    def write_runtime(self, force: bool = False) -> None:
+        now = time.time()
+        if not force and now - self.last_heartbeat < HEARTBEAT_SECONDS and not self._changed():
+            return
+        self.last_heartbeat = now
+        rows = {**self.deleted, **{name: r.row() for name, r in self.replicas.items()}}
+        self.runtime.update(supervisor_pid=os.getpid(), heartbeat=now, replicas=rows)
+        self.dir.write_runtime(self.runtime)
+
+    def _changed(self) -> bool:
+        rows = {**self.deleted, **{name: r.row() for name, r in self.replicas.items()}}
+        return json.dumps(rows, sort_keys=True) != json.dumps(self.runtime.get("replicas"), sort_keys=True)
+
+
+def tuple_key(key: str) -> tuple[str, int]:
+    rtype, index = key.split("/")
+    return rtype, int(index)
+
+
+def main() -> int:
+    return Supervisor(JobDir.at(Path(sys.argv[1]))).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
