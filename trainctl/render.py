@@ -172,7 +172,7 @@ def replica_command(framework: Framework, options: SubmitOptions) -> list[str]:
     if framework.kind != "MPIJob" or Path(command[0]).name in LAUNCHERS:
         return command
     ranks = (options.workers or 1) * (options.slots_per_worker or 1)
-    return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "-bind-to", "none", *command]
+    return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--bind-to", "none", *command]
 
 
 def resources(options: SubmitOptions, gpus: bool) -> dict:

@@ -28,6 +28,8 @@ from trainctl.core.reconcile import reconcile, rfc3339
 from trainctl.job import Job
 
 TICK_SECONDS = 0.1  # how often process exits are noticed; the deadline is met within this
+# Like kubelet's CrashLoopBackOff, but starting small so a flaky replica comes back quickly.
+RESTART_DELAY_SECONDS, RESTART_DELAY_MAX_SECONDS = 0.5, 10.0
 HEARTBEAT_SECONDS = 1.0
 
 
@@ -71,6 +73,7 @@ class Supervisor:
         self.replicas: dict[str, Replica] = {}
         self.deleted: dict[str, dict] = {}  # rows of replicas that ended and were cleaned up
         self.restarts: dict[str, int] = {}
+        self.not_before: dict[str, float] = {}  # restart back-off per replica name
         self.last_heartbeat = 0.0
         self.stopping = False
 
@@ -126,6 +129,8 @@ class Supervisor:
                                    "time": rfc3339(datetime.now(timezone.utc))})
 
     def create(self, action: CreateReplica, resource: dict) -> None:
+        if time.monotonic() < self.not_before.get(action.name, 0.0):
+            return  # still backing off; the core asks again on the next pass
         container = Job(resource).main_container(action.pod["spec"]["containers"]) or {}
         command = [*(container.get("command") or []), *(container.get("args") or [])]
         env = {**os.environ, **self.extra_env(action, resource), **action.env,
@@ -161,6 +166,8 @@ class Supervisor:
             replica.poll()
         if action.reason == "Restart":
             self.restarts[action.name] = replica.restarts + 1
+            delay = min(RESTART_DELAY_SECONDS * 2 ** replica.restarts, RESTART_DELAY_MAX_SECONDS)
+            self.not_before[action.name] = time.monotonic() + delay
             log = self.dir.log_file(action.name.removeprefix(f"{self.dir.name}-"))
             if log.exists():
                 os.replace(log, self.dir.log_file(action.name.removeprefix(f"{self.dir.name}-"), previous=True))
