@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -20,7 +19,7 @@ from trainctl.core.reconcile import rfc3339
 from trainctl.errors import UserError
 from trainctl.job import Job
 
-HEARTBEAT_STALE_SECONDS = 5.0
+SUPERVISOR_START_GRACE_SECONDS = 10.0
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
@@ -158,6 +157,9 @@ def assign_gpus(job: Job) -> dict[str, list[str]]:
 
 
 def start_supervisor(job_dir: JobDir, uid: str) -> None:
+    runtime = job_dir.read_runtime()
+    if runtime.pop("supervisor_pid", None):
+        job_dir.write_runtime(runtime)  # until the new one records itself, it is found by its marker env
     env = {**os.environ, processes.SUPERVISOR_MARKER: uid}
     with open(job_dir.path / "supervisor.log", "ab") as log:
         subprocess.Popen([sys.executable, "-m", "trainctl.backends.local.supervisor", str(job_dir.path)],
@@ -171,11 +173,19 @@ def supervisor_alive(runtime: dict) -> bool:
     return processes.alive(runtime["supervisor_pid"])
 
 
+def supervisor_starting(resource: dict, runtime: dict) -> bool:
+    """No pid recorded yet: a supervisor just spawned gets a grace period before it is called lost."""
+    if runtime.get("supervisor_pid"):
+        return False
+    created = datetime.strptime(resource["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+    age = datetime.now(timezone.utc) - created.replace(tzinfo=timezone.utc)
+    return age.total_seconds() < SUPERVISOR_START_GRACE_SECONDS
+
+
 def note_lost_supervisor(job_dir: JobDir, resource: dict, runtime: dict) -> None:
     """A supervisor that died (kill -9, reboot) cannot report; say so truthfully in the job's status."""
     conditions = (resource.get("status") or {}).get("conditions") or []
-    started_long_ago = time.time() - runtime.get("heartbeat", time.time()) > HEARTBEAT_STALE_SECONDS
-    if cond.finished(conditions) or supervisor_alive(runtime) or not started_long_ago:
+    if cond.finished(conditions) or supervisor_alive(runtime) or supervisor_starting(resource, runtime):
         return
     running = [row["name"] for row in (runtime.get("replicas") or {}).values() if processes.alive(row.get("pid"))]
     kind, name = resource["kind"], resource["metadata"]["name"]
