@@ -20,7 +20,7 @@ from pathlib import Path
 from trainctl.backends.base import Backend, JobDetails, LogLine
 from trainctl.errors import UserError
 
-BACKENDS = ("local", "kubernetes")
+BACKENDS = ("local", "kubernetes")  # the names trainctl.backends.load() knows
 TERMINAL = ("Succeeded", "Failed")
 WAIT_POLL_SECONDS = 0.2
 
@@ -49,16 +49,12 @@ class Client:
 
     @cached_property
     def backend(self) -> Backend:
-        if self.backend_name == "local":
-            from trainctl.backends.local import LocalBackend
+        """The chosen backend, loaded on first use (the Kubernetes client is heavy)."""
+        from trainctl.backends import load
 
-            return LocalBackend()
-        try:
-            from trainctl.backends.kube import KubeBackend
-        except ImportError:
-            raise UserError("the Kubernetes backend is not available in this trainctl build: run with --local "
-                            "or TRAINCTL_BACKEND=local") from None
-        return KubeBackend(context=self.context, kubeconfig=self.kubeconfig)
+        if self.backend_name == "local":
+            return load("local")
+        return load("kubernetes", context=self.context, kubeconfig=self.kubeconfig)
 
     def default_namespace(self) -> str:
         return self.backend.default_namespace()

@@ -208,3 +208,13 @@ def test_concurrent_jobs_get_distinct_ports(cli, scripts):
     master_port = runtime(cli, "two")["ports"]["Master/0"]
     assert f"worker-0 | started 1 {master_port}" in cli("logs", "two").stdout
     cli("delete", "one", "two")
+
+
+
+def test_logs_follow_keeps_the_lines_of_every_restart(cli, scripts):
+    submit(cli, "restarting", "--workers", "1", "--suspend", "--", "python", "flaky.py", "2", "1")
+    follower = cli.popen("logs", "-f", "restarting")
+    assert cli("resume", "restarting").returncode == 0
+    out, err = follower.communicate(timeout=30)
+    assert follower.returncode == 0, err
+    assert [line.split("| ")[1] for line in out.splitlines()] == ["run 1", "run 2", "run 3"]

@@ -46,6 +46,7 @@ class LocalBackend(Backend):
         job_dir.logs.mkdir(parents=True, exist_ok=True)
         job_dir.write_runtime({"uid": metadata["uid"], "workdir": os.getcwd(), "gpus": gpus, "replicas": {}})
         job_dir.write_job(resource)
+        note_ignored_images(job_dir, job)
         start_supervisor(job_dir, metadata["uid"])
         return resource
 
@@ -121,6 +122,16 @@ def check_commands(job: Job) -> None:
         if not (container.get("command") or container.get("args")) and not idle_mpi_worker:
             raise UserError(f"{job.framework.replica_spec_field}.{rtype}: the container has no command; the local "
                             "backend runs commands, not images (give one after --, or command: in the YAML)")
+
+
+def note_ignored_images(job_dir: JobDir, job: Job) -> None:
+    """Say once, in the job's events, that processes run here instead of the containers' images."""
+    images = sorted({(job.main_container(job.template(t)["spec"]["containers"]) or {}).get("image", "")
+                     for t in job.replica_types} - {""})
+    if images:
+        job_dir.append_event({"type": "Normal", "reason": "ImageIgnored", "time": rfc3339(datetime.now(timezone.utc)),
+                              "message": f"the local backend runs each replica's command in {os.getcwd()} with this "
+                                         f"machine's Python and tools; image {', '.join(images)} is not used"})
 
 
 def visible_gpus() -> list[str]:

@@ -38,10 +38,7 @@ class _Follower:
         self._reopen_if_rotated(tail)
         if self.handle is None:
             return []
-        chunk = self.handle.read()
-        if not chunk:
-            return []
-        text = self.partial + chunk
+        text = self.partial + self.handle.read()
         *complete, self.partial = text.split("\n")
         return [LogLine(self.replica, line) for line in complete]
 
@@ -59,7 +56,9 @@ class _Follower:
             return
         if inode == self.inode:
             return
-        if self.handle is not None:
+        if self.handle is not None:  # a restart rotated the log: keep what the last run wrote since the last read
+            rest = self.partial + self.handle.read()
+            self.partial = rest if not rest or rest.endswith("\n") else rest + "\n"
             self.handle.close()
         self.handle = open(self.path, errors="replace")
         if self.inode is None and tail is not None:

@@ -20,10 +20,14 @@ SUPERVISOR_MARKER = "TRAINCTL_SUPERVISOR_UID"
 GRACE_SECONDS = 3.0
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
+def free_port(host: str = "127.0.0.1", avoid: set[int] = frozenset()) -> int:
+    """A port nothing listens on now and that is not in ``avoid`` (ports promised to other jobs)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+            port = probe.getsockname()[1]
+        if port not in avoid:
+            return port
 
 
 def start(command: list[str], env: dict[str, str], cwd: str, log: Path) -> subprocess.Popen:

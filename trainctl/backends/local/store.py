@@ -42,6 +42,16 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class JobDir:
     def __init__(self, namespace: str, name: str, root: Path | None = None) -> None:
         self.namespace, self.name = namespace, name
@@ -88,14 +98,15 @@ class JobDir:
     def write_runtime(self, runtime: dict) -> None:
         write_json(self.runtime_file, runtime)
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        with open(self.path / ".lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        """This job's lock: the CLI and the supervisor never write job.json at the same time."""
+        return file_lock(self.path / ".lock")
+
+    @staticmethod
+    def locked_home(name: str) -> contextlib.AbstractContextManager[None]:
+        """A lock shared by every job of this state directory (e.g. to hand out ports)."""
+        home().mkdir(parents=True, exist_ok=True)
+        return file_lock(home() / f".{name}.lock")
 
     def append_event(self, event: dict) -> None:
         with open(self.path / "events.jsonl", "a") as handle:
@@ -116,3 +127,12 @@ def all_job_dirs(namespace: str | None) -> list[JobDir]:
     root = home() / "jobs"
     namespaces = [root / namespace] if namespace else sorted(p for p in root.glob("*") if p.is_dir())
     return [JobDir.at(path) for ns in namespaces for path in sorted(ns.glob("*")) if (path / "job.json").exists()]
+
+
+def all_recorded_ports(exclude: JobDir | None = None) -> set[int]:
+    """Ports recorded by every local job (in any namespace) other than ``exclude``."""
+    ports: set[int] = set()
+    for job_dir in all_job_dirs(None):
+        if exclude is None or job_dir.path != exclude.path:
+            ports.update((job_dir.read_runtime().get("ports") or {}).values())
+    return ports

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainctl.backends.local import processes
-from trainctl.backends.local.store import JobDir
+from trainctl.backends.local.store import JobDir, all_recorded_ports
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
 from trainctl.core.network import LocalNetwork
@@ -187,16 +187,30 @@ class Supervisor:
     def network(self, resource: dict) -> LocalNetwork:
         job = Job(resource)
         ports = self.runtime.setdefault("ports", {})
-        if job.framework.port is not None:
-            for rtype in job.replica_types:
-                for index in range(job.replicas(rtype)):
-                    ports.setdefault(f"{rtype}/{index}", processes.free_port())
+        wanted = [f"{rtype}/{index}" for rtype in job.replica_types for index in range(job.replicas(rtype))]
+        if job.framework.port is not None and any(key not in ports for key in wanted):
+            self.allocate_ports(wanted)
         mpi_dir = self.dir.path / "mpi"
         network = LocalNetwork({tuple_key(k): v for k, v in ports.items()}, mpi_config_dir=str(mpi_dir))
         if job.framework.kind == "MPIJob":
             mpi_dir.mkdir(exist_ok=True)
             (mpi_dir / "hostfile").write_text(job.framework.hostfile(job, network))
         return network
+
+    def allocate_ports(self, keys: list[str]) -> None:
+        """Free ports no other local job holds, chosen under a lock shared by every supervisor.
+
+        A port the kernel calls free may still be promised to a job whose replica has not
+        bound it yet; the lock plus the other jobs' recorded ports rule that collision out.
+        """
+        with JobDir.locked_home("ports"):
+            taken = all_recorded_ports(exclude=self.dir)
+            ports = self.runtime["ports"]
+            for key in keys:
+                if key not in ports:
+                    ports[key] = processes.free_port(avoid=taken)
+                    taken.add(ports[key])
+            self.dir.write_runtime(self.runtime)
 
     def write_runtime(self, force: bool = False) -> None:
         now = time.time()
