@@ -44,15 +44,11 @@ def template_dirs() -> list[tuple[str, Path]]:
 
 
 def builtin_dir() -> Path:
-    """The templates shipped with trainctl (``templates/`` of the source tree)."""
-    from importlib import resources
-
-    try:
-        return Path(str(resources.files("trainctl._templates")))
-    except ModuleNotFoundError:
-        # Running from a source checkout whose directory shadows the installed
-        # package (python -m trainctl in the repository): use templates/ beside it.
-        return Path(__file__).resolve().parent.parent / "templates"
+    """The templates shipped with trainctl: ``trainctl/_templates`` in an installed wheel,
+    ``templates/`` at the top of a source checkout (the same files)."""
+    package = Path(__file__).resolve().parent
+    installed = package / "_templates"
+    return installed if installed.is_dir() else package.parent / "templates"
 
 
 def template_name(framework: Framework) -> str:

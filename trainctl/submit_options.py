@@ -207,6 +207,8 @@ def tolerations(items: list[str]) -> list[dict]:
                             f"{', '.join(TAINT_EFFECTS)}")
         key, has_value, value = spec.partition("=")
         check_label_key(key, "--toleration")
+        if has_value and (len(value) > 63 or not LABEL_VALUE.fullmatch(value)):
+            raise UserError(f"--toleration {item!r}: the value must be at most 63 letters, digits, '-', '_' or '.'")
         toleration = {"key": key, "operator": "Equal" if has_value else "Exists", "effect": effect}
         if has_value:
             toleration["value"] = value

@@ -74,11 +74,21 @@ def check_schema(resource: dict, framework: Framework) -> None:
     walk(resource, _schema(framework.kind), "")
 
 
+# The API server checks metadata itself (a CRD may only say "object"); we check the
+# parts users write so that a bad label or annotation fails here, not at apply time.
+STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+METADATA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {"name": {"type": "string"}, "namespace": {"type": "string"},
+                           "labels": STRING_MAP, "annotations": STRING_MAP}}
+
+
 @functools.cache
 def _schema(kind: str) -> dict:
     from trainctl.crds import job_schema
 
-    return job_schema(by_kind(kind))
+    schema = job_schema(by_kind(kind))
+    schema["properties"]["metadata"] = METADATA
+    return schema
 
 
 def walk(value: Any, schema: dict, path: str) -> None:

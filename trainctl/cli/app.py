@@ -8,6 +8,7 @@ status 2. Keep imports here light: this runs for every ``trainctl --help``.
 from __future__ import annotations
 
 import importlib
+import os
 
 import typer
 
@@ -48,19 +49,23 @@ for _name in COMMAND_MODULES:
 
 def main() -> None:
     """Run the CLI; every user error ends as one line on stderr with exit status 2."""
-    from typer._click import exceptions as click_errors
+    from typer._click import exceptions as click_errors  # typer >= 0.29 vendors click
 
     from trainctl.errors import UserError
 
+    if os.environ.get("_TRAINCTL_COMPLETE"):
+        from typer._completion_classes import completion_init
+
+        completion_init()  # register bash/zsh/fish: the app is built with add_completion=False
     try:
-        code = app(standalone_mode=False)
+        code = app(prog_name="trainctl", complete_var="_TRAINCTL_COMPLETE", standalone_mode=False)
     except UserError as err:
         code = report(err.message, err.exit_code)
     except click_errors.UsageError as err:
         code = report(usage_message(err), 2)
     except click_errors.ClickException as err:
         code = report(err.format_message(), err.exit_code or 2)
-    except click_errors.Abort:
+    except typer.Abort:
         code = report("aborted", 130)
     except KeyboardInterrupt:
         code = report("interrupted", 130)

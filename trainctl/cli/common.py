@@ -34,9 +34,21 @@ Local = Annotated[
     bool,
     typer.Option("--local", help="Use the local backend (processes on this machine) even if a cluster is configured."),
 ]
+OUTPUT_FORMATS = ("yaml", "json")
+
+
+def _check_output_format(value: str | None) -> str | None:
+    if value is not None and value not in OUTPUT_FORMATS:
+        from trainctl.errors import UserError
+
+        raise UserError(f"unknown output format {value!r} for -o/--output: use yaml or json")
+    return value
+
+
 Output = Annotated[
     str | None,
-    typer.Option("--output", "-o", help="Print the full resource as yaml or json instead of a table."),
+    typer.Option("--output", "-o", help="Print the full resource as yaml or json instead of a table.",
+                 callback=_check_output_format),
 ]
 
 _consoles: dict[bool, Console] = {}
@@ -80,7 +92,7 @@ def dump(resource: object, fmt: str) -> str:
         import yaml
 
         return yaml.safe_dump(resource, sort_keys=False, default_flow_style=False)
-    fail(f"unknown output format {fmt!r} for -o/--output: use yaml or json")
+    fail(f"unknown output format {fmt!r} for -o/--output: use {' or '.join(OUTPUT_FORMATS)}")
 
 
 def stdout_is_terminal() -> bool:

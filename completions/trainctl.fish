@@ -1,0 +1,1 @@
+complete --command trainctl --no-files --arguments "(env _TRAINCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) trainctl)" --condition "env _TRAINCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) trainctl"

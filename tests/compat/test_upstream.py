@@ -1,0 +1,125 @@
+"""Compatibility with the Kubeflow Training Operator's own CRDs and examples (read from ../shared)."""
+
+import itertools
+import json
+
+import jsonschema
+import pytest
+import yaml
+
+from trainctl.crds import all_crds, crd
+from trainctl.frameworks import ALL, by_kind
+from trainctl.render import render
+from trainctl.submit_options import SubmitOptions
+from trainctl.validation import validate
+
+
+def upstream_schema(upstream, framework):
+    document = yaml.safe_load((upstream / "crds" / f"kubeflow.org_{framework.plural}.yaml").read_text())
+    return document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def openapi_to_jsonschema(node):
+    """CRD schemas are OpenAPI v3: int-or-string has no type, nullable etc. Enough for jsonschema."""
+    if isinstance(node, dict):
+        converted = {k: openapi_to_jsonschema(v) for k, v in node.items() if not k.startswith("x-kubernetes")}
+        if node.get("x-kubernetes-int-or-string"):
+            converted["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+            converted.pop("pattern", None)
+        if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node \
+                and not node.get("x-kubernetes-preserve-unknown-fields"):
+            converted["additionalProperties"] = False
+        converted.pop("format", None)
+        return converted
+    if isinstance(node, list):
+        return [openapi_to_jsonschema(item) for item in node]
+    return node
+
+
+OPTION_MATRIX = [
+    dict(workers=1), dict(workers=4, gpus=1), dict(workers=3, cpu="500m", memory="2Gi", env=["A=1", "B=two"]),
+    dict(workers=2, volume=["pvc:data:/data:ro", "host:/tmp:/scratch"], shm_size="1Gi"),
+    dict(workers=2, node_selector=["pool=gpu"], toleration=["gpu:NoSchedule", "team=ml:NoExecute"],
+         priority_class="high", queue="research", gang=True),
+    dict(workers=2, restart_policy="ExitCode", backoff_limit=3, active_deadline=60, ttl_after_finished=30,
+         clean_pod_policy="All", suspend=True, label=["team=nlp"], annotation=["note=x"]),
+]
+KIND_OPTIONS = {"TFJob": [dict(ps=1), dict(chief=1, evaluator=1)], "MPIJob": [dict(slots_per_worker=2)],
+                "PyTorchJob": [dict(nproc_per_node="2")]}
+
+
+@pytest.mark.parametrize("framework", ALL, ids=[fw.kind for fw in ALL])
+def test_rendered_resources_satisfy_the_upstream_crd(upstream, framework):
+    schema = openapi_to_jsonschema(upstream_schema(upstream, framework))
+    extras = KIND_OPTIONS.get(framework.kind, [{}]) + [{}]
+    for options, extra in itertools.product(OPTION_MATRIX, extras):
+        resource = render(framework, SubmitOptions(command=["python", "train.py"], name="job", **options, **extra))
+        jsonschema.validate(resource, schema)
+
+
+def upstream_examples(upstream):
+    for path in sorted((upstream / "examples").glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document:
+                yield path, document
+
+
+def test_every_upstream_example_passes_apply_dry_run(cli, upstream):
+    paths = sorted((upstream / "examples").glob("*.yaml"))
+    assert len(paths) >= 6
+    for path in paths:
+        result = cli("apply", "-f", str(path), "--dry-run", "-o", "json")
+        assert result.returncode == 0, f"{path.name}: {result.stderr}"
+        assert json.loads(result.stdout)["metadata"]["name"]
+
+
+def test_our_crds_accept_every_upstream_example(upstream):
+    for path, document in upstream_examples(upstream):
+        framework = by_kind(document["kind"])
+        ours = openapi_to_jsonschema(crd(framework)["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+        jsonschema.validate(document, ours)
+        validate(document, source=path.name)
+
+
+def test_our_crds_match_upstream_names_and_subresources(upstream):
+    for ours in all_crds():
+        framework = by_kind(ours["spec"]["names"]["kind"])
+        theirs = yaml.safe_load((upstream / "crds" / f"kubeflow.org_{framework.plural}.yaml").read_text())
+        assert ours["metadata"]["name"] == theirs["metadata"]["name"]
+        assert ours["spec"]["group"] == theirs["spec"]["group"]
+        assert ours["spec"]["names"]["plural"] == theirs["spec"]["names"]["plural"]
+        ours_v1, theirs_v1 = ours["spec"]["versions"][0], theirs["spec"]["versions"][0]
+        assert ours_v1["subresources"] == theirs_v1["subresources"]
+        assert {c["jsonPath"] for c in ours_v1["additionalPrinterColumns"]} == \
+               {c["jsonPath"] for c in theirs_v1["additionalPrinterColumns"]}
+
+
+def structural_problems(node, path="$"):
+    """Kubernetes' structural-schema rule: every node says its type (int-or-string excepted)."""
+    if not isinstance(node, dict):
+        return []
+    problems = [] if "type" in node or node.get("x-kubernetes-int-or-string") else [path]
+    for key, child in (node.get("properties") or {}).items():
+        problems += structural_problems(child, f"{path}.{key}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            problems += structural_problems(node[key], f"{path}.{key}")
+    return problems
+
+
+def test_our_crds_are_structural():
+    for document in all_crds():
+        schema = document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        assert structural_problems(schema) == []
+
+
+def test_pod_schema_is_current():
+    pytest.importorskip("kubernetes")
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "gen_pod_schema.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,45 @@
+"""Shared fixtures: run the real CLI in a subprocess against a private local state directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+UPSTREAM = REPO.parent / "shared" / "kubeflow-v1"
+
+
+class CLI:
+    """``trainctl`` as a user runs it: a new process, local backend, its own TRAINCTL_HOME."""
+
+    def __init__(self, home: Path, cwd: Path) -> None:
+        self.home, self.cwd = home, cwd
+        bin_dir = str(Path(sys.executable).parent)
+        self.env = {**os.environ, "TRAINCTL_HOME": str(home), "TRAINCTL_BACKEND": "local",
+                    "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "COLUMNS": "200",
+                    "PYTHONPATH": str(REPO)}
+        self.env.pop("KUBECONFIG", None)
+
+    def __call__(self, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "trainctl", *args], cwd=self.cwd, env=self.env, input=input,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "trainctl", *args], cwd=self.cwd, env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> CLI:
+    return CLI(tmp_path / "home", tmp_path)
+
+
+@pytest.fixture
+def upstream() -> Path:
+    if not UPSTREAM.is_dir():
+        pytest.skip(f"the upstream reference data is not beside the clone ({UPSTREAM})")
+    return UPSTREAM
