@@ -218,3 +218,15 @@ def test_logs_follow_keeps_the_lines_of_every_restart(cli, scripts):
     out, err = follower.communicate(timeout=30)
     assert follower.returncode == 0, err
     assert [line.split("| ")[1] for line in out.splitlines()] == ["run 1", "run 2", "run 3"]
+
+
+def test_logs_since_and_tail_select_recent_lines(cli, scripts):
+    (cli.cwd / "phases.py").write_text("import time\nprint('early', flush=True)\ntime.sleep(2.5)\n"
+                                       "print('late 1', flush=True)\nprint('late 2', flush=True)\ntime.sleep(30)\n")
+    submit(cli, "phased", "--workers", "1", "--", "python", "phases.py")
+    wait_until(lambda: "late 2" in cli("logs", "phased").stdout)
+    recent = cli("logs", "phased", "--since", "1s").stdout
+    assert "late 1" in recent and "early" not in recent
+    assert cli("logs", "phased", "--tail", "1").stdout.split("| ")[1].strip() == "late 2"
+    assert cli("logs", "phased", "--since", "1x").returncode == 2
+    cli("delete", "phased")

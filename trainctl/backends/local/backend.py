@@ -82,11 +82,9 @@ class LocalBackend(Backend):
             if replica not in names:
                 raise UserError(f"--replica {replica!r}: job {name} has {', '.join(names)}")
             names = [replica]
-        if since_seconds is not None:
-            raise UserError("--since: the local backend does not timestamp log lines; use --tail N instead")
         if follow:
-            return follow_logs(job_dir, names, tail, lambda: job_is_done(job_dir))
-        return read_logs(job_dir, names, tail, previous)
+            return follow_logs(job_dir, names, tail, since_seconds, lambda: job_is_done(job_dir))
+        return read_logs(job_dir, names, tail, previous, since_seconds)
 
     # ---- change ---------------------------------------------------------------------
     def delete(self, name: str, namespace: str, kind: str | None = None) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 from trainctl.backends.base import LogLine
 from trainctl.backends.local.store import JobDir
@@ -14,22 +16,56 @@ from trainctl.backends.local.store import JobDir
 POLL_SECONDS = 0.1
 
 
-def read_logs(job_dir: JobDir, replicas: list[str], tail: int | None, previous: bool) -> Iterator[LogLine]:
+def read_logs(job_dir: JobDir, replicas: list[str], tail: int | None, previous: bool,
+              since_seconds: int | None = None) -> Iterator[LogLine]:
     for replica in replicas:
         path = job_dir.log_file(replica, previous)
         if not path.exists():
             continue
-        with open(path, errors="replace") as handle:
+        with open_from(path, start_offset(job_dir.offsets_file(replica, previous), since_seconds)) as handle:
             lines = deque(handle, maxlen=tail) if tail is not None else handle.readlines()
         for line in lines:
             yield LogLine(replica, line.rstrip("\n"))
 
 
+def start_offset(offsets: Path, since_seconds: int | None) -> int:
+    """Where the lines written in the last ``since_seconds`` begin (0: the whole log).
+
+    The index says the log had ``size`` bytes at ``time``; bytes past the size noted at the
+    last entry older than the cutoff were written after it (within the index's 1 s step).
+    """
+    if since_seconds is None:
+        return 0
+    cutoff = time.time() - since_seconds
+    start = 0
+    try:
+        entries = offsets.read_text().splitlines()
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        written_at, size = entry.split()
+        if float(written_at) >= cutoff:
+            break
+        start = int(size)
+    return start
+
+
+def open_from(path: Path, offset: int) -> TextIO:
+    """The log opened at the first whole line at or after byte ``offset``."""
+    handle = open(path, "rb")
+    if offset:
+        handle.seek(offset - 1)
+        if handle.read(1) != b"\n":
+            handle.readline()  # the rest of a line that began before the cutoff
+    return io.TextIOWrapper(handle, errors="replace")
+
+
 class _Follower:
     """One replica's log, reopened when a restart rotates it."""
 
-    def __init__(self, replica: str, path: Path) -> None:
+    def __init__(self, replica: str, path: Path, start: Callable[[], int]) -> None:
         self.replica, self.path = replica, path
+        self.start = start  # byte offset to begin at when the log is first opened (--since)
         self.handle = None
         self.inode = None
         self.partial = ""
@@ -42,8 +78,8 @@ class _Follower:
         *complete, self.partial = text.split("\n")
         return [LogLine(self.replica, line) for line in complete]
 
-    def flush(self) -> list[LogLine]:
-        lines = self.read(None)
+    def flush(self, tail: int | None) -> list[LogLine]:
+        lines = self.read(tail)
         if self.partial:
             lines.append(LogLine(self.replica, self.partial))
             self.partial = ""
@@ -60,23 +96,36 @@ class _Follower:
             rest = self.partial + self.handle.read()
             self.partial = rest if not rest or rest.endswith("\n") else rest + "\n"
             self.handle.close()
-        self.handle = open(self.path, errors="replace")
-        if self.inode is None and tail is not None:
-            lines = self.handle.readlines()
-            skipped = "".join(lines[:-tail] if tail else lines)
-            self.handle.seek(len(skipped.encode()))
+        first_open = self.inode is None
+        self.handle = open_from(self.path, self.start() if first_open else 0)
+        if first_open and tail is not None:
+            self.handle = skip_to_last(self.handle, tail)
         self.inode = inode
 
 
-def follow_logs(job_dir: JobDir, replicas: list[str], tail: int | None,
+def skip_to_last(handle: TextIO, count: int) -> TextIO:
+    """The same log positioned so that only its last ``count`` complete lines remain to be read."""
+    binary = handle.detach()  # nothing was decoded yet, so the byte position is exact
+    boundaries = deque([binary.tell()], maxlen=count + 1)  # ends of the last count complete lines, and before
+    for line in iter(binary.readline, b""):
+        if not line.endswith(b"\n"):
+            break  # a line still being written is read as it grows
+        boundaries.append(boundaries[-1] + len(line))
+    binary.seek(boundaries[0])
+    return io.TextIOWrapper(binary, errors="replace")
+
+
+def follow_logs(job_dir: JobDir, replicas: list[str], tail: int | None, since_seconds: int | None,
                 done: Callable[[], bool]) -> Iterator[LogLine]:
     """Lines of every replica as they are written, until the job is done and the files are drained."""
-    followers = [_Follower(replica, job_dir.log_file(replica)) for replica in replicas]
+    followers = [_Follower(replica, job_dir.log_file(replica),
+                           lambda replica=replica: start_offset(job_dir.offsets_file(replica), since_seconds))
+                 for replica in replicas]
     while True:
         finished = done()
         produced = False
         for follower in followers:
-            for line in follower.flush() if finished else follower.read(tail):
+            for line in follower.flush(tail) if finished else follower.read(tail):
                 produced = True
                 yield line
         if finished:

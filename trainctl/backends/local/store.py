@@ -6,6 +6,7 @@ One directory per job, ``<home>/jobs/<namespace>/<name>/``:
 * ``runtime.json`` the supervisor's table: pid, heartbeat, ports, one entry per replica
 * ``events.jsonl`` the job's events, one JSON object per line
 * ``logs/<replica>.log`` (and ``.previous.log`` after a restart), kept until delete or TTL
+* ``logs/<replica>.offsets`` the log's size once a second while it grows, so ``--since`` finds where to start
 
 Writers replace files atomically (temp file + rename) under a per-job lock, so a
 reader never sees half a file and ``suspend`` from the CLI never races the supervisor.
@@ -75,6 +76,17 @@ class JobDir:
 
     def log_file(self, replica: str, previous: bool = False) -> Path:
         return self.logs / (f"{replica}.previous.log" if previous else f"{replica}.log")
+
+    def offsets_file(self, replica: str, previous: bool = False) -> Path:
+        """``<unix time> <log size>`` lines: when each part of the log was written (for --since)."""
+        return self.logs / (f"{replica}.previous.offsets" if previous else f"{replica}.offsets")
+
+    def rotate_logs(self, replica: str) -> None:
+        """On a restart the last run's log (and its index) becomes the ``--previous`` one."""
+        for current, previous in ((self.log_file(replica), self.log_file(replica, True)),
+                                  (self.offsets_file(replica), self.offsets_file(replica, True))):
+            if current.exists():
+                os.replace(current, previous)
 
     def exists(self) -> bool:
         return self.job_file.exists()

@@ -36,8 +36,10 @@ HEARTBEAT_SECONDS = 1.0
 class Replica:
     """A replica process this supervisor started (or the record of one that ended)."""
 
-    def __init__(self, action: CreateReplica, process: subprocess.Popen, restarts: int) -> None:
+    def __init__(self, action: CreateReplica, process: subprocess.Popen, restarts: int, replica_id: str) -> None:
         self.action, self.process, self.restarts = action, process, restarts
+        self.replica_id = replica_id  # e.g. worker-1: names its log files
+        self.indexed_size = 0
         self.started_at = rfc3339(datetime.now(timezone.utc))
         self.finished_at: str | None = None
         self.exit_code: int | None = None
@@ -136,7 +138,8 @@ class Supervisor:
         env = {**os.environ, **self.extra_env(action, resource), **action.env,
                processes.MARKER: resource["metadata"]["uid"]}
         env.pop(processes.SUPERVISOR_MARKER, None)
-        log = self.dir.log_file(Job(resource).replica_id(action.rtype, action.index))
+        replica_id = Job(resource).replica_id(action.rtype, action.index)
+        log = self.dir.log_file(replica_id)
         try:
             process = processes.start(command, env, self.runtime["workdir"], log)
         except OSError as err:
@@ -145,7 +148,7 @@ class Supervisor:
                 handle.write(f"trainctl: cannot start {command[0]!r}: {err.strerror}\n")
             process = subprocess.Popen(["false"])  # an exited replica the core will see as failed
         self.deleted.pop(action.name, None)
-        self.replicas[action.name] = Replica(action, process, self.restarts.get(action.name, 0))
+        self.replicas[action.name] = Replica(action, process, self.restarts.get(action.name, 0), replica_id)
 
     def extra_env(self, action: CreateReplica, resource: dict) -> dict[str, str]:
         """What a pod would get from its node and not from the operator: GPUs, a private Paddle log dir, MPI as root."""
@@ -168,9 +171,7 @@ class Supervisor:
             self.restarts[action.name] = replica.restarts + 1
             delay = min(RESTART_DELAY_SECONDS * 2 ** replica.restarts, RESTART_DELAY_MAX_SECONDS)
             self.not_before[action.name] = time.monotonic() + delay
-            log = self.dir.log_file(action.name.removeprefix(f"{self.dir.name}-"))
-            if log.exists():
-                os.replace(log, self.dir.log_file(action.name.removeprefix(f"{self.dir.name}-"), previous=True))
+            self.dir.rotate_logs(replica.replica_id)
         else:
             self.deleted[action.name] = {**replica.row(), "state": "Deleted" if action.reason != "Cleanup"
                                          else replica.row()["state"]}
@@ -217,9 +218,22 @@ class Supervisor:
         if not force and now - self.last_heartbeat < HEARTBEAT_SECONDS and not self._changed():
             return
         self.last_heartbeat = now
+        self.index_logs(now)
         rows = {**self.deleted, **{name: r.row() for name, r in self.replicas.items()}}
         self.runtime.update(supervisor_pid=os.getpid(), heartbeat=now, replicas=rows)
         self.dir.write_runtime(self.runtime)
+
+    def index_logs(self, now: float) -> None:
+        """Note each growing log's size with the time, so ``logs --since`` knows where recent lines begin."""
+        for replica in self.replicas.values():
+            try:
+                size = self.dir.log_file(replica.replica_id).stat().st_size
+            except FileNotFoundError:
+                continue
+            if size != replica.indexed_size:
+                replica.indexed_size = size
+                with open(self.dir.offsets_file(replica.replica_id), "a") as offsets:
+                    offsets.write(f"{now:.3f} {size}\n")
 
     def _changed(self) -> bool:
         rows = {**self.deleted, **{name: r.row() for name, r in self.replicas.items()}}
