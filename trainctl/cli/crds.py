@@ -11,6 +11,7 @@ from trainctl.cli.common import Output, dump
 crds_app = typer.Typer(
     help="The kubeflow.org/v1 CRDs trainctl generates. Example: trainctl crds print > crds.yaml",
     no_args_is_help=True,
+    rich_markup_mode=None,  # plain help: Rich help formatting costs ~130 ms at start-up
 )
 
 
