@@ -230,3 +230,16 @@ def test_logs_since_and_tail_select_recent_lines(cli, scripts):
     assert cli("logs", "phased", "--tail", "1").stdout.split("| ")[1].strip() == "late 2"
     assert cli("logs", "phased", "--since", "1x").returncode == 2
     cli("delete", "phased")
+
+
+def test_each_replica_gets_its_own_gpus_and_too_many_is_refused(cli, scripts):
+    (cli.cwd / "gpus.py").write_text("import os\nprint('gpus', os.environ['CUDA_VISIBLE_DEVICES'], flush=True)\n")
+    cli.env["CUDA_VISIBLE_DEVICES"] = "0,1,2,3"
+    submit(cli, "gpu", "--workers", "2", "--gpus", "2", "--", "python", "gpus.py")
+    assert wait(cli, "gpu") == 0
+    assert sorted(cli("logs", "gpu").stdout.splitlines()) == ["master-0 | gpus 0,1", "worker-0 | gpus 2,3"]
+
+    refused = cli("submit", "pytorch", "--name", "greedy", "--workers", "3", "--gpus", "2", "--", "python", "gpus.py")
+    assert refused.returncode == 2 and "6 GPUs" in refused.stderr and "has 4" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert cli("status", "greedy").returncode == 2  # nothing half-created

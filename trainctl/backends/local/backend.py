@@ -8,6 +8,9 @@ import sys
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from pathlib import Path
+
+import trainctl
 
 
 from trainctl.backends.base import Backend, JobDetails, LogLine, ReplicaRow
@@ -21,6 +24,9 @@ from trainctl.job import Job
 
 SUPERVISOR_START_GRACE_SECONDS = 10.0
 GPU_RESOURCE = "nvidia.com/gpu"
+# The supervisor runs `python -m` from here, so it imports this very trainctl even when it
+# is not installed (a source checkout); replicas still get the submitter's own environment.
+IMPORT_ROOT = str(Path(trainctl.__file__).resolve().parent.parent)
 
 
 class LocalBackend(Backend):
@@ -173,7 +179,7 @@ def start_supervisor(job_dir: JobDir, uid: str) -> None:
     with open(job_dir.path / "supervisor.log", "ab") as log:
         subprocess.Popen([sys.executable, "-m", "trainctl.backends.local.supervisor", str(job_dir.path)],
                          env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True, cwd=str(home()) if home().exists() else None)
+                         start_new_session=True, cwd=IMPORT_ROOT)
 
 
 def supervisor_alive(runtime: dict) -> bool:

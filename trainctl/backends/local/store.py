@@ -28,9 +28,9 @@ from trainctl.errors import NotFound
 def home() -> Path:
     """$TRAINCTL_HOME, else $XDG_DATA_HOME/trainctl, else ~/.local/share/trainctl."""
     if os.environ.get("TRAINCTL_HOME"):
-        return Path(os.environ["TRAINCTL_HOME"])
+        return Path(os.environ["TRAINCTL_HOME"]).absolute()
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "trainctl"
+    return (Path(data_home) / "trainctl").absolute()
 
 
 def write_json(path: Path, data: object) -> None:
