@@ -1,0 +1,251 @@
+"""Transitions of the pure reconcile core (contract 1.3-1.9), with the upstream quirks fixed."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from trainctl.core.actions import CreateReplica, CreateService, DeleteJob, DeleteReplica
+from trainctl.core.network import ClusterNetwork, LocalNetwork
+from trainctl.core.observed import ObservedReplica
+from trainctl.core.reconcile import reconcile, rfc3339
+from tests.unit.test_env_contract import job
+
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+
+
+class Run:
+    """Drive a job through reconciles the way a runtime would: apply status, keep observed replicas."""
+
+    def __init__(self, resource, network=None):
+        self.resource, self.network = resource, network or LocalNetwork()
+        self.replicas: dict[str, ObservedReplica] = {}
+        self.now = T0
+
+    def step(self, seconds=0.0):
+        self.now += timedelta(seconds=seconds)
+        plan = reconcile(self.resource, list(self.replicas.values()), self.now, self.network)
+        self.resource = {**self.resource, "status": plan.status}
+        for action in plan.actions:
+            if isinstance(action, CreateReplica):
+                self.replicas[action.name] = ObservedReplica(action.rtype, action.index, action.name, "Running")
+            elif isinstance(action, DeleteReplica):
+                self.replicas.pop(action.name, None)
+        return plan
+
+    def exit(self, name, code):
+        replica = self.replicas[name]
+        phase = "Succeeded" if code == 0 else "Failed"
+        self.replicas[name] = ObservedReplica(replica.rtype, replica.index, name, phase, code)
+
+    def conditions(self):
+        return [(c["type"], c["status"]) for c in self.resource["status"]["conditions"]]
+
+    def state(self):
+        true = [c["type"] for c in self.resource["status"]["conditions"] if c["status"] == "True"]
+        return true[-1]
+
+    def reason(self, ctype):
+        return next(c["reason"] for c in self.resource["status"]["conditions"] if c["type"] == ctype)
+
+
+def pytorch(restart="OnFailure", workers=1, **run_policy):
+    resource = job("PyTorchJob", "pt", {"Master": 1, "Worker": workers})
+    for spec in resource["spec"]["pytorchReplicaSpecs"].values():
+        spec["restartPolicy"] = restart
+    resource["spec"]["runPolicy"] = run_policy
+    return resource
+
+
+def test_creates_every_replica_once_and_is_idempotent():
+    run = Run(pytorch(workers=2))
+    first = run.step()
+    assert [a.name for a in first.actions if isinstance(a, CreateReplica)] == ["pt-master-0", "pt-worker-0", "pt-worker-1"]
+    again = run.step()
+    assert not [a for a in again.actions if isinstance(a, CreateReplica)]
+    assert run.conditions() == [("Created", "True"), ("Running", "True")]
+
+
+def test_services_only_in_a_cluster():
+    plan = reconcile(pytorch(), [], T0, ClusterNetwork())
+    assert [a.name for a in plan.actions if isinstance(a, CreateService)] == ["pt-master-0", "pt-worker-0"]
+    assert not [a for a in reconcile(pytorch(), [], T0, LocalNetwork()).actions if isinstance(a, CreateService)]
+
+
+def test_master_success_ends_the_job():
+    run = Run(pytorch())
+    run.step()
+    run.step()  # the replicas are observed running
+    run.exit("pt-master-0", 0)
+    run.step()
+    assert run.state() == "Succeeded" and run.resource["status"]["completionTime"] == rfc3339(T0)
+    assert ("Running", "False") in run.conditions()
+    assert run.resource["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1  # active folded into succeeded
+
+
+def test_on_failure_restarts_until_success_and_counts_restarts():
+    run = Run(pytorch("OnFailure"))
+    run.step()
+    for _ in range(3):
+        run.exit("pt-worker-0", 1)
+        plan = run.step()
+        assert any(isinstance(a, DeleteReplica) and a.reason == "Restart" for a in plan.actions)
+        assert run.state() == "Restarting"
+        run.step()  # recreated
+        assert "pt-worker-0" in run.replicas
+    assert run.resource["status"]["replicaStatuses"]["Worker"]["restarts"] == 3
+    run.exit("pt-master-0", 0)
+    run.step()
+    assert run.state() == "Succeeded"
+
+
+def test_never_fails_the_job():
+    run = Run(pytorch("Never"))
+    run.step()
+    run.exit("pt-worker-0", 1)
+    run.step()
+    assert run.state() == "Failed" and run.reason("Failed") == "PyTorchJobFailed"
+    assert "1 Worker replica(s) failed" in run.resource["status"]["conditions"][-1]["message"]
+
+
+def test_exit_code_retries_137_and_fails_at_once_on_1_with_completion_time():
+    run = Run(pytorch("ExitCode"))
+    run.step()
+    run.exit("pt-worker-0", 137)
+    run.step()
+    assert run.state() == "Restarting"
+    run.step()
+    run.exit("pt-worker-0", 1)
+    run.step()
+    assert run.state() == "Failed"
+    assert "completionTime" in run.resource["status"]  # upstream leaves it nil [quirk]
+
+
+def test_backoff_limit_counts_recreations_too():
+    run = Run(pytorch("ExitCode", backoffLimit=2))
+    run.step()
+    for attempt in range(3):
+        run.exit("pt-worker-0", 137)
+        run.step()
+        if attempt < 2:
+            assert run.state() == "Restarting"
+            run.step()
+    assert run.state() == "Failed"
+    assert "backoff limit" in run.resource["status"]["conditions"][-1]["message"]
+    assert "pt-master-0" not in run.replicas  # running replicas are stopped
+
+
+def test_backoff_failure_keeps_finished_replicas_unless_clean_pod_policy_all():
+    run = Run(pytorch("OnFailure", workers=2, backoffLimit=0))
+    run.step()
+    run.exit("pt-worker-1", 0)
+    run.exit("pt-worker-0", 1)
+    plan = run.step()
+    deleted = {a.name for a in plan.actions if isinstance(a, DeleteReplica)}
+    assert deleted == {"pt-master-0"}  # the running one stops; finished ones stay for inspection
+
+
+def test_active_deadline_requeues_on_time_and_then_fails():
+    run = Run(pytorch(activeDeadlineSeconds=10))
+    plan = run.step()
+    assert plan.requeue_after == pytest.approx(10)
+    plan = run.step(4)
+    assert plan.requeue_after == pytest.approx(6)
+    run.step(6)
+    assert run.state() == "Failed"
+    assert "deadline" in run.resource["status"]["conditions"][-1]["message"]
+    assert not run.replicas
+
+
+def test_ttl_deletes_the_job_after_it_finished():
+    run = Run(pytorch(ttlSecondsAfterFinished=30))
+    run.step()
+    run.exit("pt-master-0", 0)
+    plan = run.step()
+    assert plan.requeue_after == pytest.approx(30)
+    assert any(isinstance(a, DeleteJob) for a in run.step(31).actions)
+
+
+@pytest.mark.parametrize("policy, expected", [("None", set()), ("Running", {"pt-worker-0"}),
+                                              ("All", {"pt-master-0", "pt-worker-0"})])
+def test_clean_pod_policy_on_success(policy, expected):
+    run = Run(pytorch(cleanPodPolicy=policy))
+    run.step()
+    run.exit("pt-master-0", 0)
+    plan = run.step()
+    assert {a.name for a in plan.actions if isinstance(a, DeleteReplica)} == expected
+
+
+def test_suspend_stops_everything_and_resume_restarts_with_a_new_start_time():
+    run = Run(pytorch())
+    run.step()
+    run.step()
+    run.resource["spec"]["runPolicy"]["suspend"] = True
+    run.step(5)
+    assert not run.replicas and run.state() == "Suspended"
+    assert ("Running", "False") in run.conditions()
+    assert run.resource["status"]["startTime"] == rfc3339(T0)  # not reset on suspend
+    run.resource["spec"]["runPolicy"]["suspend"] = False
+    run.step(5)
+    run.step()
+    assert set(run.replicas) == {"pt-master-0", "pt-worker-0"}
+    assert run.conditions() == [("Created", "True"), ("Suspended", "False"), ("Running", "True")]
+    assert run.resource["status"]["startTime"] == rfc3339(T0 + timedelta(seconds=10))
+
+
+def test_created_suspended_never_starts_anything():
+    resource = pytorch(suspend=True)
+    plan = reconcile(resource, [], T0, LocalNetwork())
+    assert not [a for a in plan.actions if isinstance(a, CreateReplica)]
+
+
+def test_replicas_zero_creates_nothing_instead_of_looping():
+    resource = pytorch()
+    resource["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 0
+    run = Run(resource)
+    for _ in range(3):
+        plan = run.step()
+        assert not [a for a in plan.actions if isinstance(a, DeleteReplica)]
+    assert set(run.replicas) == {"pt-master-0"}
+
+
+def test_scale_down_deletes_extra_replicas():
+    run = Run(pytorch(workers=3))
+    run.step()
+    run.resource["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 1
+    plan = run.step()
+    assert {a.name for a in plan.actions if isinstance(a, DeleteReplica) and a.reason == "ScaleDown"} == \
+        {"pt-worker-1", "pt-worker-2"}
+
+
+def test_mpi_failure_reason_is_not_doubled_and_idle_workers_stop_at_the_end():
+    resource = job("MPIJob", "m", {"Launcher": 1, "Worker": 2})
+    run = Run(resource)
+    run.step()
+    run.exit("m-launcher", 0)
+    plan = run.step()
+    assert run.state() == "Succeeded"
+    assert {a.name for a in plan.actions if isinstance(a, DeleteReplica)} == {"m-worker-0", "m-worker-1"}
+    failing = Run(job("MPIJob", "m", {"Launcher": 1, "Worker": 1}))
+    failing.step()
+    failing.exit("m-launcher", 1)
+    failing.step()
+    assert failing.reason("Failed") == "MPIJobFailed"
+
+
+def test_tf_without_chief_succeeds_when_worker_0_succeeds_unless_all_workers():
+    run = Run(job("TFJob", "t", {"Worker": 2}))
+    run.step()
+    run.exit("t-worker-0", 0)
+    run.step()
+    assert run.state() == "Succeeded"
+    strict = Run(job("TFJob", "t", {"Worker": 2}, successPolicy="AllWorkers"))
+    strict.step()
+    strict.exit("t-worker-0", 0)
+    strict.step()
+    assert strict.state() == "Running"
+
+
+def test_managed_by_another_controller_is_left_alone():
+    resource = pytorch(managedBy="kueue.x-k8s.io/multikueue")
+    plan = reconcile(resource, [], T0, ClusterNetwork())
+    assert plan.actions == [] and plan.status == {}
