@@ -186,12 +186,15 @@ def test_kill_9_of_the_supervisor_is_reported_and_delete_still_cleans_up(cli, sc
     uid = resource(cli, "orphaned")["metadata"]["uid"]
     wait_until(lambda: len(job_processes(uid)) == 2 and runtime(cli, "orphaned").get("supervisor_pid"))
     os.kill(runtime(cli, "orphaned")["supervisor_pid"], signal.SIGKILL)
+    os.killpg(runtime(cli, "orphaned")["replicas"]["orphaned-worker-0"]["pid"], signal.SIGKILL)
     time.sleep(0.3)
 
     report = cli("status", "orphaned")
     assert report.returncode == 0
     assert "supervisor" in report.stdout and "gone" in report.stdout
-    assert "Running (unsupervised)" in report.stdout
+    assert replica_line(cli, "orphaned", "orphaned-master-0")[1:3] == ["Running", "(unsupervised)"]
+    assert replica_line(cli, "orphaned", "orphaned-worker-0")[1:3] == ["Ended", "(unsupervised)"]
+    assert "exit code unknown" in report.stdout
     assert condition(resource(cli, "orphaned"), "Failed")["reason"].endswith("SupervisorLost")
 
     assert cli("delete", "orphaned").returncode == 0

@@ -216,11 +216,15 @@ def note_lost_supervisor(job_dir: JobDir, resource: dict, runtime: dict) -> None
 
 
 def replica_row(row: dict, runtime: dict) -> ReplicaRow:
-    state = row.get("state", "Pending")
+    """One replica as the supervisor last recorded it, corrected by /proc when no supervisor watches it."""
+    state, reason = row.get("state", "Pending"), row.get("reason", "")
     if state == "Running" and not supervisor_alive(runtime):
-        state = "Running (unsupervised)" if processes.alive(row.get("pid")) else "Unknown"
+        if processes.alive(row.get("pid")):
+            state = "Running (unsupervised)"
+        else:  # it ended after its supervisor died: nobody saw its exit code
+            state, reason = "Ended (unsupervised)", "exit code unknown: supervisor lost"
     return ReplicaRow(name=row["name"], replica_type=row["rtype"], index=row["index"], state=state,
-                      restarts=row.get("restarts", 0), exit_code=row.get("exit_code"), reason=row.get("reason", ""),
+                      restarts=row.get("restarts", 0), exit_code=row.get("exit_code"), reason=reason,
                       node="localhost", started=row.get("started"), finished=row.get("finished"))
 
 
