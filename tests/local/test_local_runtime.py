@@ -246,3 +246,11 @@ def test_each_replica_gets_its_own_gpus_and_too_many_is_refused(cli, scripts):
     assert refused.returncode == 2 and "6 GPUs" in refused.stderr and "has 4" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert cli("status", "greedy").returncode == 2  # nothing half-created
+
+
+def test_ttl_after_finished_removes_the_job_and_its_logs(cli, scripts):
+    submit(cli, "shortlived", "--workers", "1", "--ttl-after-finished", "1", "--", "python", "flaky.py", "0", "0")
+    job_dir = cli.home / "jobs" / "default" / "shortlived"
+    wait_until(lambda: (job_dir / "logs" / "master-0.log").exists())
+    wait_until(lambda: not job_dir.exists(), timeout=10)
+    assert cli("status", "shortlived").returncode == 2
