@@ -5,7 +5,7 @@
 #   bash scripts/test.sh -k status  # extra arguments go to pytest
 #
 # Steps, each idempotent and cached so a second run starts testing within seconds:
-#   1. Debian packages and a kube-apiserver built from Debian's own source (scripts/build-apiserver.sh)
+#   1. Python 3.11+ with venv from the distribution if missing
 #   2. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks
 #   3. pytest
 set -euo pipefail
@@ -13,11 +13,17 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\n== %s\n' "$*"; }
 
-log "Debian packages and the test kube-apiserver"
-bash scripts/build-apiserver.sh
+log "System packages"
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+  # a bare Debian/Ubuntu machine: Python 3.11+ with venv and pip from the distribution
+  SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo sudo)
+  $SUDO apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv python3-pip
+  PYTHON=python3
+fi
 
 log "Python environment (.venv)"
-PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
