@@ -137,19 +137,22 @@ def logs(name: Name, namespace: Namespace = None,
     client = make_client(local, context, kubeconfig)
     lines = client.logs(name, namespace, replica=replica, follow=follow, tail=tail,
                         since_seconds=parse_duration(since_, "--since"), previous=previous)
-    print_lines(lines)
+    count = print_lines(lines)
+    console(stderr=True).print(f"[dim]{count} line(s) of {name} on {client.backend.description}[/]")
 
 
-def print_lines(lines) -> None:
+def print_lines(lines) -> int:
+    """Print each line behind its replica's colored prefix; returns how many were printed."""
     from rich.markup import escape
 
     out = console()
     colors: dict[str, str] = {}
-    width = 0
-    for line in lines:
+    width = count = 0
+    for count, line in enumerate(lines, start=1):
         color = colors.setdefault(line.replica, PREFIX_COLORS[len(colors) % len(PREFIX_COLORS)])
         width = max(width, len(line.replica))
         out.print(f"[{color}]{line.replica:<{width}} |[/] {escape(line.text)}", soft_wrap=True, highlight=False)
+    return count
 
 
 def follow_logs(client, name: str, namespace: str | None) -> None:

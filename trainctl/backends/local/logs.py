@@ -63,12 +63,14 @@ def open_from(path: Path, offset: int) -> TextIO:
 class _Follower:
     """One replica's log, reopened when a restart rotates it."""
 
-    def __init__(self, replica: str, path: Path, start: Callable[[], int]) -> None:
-        self.replica, self.path = replica, path
+    def __init__(self, replica: str, path: Path, previous: Path, start: Callable[[], int]) -> None:
+        self.replica, self.path, self.previous = replica, path, previous
         self.start = start  # byte offset to begin at when the log is first opened (--since)
         self.handle = None
         self.inode = None
         self.partial = ""
+        # started before the replica: every run counts, even one that ended between two polls
+        self.from_first_run = not path.exists()
 
     def read(self, tail: int | None) -> list[LogLine]:
         self._reopen_if_rotated(tail)
@@ -93,14 +95,28 @@ class _Follower:
         if inode == self.inode:
             return
         if self.handle is not None:  # a restart rotated the log: keep what the last run wrote since the last read
-            rest = self.partial + self.handle.read()
-            self.partial = rest if not rest or rest.endswith("\n") else rest + "\n"
+            self._keep(self.handle.read())
             self.handle.close()
+        elif self.from_first_run:
+            self._keep_missed_run()
         first_open = self.inode is None
         self.handle = open_from(self.path, self.start() if first_open else 0)
         if first_open and tail is not None:
             self.handle = skip_to_last(self.handle, tail)
         self.inode = inode
+
+
+    def _keep_missed_run(self) -> None:
+        """A run that started, wrote and was rotated away before the first poll saw it."""
+        try:
+            with open(self.previous, errors="replace") as handle:
+                self._keep(handle.read())
+        except FileNotFoundError:
+            pass
+
+    def _keep(self, text: str) -> None:
+        rest = self.partial + text
+        self.partial = rest if not rest or rest.endswith("\n") else rest + "\n"
 
 
 def skip_to_last(handle: TextIO, count: int) -> TextIO:
@@ -118,7 +134,7 @@ def skip_to_last(handle: TextIO, count: int) -> TextIO:
 def follow_logs(job_dir: JobDir, replicas: list[str], tail: int | None, since_seconds: int | None,
                 done: Callable[[], bool]) -> Iterator[LogLine]:
     """Lines of every replica as they are written, until the job is done and the files are drained."""
-    followers = [_Follower(replica, job_dir.log_file(replica),
+    followers = [_Follower(replica, job_dir.log_file(replica), job_dir.log_file(replica, previous=True),
                            lambda replica=replica: start_offset(job_dir.offsets_file(replica), since_seconds))
                  for replica in replicas]
     while True:
