@@ -30,5 +30,6 @@ def test_help_imports_nothing_heavy():
 def test_submit_help_shows_workers_meaning_and_an_example():
     result = subprocess.run([sys.executable, "-m", "trainctl", "submit", "--help"], capture_output=True, text=True,
                             env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"}, timeout=60)
-    assert "Master 1 + Worker N-1" in result.stdout and "Launcher 1 + Worker N" in result.stdout
-    assert "trainctl submit pytorch --workers 4" in result.stdout
+    text = " ".join(result.stdout.split())
+    assert "pytorch: N nodes: Master 1 + Worker N-1" in text and "mpi: Launcher 1 + Worker N" in text
+    assert "trainctl submit pytorch --workers 4" in text

@@ -12,18 +12,21 @@ from trainctl.errors import UserError
 from trainctl.frameworks import ALL, CLI_NAMES
 
 WORKERS_HELP = "; ".join(f"{fw.name}: {fw.workers_help}" for fw in ALL)
+WORKERS_TABLE = "\n".join(f"  {fw.name + ':':12} {fw.workers_help}" for fw in ALL)
 REPEAT = "(repeatable)"
 
 HELP = f"""Submit a distributed training job: KIND is one of {", ".join(CLI_NAMES)} (tf = tensorflow).
 
 Everything after -- is the command every replica runs (an MPI launcher runs it under mpirun).
 
+\b
+--workers N means:
+{WORKERS_TABLE}
+
+\b
 Examples:
-
   trainctl submit pytorch --workers 4 --gpus 1 -- python train.py --epochs 3
-
   trainctl submit tf --workers 2 --ps 1 --dry-run -o yaml -- python train.py
-
   trainctl submit mpi --workers 2 --slots-per-worker 2 -- python allreduce.py
 """
 
