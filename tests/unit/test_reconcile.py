@@ -249,3 +249,23 @@ def test_managed_by_another_controller_is_left_alone():
     resource = pytorch(managedBy="kueue.x-k8s.io/multikueue")
     plan = reconcile(resource, [], T0, ClusterNetwork())
     assert plan.actions == [] and plan.status == {}
+
+
+def test_observed_replicas_are_handled_in_replica_type_order():
+    observed = [ObservedReplica("Worker", 0, "pt-worker-0", "Running"),
+                ObservedReplica("Master", 0, "pt-master-0", "Running")]
+    plan = reconcile(pytorch(cleanPodPolicy="All", suspend=True), observed, T0, LocalNetwork())
+    assert [a.name for a in plan.actions if isinstance(a, DeleteReplica)] == ["pt-master-0", "pt-worker-0"]
+
+
+def test_a_restarted_pod_is_recreated_on_a_later_pass_in_a_cluster():
+    failed = [ObservedReplica("Master", 0, "pt-master-0", "Running"),
+              ObservedReplica("Worker", 0, "pt-worker-0", "Failed", 1)]
+    plan = reconcile(pytorch(), failed, T0, ClusterNetwork())
+    assert [type(a).__name__ for a in plan.actions if not type(a).__name__ == "RecordEvent"] == \
+        ["DeleteReplica", "DeleteService"]
+    terminating = [failed[0], ObservedReplica("Worker", 0, "pt-worker-0", "Failed", 1, deleting=True)]
+    assert not [a for a in reconcile(pytorch(), terminating, T0, ClusterNetwork()).actions
+                if isinstance(a, CreateReplica)]
+    gone = reconcile(pytorch(), failed[:1], T0, ClusterNetwork())
+    assert [a.name for a in gone.actions if isinstance(a, CreateReplica)] == ["pt-worker-0"]

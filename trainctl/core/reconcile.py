@@ -63,7 +63,8 @@ def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, ne
 
 class Reconciler:
     def __init__(self, job: Job, observed: list[ObservedReplica], now: datetime, network: Network) -> None:
-        self.job, self.observed, self.network = job, sorted(observed, key=self._order), network
+        self.job, self.network = job, network
+        self.observed = sorted(observed, key=self._order)
         self.now, self.stamp = now, rfc3339(now)
         self.status = copy.deepcopy(job.status)
         self.conditions: list[dict] = self.status.get("conditions") or []
@@ -74,7 +75,7 @@ class Reconciler:
                          for rtype in job.replica_types}
 
     def _order(self, replica: ObservedReplica) -> tuple:
-        types = list(self.job.replica_types) if hasattr(self, "job") else []
+        types = self.job.replica_types
         return (types.index(replica.rtype) if replica.rtype in types else len(types), replica.index, replica.name)
 
     # ---- the loop, in the operator's order (contract 1.6) ------------------------------
@@ -164,7 +165,10 @@ class Reconciler:
 
     # ---- creation and scaling (1.4) -----------------------------------------------------
     def create_and_scale(self) -> None:
-        present = {(r.rtype, r.index) for r in self.observed if r.name not in self.restarting}
+        # a local process is gone once killed, so it is recreated at once; a pod takes time to
+        # terminate and its name stays taken, so the controller recreates it on a later pass
+        recreate_now = set() if self.network.cluster else self.restarting
+        present = {(r.rtype, r.index) for r in self.observed if r.name not in recreate_now}
         for rtype in self.job.replica_types:
             for index in range(self.job.replicas(rtype)):
                 if (rtype, index) not in present:
