@@ -269,3 +269,17 @@ def test_a_restarted_pod_is_recreated_on_a_later_pass_in_a_cluster():
                 if isinstance(a, CreateReplica)]
     gone = reconcile(pytorch(), failed[:1], T0, ClusterNetwork())
     assert [a.name for a in gone.actions if isinstance(a, CreateReplica)] == ["pt-worker-0"]
+
+
+def test_tf_replica_killed_by_a_signal_restarts_instead_of_failing_the_job():
+    resource = job("TFJob", "tf", {"PS": 1, "Worker": 2})
+    for spec in resource["spec"]["tfReplicaSpecs"].values():
+        spec["restartPolicy"] = "ExitCode"
+    run = Run(resource)
+    run.step()
+    run.exit("tf-worker-1", 137)  # upstream fails the TFJob here (#1560)
+    run.step()
+    assert run.state() == "Restarting" and "tf-worker-1" in run.replicas
+    run.exit("tf-ps-0", 2)
+    run.step()
+    assert run.state() == "Failed"
