@@ -1,8 +1,14 @@
 """What :func:`trainctl.core.reconcile.reconcile` asks a runtime to do.
 
 Plain frozen dataclasses: the local runtime turns them into processes, the controller
-into API calls. Actions are idempotent by name (a replica that exists is not created
-twice) and come in a deterministic order.
+into API calls. Execute them in list order (a DeleteReplica of a restarted local replica
+comes before the CreateReplica of the same name). Actions are idempotent by name: a
+replica the runtime reports in ``observed`` is never created again, and reconciling the
+same observed state twice yields no new creates. The order is deterministic: replica
+types in the framework's order, then index.
+
+A runtime without a cluster ignores CreateService/DeleteService (the core only emits
+them for a ClusterNetwork); every runtime must handle the other four.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class CreateReplica:
+    """Start replica ``name`` (a pod, or a local process running the wired container's command)."""
+
     rtype: str
     index: int
     name: str
@@ -24,14 +32,20 @@ class CreateReplica:
 
 @dataclass(frozen=True)
 class DeleteReplica:
+    """Stop and remove replica ``name`` (pod: delete; local: terminate the process)."""
+
     name: str
     rtype: str
     index: int
-    reason: str  # Restart, ScaleDown, Suspend, Cleanup, Deadline, BackoffLimit
+    #: Restart (the core recreates it: at once locally, on a later pass in a cluster),
+    #: ScaleDown, Suspend, or Cleanup (job finished or failed: stop it for good)
+    reason: str
 
 
 @dataclass(frozen=True)
 class CreateService:
+    """Headless Service named like the pod (cluster only; MPIJob gets none)."""
+
     name: str
     rtype: str
     index: int
@@ -53,11 +67,16 @@ class RecordEvent:
 
 @dataclass(frozen=True)
 class DeleteJob:
+    """Delete the job object itself (ttlSecondsAfterFinished expired); children go with it."""
+
     reason: str
 
 
 @dataclass
 class Plan:
+    """The outcome of one reconcile: do ``actions`` in order, store ``status`` if it changed,
+    and reconcile again after ``requeue_after`` seconds (or on the next observed change)."""
+
     actions: list = field(default_factory=list)
     #: the complete new .status; the runtime writes it when it differs from the stored one
     status: dict = field(default_factory=dict)
