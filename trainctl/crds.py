@@ -47,6 +47,7 @@ CONDITION = obj(
     lastTransitionTime={"type": "string", "format": "date-time"},
 )
 REPLICA_STATUS = obj(active=INT32, succeeded=INT32, failed=INT32, selector=STRING,
+                     restarts=INT32,  # trainctl: recreations count towards backoffLimit (docs/compatibility.md)
                      labelSelector={"type": "object", "x-kubernetes-preserve-unknown-fields": True})
 STATUS = obj(
     conditions={"type": "array", "items": {**CONDITION, "required": ["type", "status"]}},
