@@ -6,8 +6,9 @@
 #
 # Steps, each idempotent and cached so a second run starts testing within seconds:
 #   1. Python 3.11+ with venv from the distribution if missing
-#   2. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks
-#   3. pytest
+#   2. Debian packages and a kube-apiserver built from Debian's own source (scripts/build-apiserver.sh)
+#   3. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks
+#   4. pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,10 @@ if ! "$PYTHON" -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 1
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv python3-pip
   PYTHON=python3
 fi
+
+log "Debian packages and the test kube-apiserver (built once from Debian's source, then cached)"
+bash scripts/build-apiserver.sh
+export TRAINCTL_REQUIRE_K8S=1  # a missing API server fails the k8s tests instead of skipping them
 
 log "Python environment (.venv)"
 if [ ! -x .venv/bin/python ]; then

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.cluster.fixtures"]
+
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = REPO.parent / "shared" / "kubeflow-v1"
 

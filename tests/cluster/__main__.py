@@ -1,0 +1,72 @@
+"""Developer commands for the test API server.
+
+    python -m tests.cluster build    # build/cache kube-apiserver (scripts/build-apiserver.sh)
+    python -m tests.cluster up       # start etcd + kube-apiserver, print the KUBECONFIG line
+    python -m tests.cluster status
+    python -m tests.cluster down     # stop what `up` started (from any shell)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.cluster.server import TestCluster, cached_apiserver
+
+STATE = Path(tempfile.gettempdir()) / "trainctl-test-cluster.json"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def up() -> int:
+    if STATE.exists():
+        print(f"already up: export KUBECONFIG={json.loads(STATE.read_text())['kubeconfig']}")
+        return 0
+    binary = cached_apiserver()
+    if binary is None:
+        print("no cached kube-apiserver: run python -m tests.cluster build", file=sys.stderr)
+        return 2
+    cluster = TestCluster(Path(tempfile.mkdtemp(prefix="trainctl-cluster-")), binary).start()
+    STATE.write_text(json.dumps({"pids": [p.pid for p in cluster.processes], "workdir": str(cluster.workdir),
+                                 "kubeconfig": str(cluster.kubeconfig("admin")), "url": cluster.url}))
+    print(f"kube-apiserver at {cluster.url}\nexport KUBECONFIG={cluster.kubeconfig('admin')}")
+    return 0
+
+
+def down() -> int:
+    if not STATE.exists():
+        print("not up")
+        return 0
+    for pid in json.loads(STATE.read_text())["pids"]:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    STATE.unlink()
+    print("stopped")
+    return 0
+
+
+def status() -> int:
+    print(STATE.read_text() if STATE.exists() else "not up")
+    return 0
+
+
+def build() -> int:
+    return subprocess.run(["bash", str(REPO / "scripts" / "build-apiserver.sh")]).returncode
+
+
+def main() -> int:
+    commands = {"up": up, "down": down, "status": status, "build": build}
+    if len(sys.argv) != 2 or sys.argv[1] not in commands:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return commands[sys.argv[1]]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

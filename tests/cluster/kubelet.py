@@ -1,0 +1,189 @@
+"""A node that plays kubelet for tests: binds pods, writes their status, serves their logs.
+
+There is no kubelet, scheduler or controller-manager in the test cluster, so pods stay
+Pending until something binds them and writes their status. ``FakeNode`` does what a
+kubelet would: it registers a Node whose kubelet endpoint is an HTTPS server on
+127.0.0.1, so ``GET pods/<pod>/log`` goes through the real API server to it.
+
+    node.bind("ns", "job-worker-0")
+    node.set_phase("ns", "job-worker-0", "Running")
+    node.write_log("ns", "job-worker-0", "pytorch", "epoch 1\\n")
+    node.restart("ns", "job-worker-0", exit_code=137, reason="OOMKilled")
+    node.set_phase("ns", "job-worker-0", "Succeeded", exit_code=0)
+"""
+
+from __future__ import annotations
+
+import datetime
+import ssl
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+TERMINATED_PHASES = ("Succeeded", "Failed")
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakeNode:
+    def __init__(self, cluster, workdir: Path, name: str = "trainctl-test-node") -> None:
+        self.cluster, self.workdir, self.name = cluster, workdir, name
+        self.logs: dict[tuple[str, str, str], str] = {}  # (ns, pod, container) -> text
+        self.previous: dict[tuple[str, str, str], str] = {}
+        self.finished: set[tuple[str, str]] = set()
+        self.lock = threading.Condition()
+        self.server: ThreadingHTTPServer | None = None
+
+    # ---- lifecycle ------------------------------------------------------------
+    def start(self) -> FakeNode:
+        from kubernetes import client
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.server.socket = self._tls().wrap_socket(self.server.socket, server_side=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.core = client.CoreV1Api(self.cluster.api_client())
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.name}}
+        self.core.create_node(node)
+        status = {"status": {
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.server.server_address[1]}},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test node",
+                            "lastHeartbeatTime": now(), "lastTransitionTime": now()}]}}
+        self.core.patch_node_status(self.name, status)
+        return self
+
+    def stop(self) -> None:
+        if self.server:
+            with self.lock:
+                self.finished.add(("*", "*"))
+                self.lock.notify_all()
+            self.server.shutdown()
+
+    def _tls(self) -> ssl.SSLContext:
+        key, cert = self.workdir / "kubelet.key", self.workdir / "kubelet.crt"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                        "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(cert), str(key))
+        return context
+
+    # ---- what kubelet does to pods ------------------------------------------------
+    def bind(self, namespace: str, pod: str) -> None:
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": self.name}}
+        self.core.create_namespaced_binding(namespace, binding, _preload_content=False)
+
+    def set_phase(self, namespace: str, pod: str, phase: str, exit_code: int | None = None, reason: str = "",
+                  waiting_reason: str = "") -> None:
+        """Write pod status as kubelet would: phase plus one container status per container."""
+        obj = self.core.read_namespaced_pod(pod, namespace)
+        previous = {s.name: s for s in (obj.status.container_statuses or [])}
+        statuses = []
+        for container in obj.spec.containers:
+            old = previous.get(container.name)
+            status = {"name": container.name, "image": container.image, "imageID": "", "ready": phase == "Running",
+                      "restartCount": old.restart_count if old else 0, "state": self._state(phase, exit_code, reason,
+                                                                                               waiting_reason)}
+            if old and old.last_state and old.last_state.terminated:
+                status["lastState"] = {"terminated": {"exitCode": old.last_state.terminated.exit_code,
+                                                      "reason": old.last_state.terminated.reason or "",
+                                                      "startedAt": now(), "finishedAt": now()}}
+            statuses.append(status)
+        body = {"status": {"phase": phase, "containerStatuses": statuses, "podIP": "127.0.0.1",
+                           "hostIP": "127.0.0.1", "startTime": now()}}
+        self.core.patch_namespaced_pod_status(pod, namespace, body)
+        if phase in TERMINATED_PHASES:
+            with self.lock:
+                self.finished.add((namespace, pod))
+                self.lock.notify_all()
+
+    @staticmethod
+    def _state(phase: str, exit_code: int | None, reason: str, waiting_reason: str) -> dict:
+        if phase == "Running":
+            return {"running": {"startedAt": now()}}
+        if phase in TERMINATED_PHASES:
+            code = exit_code if exit_code is not None else (0 if phase == "Succeeded" else 1)
+            return {"terminated": {"exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
+                                   "startedAt": now(), "finishedAt": now()}}
+        return {"waiting": {"reason": waiting_reason or "ContainerCreating"}}
+
+    def restart(self, namespace: str, pod: str, exit_code: int, reason: str = "Error") -> None:
+        """The container died and kubelet restarted it in place: restartCount+1, lastState, fresh log."""
+        obj = self.core.read_namespaced_pod(pod, namespace)
+        statuses = []
+        for container in obj.spec.containers:
+            old = next((s for s in obj.status.container_statuses or [] if s.name == container.name), None)
+            statuses.append({"name": container.name, "image": container.image, "imageID": "", "ready": True,
+                             "restartCount": (old.restart_count if old else 0) + 1,
+                             "state": {"running": {"startedAt": now()}},
+                             "lastState": {"terminated": {"exitCode": exit_code, "reason": reason,
+                                                          "startedAt": now(), "finishedAt": now()}}})
+            key = (namespace, pod, container.name)
+            with self.lock:
+                self.previous[key] = self.logs.pop(key, "")
+        self.core.patch_namespaced_pod_status(pod, namespace, {"status": {"phase": "Running",
+                                                                          "containerStatuses": statuses}})
+
+    def write_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        with self.lock:
+            self.logs[(namespace, pod, container)] = self.logs.get((namespace, pod, container), "") + text
+            self.lock.notify_all()
+
+    # ---- the kubelet's log endpoint ---------------------------------------------------
+    def _handler(self):
+        node = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                url = urlparse(self.path)
+                parts = url.path.strip("/").split("/")
+                if len(parts) != 4 or parts[0] != "containerLogs":
+                    self.send_error(404)
+                    return
+                query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                key = (parts[1], parts[2], parts[3])
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                node._serve_log(self.wfile, key, query)
+
+        return Handler
+
+    def _serve_log(self, out, key: tuple[str, str, str], query: dict) -> None:
+        source = self.previous if query.get("previous") == "true" else self.logs
+        with self.lock:
+            text = source.get(key, "")
+        lines = text.splitlines(keepends=True)
+        if "tailLines" in query:
+            lines = lines[-int(query["tailLines"]):] if int(query["tailLines"]) else []
+        out.write("".join(lines).encode())
+        out.flush()
+        if query.get("follow") != "true" or source is self.previous:
+            return
+        sent = len(text)
+        while True:
+            with self.lock:
+                self.lock.wait_for(lambda: len(self.logs.get(key, "")) != sent
+                                   or key[:2] in self.finished or ("*", "*") in self.finished, timeout=30)
+                current = self.logs.get(key, "")
+                done = key[:2] in self.finished or ("*", "*") in self.finished
+            if len(current) < sent:  # rotated by a restart: start over from the new log
+                sent = 0
+            try:
+                out.write(current[sent:].encode())
+                out.flush()
+            except OSError:
+                return
+            sent = len(current)
+            if done:
+                return
+            time.sleep(0.01)

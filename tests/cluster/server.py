@@ -1,0 +1,130 @@
+"""Start etcd and kube-apiserver on free loopback ports; stop them cleanly.
+
+The binary comes from scripts/build-apiserver.sh (cached). Users are static tokens:
+``admin`` is in system:masters, ``alice`` and ``bob`` have no rights until a test binds
+them, which is how RBAC is tested.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SOURCE_VERSION = "1.20.5+really1.20.2-1.1+deb12u1"
+USERS = {"admin": "system:masters", "alice": "", "bob": ""}
+READY_TIMEOUT_S = 60
+
+
+def cached_apiserver() -> Path | None:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    binary = Path(os.environ.get("TRAINCTL_APISERVER_CACHE") or cache / "trainctl" / "apiserver" / SOURCE_VERSION)
+    binary = binary / "kube-apiserver"
+    return binary if binary.is_file() and shutil.which("etcd") else None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class TestCluster:
+    workdir: Path
+    apiserver: Path
+    tokens: dict[str, str] = field(default_factory=dict)
+    processes: list[subprocess.Popen] = field(default_factory=list)
+    url: str = ""
+
+    def start(self) -> TestCluster:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        etcd_port, peer_port, secure_port = free_port(), free_port(), free_port()
+        self._start("etcd", ["etcd", "--data-dir", str(self.workdir / "etcd"),
+                             "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+                             "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+                             "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+                             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+                             "--initial-cluster", f"default=http://127.0.0.1:{peer_port}"])
+        self._keys()
+        self._start("kube-apiserver", [
+            str(self.apiserver), f"--etcd-servers=http://127.0.0.1:{etcd_port}", "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1", f"--secure-port={secure_port}", "--insecure-port=0",
+            f"--cert-dir={self.workdir / 'certs'}", "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={self.workdir / 'sa.pub'}",
+            f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
+            f"--token-auth-file={self.workdir / 'tokens.csv'}", "--authorization-mode=RBAC",
+            "--service-cluster-ip-range=10.96.0.0/16", "--disable-admission-plugins=ServiceAccount"])
+        self.url = f"https://127.0.0.1:{secure_port}"
+        self._wait_ready()
+        for user in self.tokens:
+            self.write_kubeconfig(user)
+        return self
+
+    def _start(self, name: str, argv: list[str]) -> None:
+        log = open(self.workdir / f"{name}.log", "wb")
+        self.processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def _keys(self) -> None:
+        key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
+        subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+        subprocess.run(["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub)], check=True, capture_output=True)
+        self.tokens = {user: os.urandom(16).hex() for user in USERS}
+        lines = [f'{token},{user},{user},"{USERS[user]}"' if USERS[user] else f"{token},{user},{user}"
+                 for user, token in self.tokens.items()]
+        (self.workdir / "tokens.csv").write_text("\n".join(lines) + "\n")
+
+    def _wait_ready(self) -> None:
+        context = ssl._create_unverified_context()  # the server's own self-signed serving cert, loopback only
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        request = urllib.request.Request(f"{self.url}/readyz", headers={"Authorization": f"Bearer {self.tokens['admin']}"})
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in self.processes):
+                break
+            try:
+                if urllib.request.urlopen(request, context=context, timeout=2).read() == b"ok":
+                    return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        log = (self.workdir / "kube-apiserver.log").read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"kube-apiserver did not become ready:\n{log}")
+
+    def kubeconfig(self, user: str = "admin") -> Path:
+        return self.workdir / f"kubeconfig-{user}"
+
+    def write_kubeconfig(self, user: str) -> Path:
+        import yaml
+
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.url, "insecure-skip-tls-verify": True}}],
+            "users": [{"name": user, "user": {"token": self.tokens[user]}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": user, "namespace": "default"}}],
+        }
+        path = self.kubeconfig(user)
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def api_client(self, user: str = "admin"):
+        from kubernetes import config
+
+        return config.new_client_from_config(str(self.kubeconfig(user)))
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    process.wait(10)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+        self.processes.clear()
