@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import Output, dump
+from trainctl.cli.common import Context, Kubeconfig, Output, console, dump
 
 crds_app = typer.Typer(
     help="The kubeflow.org/v1 CRDs trainctl generates. Example: trainctl crds print > crds.yaml",
@@ -25,6 +25,20 @@ def print_crds(
 
     documents = [crd(by_name(kind)) for kind in kinds] if kinds else all_crds()
     typer.echo("---\n".join(dump(document, output or "yaml") for document in documents), nl=False)
+
+
+@crds_app.command("install", help="Create or update the CRDs in the cluster. Example: trainctl crds install --context prod")
+def install_crds(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be installed; change nothing.")] = False,
+    context: Context = None,
+    kubeconfig: Kubeconfig = None,
+) -> None:
+    from trainctl.api import Client
+
+    client = Client("kubernetes", context=context, kubeconfig=kubeconfig)
+    names = client.backend.install_crds(dry_run=dry_run)
+    verb = "would install" if dry_run else "installed"
+    console().print(f"{verb} {len(names)} CRDs on {client.backend.description}: {', '.join(names)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,244 @@
+"""Every CLI command against the real API server, with pods driven by the node fixture.
+
+No operator runs here (that is the controller's issue), so a test plays it: it creates the
+pods the reconcile core asks for and writes job status, and the node fixture plays kubelet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from trainctl.core.actions import CreateReplica
+from trainctl.core.network import ClusterNetwork
+from trainctl.core.reconcile import reconcile
+from trainctl.frameworks import ALL
+
+pytestmark = pytest.mark.k8s
+
+
+class KubeCLI:
+    def __init__(self, kubeconfig, namespace):
+        self.namespace = namespace
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "COLUMNS": "200", "PYTHONPATH": str(REPO)}
+        self.env.pop("TRAINCTL_BACKEND", None)
+
+    def __call__(self, *args, input=None, timeout=60):
+        return subprocess.run([sys.executable, "-m", "trainctl", *args], env=self.env, capture_output=True,
+                              text=True, input=input, timeout=timeout, cwd=REPO)
+
+    def popen(self, *args):
+        return subprocess.Popen([sys.executable, "-m", "trainctl", *args], env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+@pytest.fixture(scope="session")
+def crds_installed(k8s_cluster):
+    env = {**os.environ, "KUBECONFIG": str(k8s_cluster.kubeconfig("admin")), "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "trainctl", "crds", "install"], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    custom_ready = time.monotonic() + 30
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(k8s_cluster.api_client())
+    for framework in ALL:  # new CRDs take a moment to be served
+        while True:
+            try:
+                custom.list_cluster_custom_object("kubeflow.org", "v1", framework.plural)
+                break
+            except client.ApiException:
+                assert time.monotonic() < custom_ready
+                time.sleep(0.3)
+
+
+@pytest.fixture
+def kube(k8s_cluster, crds_installed, namespace):
+    return KubeCLI(k8s_cluster.kubeconfig("admin"), namespace)
+
+
+def dry_run(kube, kind, name, *args):
+    result = kube("submit", kind, "--name", name, "-n", kube.namespace, *args, "--dry-run", "-o", "json", "--",
+                  "python", "train.py")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def play_operator(k8s_cluster, kube, name, kind_plural):
+    """Create the pods the core asks for, as the operator would; returns their names."""
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(k8s_cluster.api_client())
+    core = client.CoreV1Api(k8s_cluster.api_client())
+    job = custom.get_namespaced_custom_object("kubeflow.org", "v1", kube.namespace, kind_plural, name)
+    plan = reconcile(job, [], datetime.now(timezone.utc), ClusterNetwork())
+    pods = []
+    for action in plan.actions:
+        if isinstance(action, CreateReplica):
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {**action.pod.get("metadata", {}), "name": action.name},
+                   "spec": {**action.pod["spec"], "automountServiceAccountToken": False}}
+            core.create_namespaced_pod(kube.namespace, pod)
+            pods.append(action.name)
+    return pods
+
+
+def set_job_condition(k8s_cluster, kube, name, plural, ctype):
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(k8s_cluster.api_client())
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {"type": ctype, "status": "True", "reason": f"Job{ctype}", "message": f"job is {ctype.lower()}",
+                 "lastUpdateTime": stamp, "lastTransitionTime": stamp}
+    custom.patch_namespaced_custom_object_status("kubeflow.org", "v1", kube.namespace, plural, name,
+                                                  {"status": {"conditions": [condition]}})
+
+
+@pytest.mark.parametrize("framework", ALL, ids=[f.kind for f in ALL])
+def test_submit_stores_exactly_what_dry_run_prints(kube, framework):
+    name = f"{framework.name}-stored"
+    expected = dry_run(kube, framework.name, name, "--workers", "2")
+    result = kube("submit", framework.name, "--name", name, "-n", kube.namespace, "--workers", "2", "--",
+                  "python", "train.py")
+    assert result.returncode == 0, result.stderr
+    assert "kubernetes (context test)" in result.stdout
+    stored = json.loads(kube("status", name, "-n", kube.namespace, "-o", "json").stdout)
+    assert stored["spec"] == expected["spec"]
+    assert stored["metadata"]["name"] == name
+
+
+def test_apply_multi_document_and_replace(kube):
+    documents = [dry_run(kube, "jax", "applied-a"), dry_run(kube, "xgboost", "applied-b")]
+    text = "---\n".join(yaml.safe_dump(d) for d in documents)
+    assert kube("apply", "-f", "-", input=text).returncode == 0
+    again = kube("apply", "-f", "-", input=text)
+    assert again.returncode == 2 and "already exists" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    assert kube("apply", "-f", "-", "--replace", input=text).returncode == 0
+    listing = kube("list", "-n", kube.namespace)
+    assert "applied-a" in listing.stdout and "JAXJob" in listing.stdout and "XGBoostJob" in listing.stdout
+
+
+def test_status_shows_pods_phases_restarts_and_reasons(k8s_cluster, kube_node, kube):
+    assert kube("submit", "pytorch", "--name", "st", "-n", kube.namespace, "--workers", "3", "--", "python",
+                "t.py").returncode == 0
+    pods = play_operator(k8s_cluster, kube, "st", "pytorchjobs")
+    assert pods == ["st-master-0", "st-worker-0", "st-worker-1"]
+    for pod in pods:
+        kube_node.bind(kube.namespace, pod)
+    kube_node.set_phase(kube.namespace, "st-master-0", "Running")
+    kube_node.restart(kube.namespace, "st-worker-0", exit_code=137, reason="OOMKilled")
+    kube_node.set_phase(kube.namespace, "st-worker-1", "Pending", waiting_reason="ImagePullBackOff")
+    output = kube("status", "st", "-n", kube.namespace).stdout
+    lines = {line.split()[0]: line for line in output.splitlines() if line.strip().startswith("st-")}
+    assert "Running" in lines["st-master-0"] and kube_node.name in lines["st-master-0"]
+    assert "OOMKilled" in lines["st-worker-0"] and " 1 " in lines["st-worker-0"]
+    assert "ImagePullBackOff" in lines["st-worker-1"]
+    kube_node.set_phase(kube.namespace, "st-master-0", "Failed", exit_code=3)
+    output = kube("status", "st", "-n", kube.namespace).stdout
+    master = next(line for line in output.splitlines() if line.strip().startswith("st-master-0"))
+    assert "Failed" in master and " 3 " in master
+
+
+def test_logs_follow_waits_for_pods_that_start_later_and_previous(k8s_cluster, kube_node, kube):
+    assert kube("submit", "jax", "--name", "lg", "-n", kube.namespace, "--workers", "2", "--", "python",
+                "t.py").returncode == 0
+    follower = kube.popen("logs", "-f", "lg", "-n", kube.namespace)
+    time.sleep(2)  # the follower is waiting: no pod exists yet
+    pods = play_operator(k8s_cluster, kube, "lg", "jaxjobs")
+    for pod in pods:
+        kube_node.bind(kube.namespace, pod)
+        kube_node.write_log(kube.namespace, pod, "jax", f"hello from {pod}\n")
+        kube_node.set_phase(kube.namespace, pod, "Running")
+    time.sleep(2)
+    kube_node.restart(kube.namespace, "lg-worker-0", exit_code=1)  # the follower must pick up the new run
+    kube_node.write_log(kube.namespace, "lg-worker-0", "jax", "second run\n")
+    time.sleep(2)
+    previous = kube("logs", "lg", "-n", kube.namespace, "--replica", "worker-0", "--previous")
+    assert "hello from lg-worker-0" in previous.stdout and "second run" not in previous.stdout
+    for pod in pods:
+        kube_node.write_log(kube.namespace, pod, "jax", f"bye from {pod}\n")
+        kube_node.set_phase(kube.namespace, pod, "Succeeded", exit_code=0)
+    set_job_condition(k8s_cluster, kube, "lg", "jaxjobs", "Succeeded")
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    for pod in pods:
+        replica = pod.removeprefix("lg-")
+        assert f"{replica} | hello from {pod}" in " ".join(out.split())
+        assert f"bye from {pod}" in out
+    assert "worker-0 | second run" in " ".join(out.split())
+
+
+def test_wait_suspend_resume_delete(k8s_cluster, kube):
+    assert kube("submit", "tf", "--name", "wt", "-n", kube.namespace, "--", "python", "t.py").returncode == 0
+    set_job_condition(k8s_cluster, kube, "wt", "tfjobs", "Failed")
+    assert kube("wait", "wt", "-n", kube.namespace, "--timeout", "20s").returncode == 1
+    assert kube("wait", "wt", "-n", kube.namespace, "--for", "Failed", "--timeout", "20s").returncode == 0
+    assert kube("submit", "paddle", "--name", "sp", "-n", kube.namespace, "--", "python", "t.py").returncode == 0
+    assert kube("suspend", "sp", "-n", kube.namespace).returncode == 0
+    stored = json.loads(kube("status", "sp", "-n", kube.namespace, "-o", "json").stdout)
+    assert stored["spec"]["runPolicy"]["suspend"] is True
+    assert kube("resume", "sp", "-n", kube.namespace).returncode == 0
+    stored = json.loads(kube("status", "sp", "-n", kube.namespace, "-o", "json").stdout)
+    assert stored["spec"]["runPolicy"]["suspend"] is False
+    assert kube("delete", "sp", "wt", "-n", kube.namespace).returncode == 0
+    gone = kube("status", "sp", "-n", kube.namespace)
+    assert gone.returncode == 2 and 'job "sp" not found' in gone.stderr
+
+
+def test_list_all_namespaces_and_selector(kube):
+    assert kube("submit", "mpi", "--name", "ls", "-n", kube.namespace, "--label", "team=nlp", "--", "python",
+                "t.py").returncode == 0
+    everywhere = kube("list", "-A", "-l", "team=nlp")
+    assert "ls" in everywhere.stdout and kube.namespace in everywhere.stdout
+    assert "ls" not in kube("list", "-A", "-l", "team=other").stdout
+
+
+def test_preflight_names_the_fix(kube):
+    missing_ns = kube("submit", "jax", "--name", "pf", "-n", "no-such-namespace", "--", "python", "t.py")
+    assert missing_ns.returncode == 2 and "namespace \"no-such-namespace\" does not exist" in missing_ns.stderr
+    missing_pc = kube("submit", "jax", "--name", "pf", "-n", kube.namespace, "--priority-class", "gold", "--",
+                      "python", "t.py")
+    assert missing_pc.returncode == 2 and 'PriorityClass "gold" does not exist' in missing_pc.stderr
+
+
+def test_the_cli_role_is_enough_and_no_rights_is_one_line(k8s_cluster, kube):
+    from kubernetes import client, utils
+
+    api = k8s_cluster.api_client()
+    utils.create_from_yaml(api, str(REPO / "controller" / "rbac" / "cli-role.yaml"), namespace=kube.namespace)
+    client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(kube.namespace, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "alice"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "trainctl-user"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]})
+    alice = KubeCLI(k8s_cluster.kubeconfig("alice"), kube.namespace)
+    submitted = alice("submit", "jax", "--name", "rb", "-n", kube.namespace, "--", "python", "t.py")
+    assert submitted.returncode == 0, submitted.stderr
+    for args in (["status", "rb"], ["list"], ["logs", "rb"], ["suspend", "rb"], ["resume", "rb"], ["delete", "rb"]):
+        result = alice(*args, "-n", kube.namespace)
+        assert result.returncode == 0, (args, result.stderr)
+    bob = KubeCLI(k8s_cluster.kubeconfig("bob"), kube.namespace)
+    denied = bob("submit", "jax", "--name", "rb2", "-n", kube.namespace, "--", "python", "t.py")
+    assert denied.returncode == 2
+    assert len(denied.stderr.strip().splitlines()) == 1 and "forbidden" in denied.stderr
+    assert "Traceback" not in denied.stderr
+    assert bob("list", "-n", kube.namespace).returncode == 2
+
+
+def test_unreachable_cluster_is_one_line(tmp_path):
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "gone",
+              "clusters": [{"name": "gone", "cluster": {"server": "https://127.0.0.1:1"}}],
+              "users": [{"name": "u", "user": {"token": "x"}}],
+              "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}]}
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    result = KubeCLI(path, "default")("list")
+    assert result.returncode == 2 and "cannot reach" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
