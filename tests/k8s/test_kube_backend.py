@@ -115,6 +115,68 @@ def test_submit_stores_exactly_what_dry_run_prints(kube, framework):
     assert stored["metadata"]["name"] == name
 
 
+def test_apply_of_every_kind_stores_each_document(kube):
+    documents = [dry_run(kube, framework.name, f"every-{framework.name}", "--workers", "2") for framework in ALL]
+    result = kube("apply", "-f", "-", input="---\n".join(yaml.safe_dump(d) for d in documents))
+    assert result.returncode == 0, result.stderr
+    for document in documents:
+        name = document["metadata"]["name"]
+        stored = json.loads(kube("status", name, "-n", kube.namespace, "-o", "json").stdout)
+        assert stored["kind"] == document["kind"] and stored["spec"] == document["spec"]
+
+
+def test_missing_crd_names_crds_install(k8s_cluster, kube):
+    from kubernetes import client
+
+    extensions = client.ApiextensionsV1Api(k8s_cluster.api_client())
+    extensions.delete_custom_resource_definition("xgboostjobs.kubeflow.org")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            extensions.read_custom_resource_definition("xgboostjobs.kubeflow.org")
+            time.sleep(0.3)
+        except client.ApiException:
+            break
+    result = kube("submit", "xgboost", "--name", "nocrd", "-n", kube.namespace, "--", "python", "t.py")
+    assert result.returncode == 2 and "trainctl crds install" in result.stderr
+    assert kube("crds", "install").returncode == 0
+    deadline = time.monotonic() + 30
+    while kube("submit", "xgboost", "--name", "nocrd", "-n", kube.namespace, "--", "python", "t.py").returncode:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+
+
+def test_preflight_checks_a_volcano_queue_when_volcano_is_installed(k8s_cluster, kube):
+    from kubernetes import client
+
+    api = k8s_cluster.api_client()
+    queue_crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                 "metadata": {"name": "queues.scheduling.volcano.sh"},
+                 "spec": {"group": "scheduling.volcano.sh", "scope": "Cluster",
+                          "names": {"kind": "Queue", "plural": "queues", "singular": "queue", "listKind": "QueueList"},
+                          "versions": [{"name": "v1beta1", "served": True, "storage": True, "schema": {
+                              "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(queue_crd)
+    try:
+        missing = kube("submit", "jax", "--name", "vq", "-n", kube.namespace, "--queue", "research", "--", "python",
+                       "t.py")
+        assert missing.returncode == 2 and 'Volcano queue "research" does not exist' in missing.stderr
+        custom = client.CustomObjectsApi(api)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                custom.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "research"}})
+                break
+            except client.ApiException:
+                assert time.monotonic() < deadline
+                time.sleep(0.3)
+        ok = kube("submit", "jax", "--name", "vq", "-n", kube.namespace, "--queue", "research", "--", "python", "t.py")
+        assert ok.returncode == 0, ok.stderr
+    finally:
+        client.ApiextensionsV1Api(api).delete_custom_resource_definition("queues.scheduling.volcano.sh")
+
+
 def test_apply_multi_document_and_replace(kube):
     documents = [dry_run(kube, "jax", "applied-a"), dry_run(kube, "xgboost", "applied-b")]
     text = "---\n".join(yaml.safe_dump(d) for d in documents)

@@ -87,6 +87,11 @@ class KubeBackend(Backend):
         for priority_class in priority_classes(resource):
             checks.append((lambda pc=priority_class: client.SchedulingV1Api(api).read_priority_class(pc),
                            f'PriorityClass "{priority_class}" does not exist: create it or drop --priority-class'))
+        queue = (Job(resource).run_policy.get("schedulingPolicy") or {}).get("queue")
+        if queue and self._volcano_installed():
+            checks.append((lambda: self.custom.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues",
+                                                                      queue),
+                           f'Volcano queue "{queue}" does not exist: create it or pick another --queue'))
         for check, problem in checks:
             try:
                 check()
@@ -95,6 +100,17 @@ class KubeBackend(Backend):
                     raise UserError(problem) from None
                 if not is_status(error, 403):  # a CLI user may not be allowed to read CRDs: let create decide
                     raise self.failure("preflight", error) from None
+
+    def _volcano_installed(self) -> bool:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            client.ApiextensionsV1Api(self.connection.api_client).read_custom_resource_definition(
+                "queues.scheduling.volcano.sh")
+            return True
+        except ApiException:
+            return False
 
     # ---- read ------------------------------------------------------------------------------
     def get(self, name: str, namespace: str, kind: str | None = None) -> JobDetails:
