@@ -125,6 +125,15 @@ def test_apply_of_every_kind_stores_each_document(kube):
         assert stored["kind"] == document["kind"] and stored["spec"] == document["spec"]
 
 
+def test_delete_all_with_a_selector(kube):
+    for name, team in (("da-1", "a"), ("da-2", "a"), ("da-3", "b")):
+        assert kube("submit", "jax", "--name", name, "-n", kube.namespace, "--label", f"team={team}", "--",
+                    "python", "t.py").returncode == 0
+    assert kube("delete", "--all", "-l", "team=a", "-n", kube.namespace).returncode == 0
+    remaining = kube("list", "-n", kube.namespace).stdout
+    assert "da-3" in remaining and "da-1" not in remaining and "da-2" not in remaining
+
+
 def test_missing_crd_names_crds_install(k8s_cluster, kube):
     from kubernetes import client
 

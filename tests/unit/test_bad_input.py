@@ -70,6 +70,9 @@ SUBMIT_CASES = [
     (["crds", "print", "caffe"], "unknown job kind"),
     (["status", "x", "-o", "xml"], "unknown output format"),
     (["nosuchcommand"], "No such command"),
+    (["delete"], "name the jobs, or use --all"),
+    (["delete", "a", "--all"], "name the jobs, or use --all"),
+    (["delete", "a", "-l", "team=x"], "-l/--selector works with --all"),
 ]
 
 APPLY_CASES = [

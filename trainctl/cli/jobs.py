@@ -193,10 +193,20 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
 
 # ---- delete, suspend, resume ------------------------------------------------------------------
 
-def delete(names: Annotated[list[str], typer.Argument(help="Job names.", show_default=False)],
+def delete(names: Annotated[list[str] | None, typer.Argument(help="Job names.", show_default=False)] = None,
+           all_: Annotated[bool, typer.Option("--all", help="Every job in the namespace (narrow with -l).")] = False,
+           selector: Annotated[str | None, typer.Option("--selector", "-l", help="With --all: only jobs with these labels.")] = None,
            namespace: Namespace = None, local: Local = False, context: Context = None,
            kubeconfig: Kubeconfig = None) -> None:
+    if bool(names) == all_:
+        raise UserError("delete: name the jobs, or use --all (optionally with -l team=x), not both")
+    if selector and not all_:
+        raise UserError("-l/--selector works with --all: trainctl delete --all -l team=x")
     client = make_client(local, context, kubeconfig)
+    if all_:
+        names = [job["metadata"]["name"] for job in client.list(namespace, selector=selector)]
+        if not names:
+            console().print(f"no jobs to delete ({client.backend.description})")
     for name in names:
         client.delete(name, namespace)
         console().print(f"[green]deleted[/] {name} and every replica of it ({client.backend.description})")
@@ -223,6 +233,7 @@ def register(app: typer.Typer) -> None:
     app.command(help="Print every replica's logs, prefixed. Example: trainctl logs -f mnist --replica worker-1")(logs)
     app.command(help="Wait for a job's state; exit 0 when reached, 1 otherwise. "
                      "Example: trainctl wait mnist --for Succeeded --timeout 30m")(wait)
-    app.command(help="Delete jobs and stop all their replicas. Example: trainctl delete mnist")(delete)
+    app.command(help="Delete jobs and stop all their replicas. "
+                     "Example: trainctl delete mnist, or trainctl delete --all -l team=nlp")(delete)
     app.command(help="Stop a job's replicas but keep the job. Example: trainctl suspend mnist")(suspend)
     app.command(help="Start a suspended job again. Example: trainctl resume mnist")(resume)
