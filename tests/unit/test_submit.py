@@ -161,3 +161,14 @@ def test_every_package_directory_is_listed_in_pyproject():
 def test_every_framework_has_a_template():
     for framework in ALL:
         assert (REPO / "templates" / f"{framework.singular}.yaml.j2").is_file()
+
+
+def test_example_job_files_are_valid_and_run_their_script():
+    from trainctl.validation import validate
+
+    for path in sorted((REPO / "examples").glob("*/job.yaml")):
+        job = validate(yaml.safe_load(path.read_text()), source=str(path))
+        framework = by_name(job["kind"])
+        commands = [spec["template"]["spec"]["containers"][0].get("command") or []
+                    for spec in job["spec"][framework.replica_spec_field].values()]
+        assert any(f"examples/{path.parent.name}/" in " ".join(c) for c in commands), path
