@@ -254,3 +254,15 @@ def test_ttl_after_finished_removes_the_job_and_its_logs(cli, scripts):
     wait_until(lambda: (job_dir / "logs" / "master-0.log").exists())
     wait_until(lambda: not job_dir.exists(), timeout=10)
     assert cli("status", "shortlived").returncode == 2
+
+
+def test_replicas_share_the_cores_instead_of_oversubscribing(cli, scripts):
+    (cli.cwd / "threads.py").write_text("import os\nprint('threads', os.environ['OMP_NUM_THREADS'], flush=True)\n")
+    cli.env.pop("OMP_NUM_THREADS", None)
+    submit(cli, "omp", "--workers", "2", "--", "python", "threads.py")
+    assert wait(cli, "omp") == 0
+    share = str(max(1, (os.cpu_count() or 1) // 2))
+    assert sorted(cli("logs", "omp").stdout.splitlines()) == [f"master-0 | threads {share}", f"worker-0 | threads {share}"]
+    submit(cli, "omp-user", "--workers", "2", "-e", "OMP_NUM_THREADS=7", "--", "python", "threads.py")
+    assert wait(cli, "omp-user") == 0
+    assert set(cli("logs", "omp-user").stdout.split()) >= {"7"}  # the job's own setting wins

@@ -63,6 +63,16 @@ class Replica:
                 "reason": self.observed().reason}
 
 
+def cpu_share(replicas: int) -> int:
+    """Cores per replica when all replicas share this machine, as a pod's CPU share would be.
+
+    Without it every replica's OpenMP/BLAS pool takes every core, and N replicas oversubscribe
+    the machine N times over (torchrun sets 1 for the same reason). An explicit
+    OMP_NUM_THREADS, in the submitting shell or the container's env, wins.
+    """
+    return max(1, (os.cpu_count() or 1) // max(1, replicas))
+
+
 def exit_reason(code: int) -> str:
     signals = {128 + signal.SIGKILL: "Killed", 128 + signal.SIGTERM: "Terminated", 128 + signal.SIGSEGV: "Segfault"}
     return signals.get(code, "Error")
@@ -158,6 +168,8 @@ class Supervisor:
             env["PADDLE_LOG_DIR"] = str(self.dir.path / "paddle" / action.name)
         if kind == "MPIJob" and os.geteuid() == 0:
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        if "OMP_NUM_THREADS" not in os.environ:
+            env["OMP_NUM_THREADS"] = str(cpu_share(Job(resource).total_replicas))
         return env
 
     def delete(self, action: DeleteReplica) -> None:
