@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -130,6 +131,13 @@ def print_summary(client, resource: dict, framework) -> None:
     out.print(f"[green]submitted[/] {framework.singular}/[bold]{name}[/] "
               f"([dim]{topology_text(resource, framework)}[/]) on {client.backend.description}")
     out.print(f"  --workers means {framework.workers_help}")
+    if client.backend_name == "local":
+        images = sorted({c.get("image") for spec in resource["spec"][framework.replica_spec_field].values()
+                         for c in spec["template"]["spec"]["containers"]} - {None})
+        from rich.markup import escape
+
+        out.print(escape(f"  note: replicas run as processes in {os.getcwd()}; the image ({', '.join(images)}) "
+                         "is not used"), soft_wrap=True)
     out.print(f"  next: trainctl logs -f {name}   trainctl status {name}   trainctl wait {name}")
 
 
