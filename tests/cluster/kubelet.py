@@ -10,6 +10,10 @@ kubelet would: it registers a Node whose kubelet endpoint is an HTTPS server on
     node.write_log("ns", "job-worker-0", "pytorch", "epoch 1\\n")
     node.restart("ns", "job-worker-0", exit_code=137, reason="OOMKilled")
     node.set_phase("ns", "job-worker-0", "Succeeded", exit_code=0)
+
+For a controller under test, ``node.manage("ns")`` does this for every pod of a
+namespace as it appears: binds it, marks it Running, and completes deletions (a pod
+on a node stays Terminating until its kubelet confirms).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class FakeNode:
         self.finished: set[tuple[str, str]] = set()
         self.lock = threading.Condition()
         self.server: ThreadingHTTPServer | None = None
+        self.managed: dict[str, bool] = {}  # namespace -> start pods (Running) or only bind them
+        self.pod_watch = None
 
     # ---- lifecycle ------------------------------------------------------------
     def start(self) -> FakeNode:
@@ -58,7 +64,51 @@ class FakeNode:
         self.core.patch_node_status(self.name, status)
         return self
 
+    def manage(self, namespace: str, run: bool = True) -> None:
+        """Play kubelet for every pod in ``namespace`` from now on (see the module docstring)."""
+        from trainctl.controller.informer import Informer
+        from trainctl.kube.client import PODS, connect
+
+        self.managed[namespace] = run
+        if self.pod_watch is None:
+            self.rest = connect(kubeconfig=str(self.cluster.kubeconfig("admin")))
+            self.pod_watch = Informer(self.rest, PODS)
+            self.pod_watch.handlers.append(self._on_pod)
+            self.pod_watch.start()
+        self.pod_watch.synced.wait(30)
+        for pod in self.pod_watch.items():
+            self._on_pod("ADDED", pod)
+
+    def _on_pod(self, event: str, pod: dict) -> None:
+        from trainctl.kube.client import PODS, ApiError
+
+        metadata, spec = pod["metadata"], pod["spec"]
+        namespace, name = metadata["namespace"], metadata["name"]
+        if event == "DELETED" or namespace not in self.managed:
+            return
+        try:
+            if metadata.get("deletionTimestamp"):
+                self.rest.delete(PODS, name, namespace, grace_period=0, uid=metadata["uid"])
+            elif not spec.get("nodeName"):
+                binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                           "target": {"apiVersion": "v1", "kind": "Node", "name": self.name}}
+                self.rest.request(
+                    "POST", PODS.path(namespace, name, "binding"), binding)
+                if self.managed[namespace]:
+                    self.rest.patch(PODS, name, {"status": self._status(pod, "Running")}, namespace, "status")
+        except ApiError as error:
+            if error.status not in (404, 409):
+                raise
+
+    def _status(self, pod: dict, phase: str) -> dict:
+        statuses = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "restartCount": 0,
+                     "state": self._state(phase, None, "", "")} for c in pod["spec"]["containers"]]
+        return {"phase": phase, "containerStatuses": statuses, "podIP": "127.0.0.1", "hostIP": "127.0.0.1",
+                "startTime": now()}
+
     def stop(self) -> None:
+        if self.pod_watch is not None:
+            self.pod_watch.stop()
         if self.server:
             with self.lock:
                 self.finished.add(("*", "*"))

@@ -14,7 +14,7 @@ import typer
 
 from trainctl import __version__
 
-COMMAND_MODULES = ("submit", "apply", "jobs", "templates", "crds", "completion")
+COMMAND_MODULES = ("submit", "apply", "jobs", "templates", "crds", "controller", "completion")
 
 app = typer.Typer(
     name="trainctl",

@@ -118,5 +118,16 @@ class Framework:
         """Whether the status role's replicas are done (``expected == 0``)."""
         return job.replicas(rtype) - counts.get("succeeded", 0) <= 0
 
+    # ---- cluster-only wiring (the in-cluster controller; the local backend has no cluster) ----
+    #: kinds among :meth:`cluster_objects` that the controller deletes once they are no longer wanted
+    pruned_kinds: ClassVar[tuple[str, ...]] = ()
+
+    def cluster_objects(self, job: Job, pods: list[dict]) -> list[dict]:
+        """Objects besides pods and services this kind needs in a cluster (created or updated each pass)."""
+        return []
+
+    def decorate_pod(self, job: Job, rtype: str, pod: dict) -> None:
+        """Cluster-only changes to a replica's pod before it is created (volumes, service account)."""
+
     def __repr__(self) -> str:
         return f"<Framework {self.kind}>"

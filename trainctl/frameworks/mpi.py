@@ -4,10 +4,16 @@ Workers only host ranks that the launcher starts (in a cluster through kubectl e
 so they run ``sleep 365d`` unless their template gives a command.
 """
 
+from trainctl.core.network import ClusterNetwork
 from trainctl.frameworks._schema import INT32, STRING
 from trainctl.frameworks.base import Framework, env_var
 
 WORKER_IDLE_COMMAND = {"command": ["sleep"], "args": ["365d"]}
+CLUSTER = ClusterNetwork()
+KUBECTL_DELIVERY_IMAGE = "kubeflow/kubectl-delivery:latest"  # upstream's --mpi-kubectl-delivery-image default
+CONFIG_DIR, KUBECTL_DIR = "/etc/mpi", "/opt/kube"
+CONFIG_VOLUME, KUBECTL_VOLUME = "mpi-job-config", "mpi-job-kubectl"
+EXECUTABLE, READ_ONLY = 0o555, 0o444
 
 
 class MPI(Framework):
@@ -73,6 +79,78 @@ class MPI(Framework):
             return f"{network.host(job, 'Worker', 0)} slots={max(workers, 1) * slots}\n"
         lines = [f"{job.pod_name('Launcher', 0)} slots={slots}\n"] if self.gpu_launcher(job) else []
         return "".join(lines + [f"{job.pod_name('Worker', i)} slots={slots}\n" for i in range(workers)])
+
+    # ---- in a cluster: the launcher reaches workers with kubectl exec (contract 2.4) ----------
+    def cluster_objects(self, job, pods):
+        """ServiceAccount, ConfigMap (hostfile, kubexec.sh, discover_hosts.sh), Role and RoleBinding.
+
+        Not touched again once the launcher finished, like upstream.
+        """
+        launcher = next((p for p in pods if p["metadata"]["name"] == job.pod_name("Launcher", 0)), None)
+        if launcher and (launcher.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return []
+        account = self.service_account(job)
+        meta = {"namespace": job.namespace, "labels": {"app": job.name}}
+        workers = [job.pod_name("Worker", i) for i in range(job.replicas("Worker"))]
+        return [
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, **meta}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{job.name}-config", **meta},
+             "data": {"hostfile": self.hostfile(job, CLUSTER), "kubexec.sh": self.kubexec(job),
+                      "discover_hosts.sh": self.discover_hosts(job, pods)}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+             "metadata": {"name": f"{job.name}-launcher", **meta},
+             "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                       {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"],
+                        "resourceNames": workers}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": f"{job.name}-launcher", **meta},
+             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": job.namespace}],
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{job.name}-launcher"}},
+        ]
+
+    def service_account(self, job) -> str:
+        return job.template("Launcher")["spec"].get("serviceAccountName") or f"{job.name}-launcher"
+
+    @staticmethod
+    def kubexec(job) -> str:
+        container = f" --container {job.spec['mainContainer']}" if job.spec.get("mainContainer") else ""
+        return ("#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n"
+                f'{KUBECTL_DIR}/kubectl exec ${{POD_NAME}}{container} -- /bin/sh -c "$*"')
+
+    def discover_hosts(self, job, pods) -> str:
+        slots = self.slots(job)
+        lines = [f"\necho {job.pod_name('Launcher', 0)}:{slots}"] if self.gpu_launcher(job) else []
+        running = sorted(p["metadata"]["name"] for p in pods
+                         if p["metadata"].get("labels", {}).get("training.kubeflow.org/replica-type") == "worker"
+                         and (p.get("status") or {}).get("phase") == "Running")
+        return "#!/bin/sh" + "".join(lines + [f"\necho {name}:{slots}" for name in running])
+
+    def decorate_pod(self, job, rtype, pod):
+        spec = pod["spec"]
+        main = spec["containers"][0]
+        config = {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR}
+        if rtype == "Worker":
+            main["volumeMounts"] = (main.get("volumeMounts") or []) + [config]
+            spec["volumes"] = (spec.get("volumes") or []) + [self.config_volume(job, [("kubexec.sh", EXECUTABLE)])]
+            return
+        spec.setdefault("serviceAccountName", self.service_account(job))
+        kubectl = {"name": KUBECTL_VOLUME, "mountPath": KUBECTL_DIR}
+        spec["initContainers"] = (spec.get("initContainers") or []) + [{
+            "name": "kubectl-delivery", "image": KUBECTL_DELIVERY_IMAGE, "imagePullPolicy": "IfNotPresent",
+            "env": [env_var("TARGET_DIR", KUBECTL_DIR), env_var("NAMESPACE", job.namespace)],
+            "volumeMounts": [kubectl, config],
+            "resources": {kind: {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"}
+                          for kind in ("limits", "requests")}}]
+        main["volumeMounts"] = (main.get("volumeMounts") or []) + [kubectl, config]
+        spec["volumes"] = (spec.get("volumes") or []) + [
+            {"name": KUBECTL_VOLUME, "emptyDir": {}},
+            self.config_volume(job, [("kubexec.sh", EXECUTABLE), ("hostfile", READ_ONLY),
+                                     ("discover_hosts.sh", EXECUTABLE)])]
+
+    @staticmethod
+    def config_volume(job, items) -> dict:
+        return {"name": CONFIG_VOLUME, "configMap": {"name": f"{job.name}-config", "items": [
+            {"key": key, "path": key, "mode": mode} for key, mode in items]}}
 
 
 FRAMEWORK = MPI()

@@ -70,10 +70,7 @@ class PyTorch(Framework):
     def elastic_env(self, job, elastic, network):
         host = elastic.get("rdzvHost") or network.host(job, "Worker", 0)
         port = elastic.get("rdzvPort") or network.port(job, "Worker", 0)
-        low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
-        if low is None and high is None:
-            low = high = job.replicas("Worker")
-        low, high = low if low is not None else high, high if high is not None else low
+        low, high = self.elastic_bounds(job, elastic)
         env = [env_var("PET_RDZV_ENDPOINT", f"{host}:{port}"),
                env_var("PET_RDZV_BACKEND", elastic.get("rdzvBackend") or "c10d"),
                env_var("PET_NNODES", f"{low}:{high}")]
@@ -87,6 +84,27 @@ class PyTorch(Framework):
         if elastic.get("standalone"):
             env.append(env_var("PET_STANDALONE", ""))
         return env
+
+    @staticmethod
+    def elastic_bounds(job, elastic) -> tuple[int, int]:
+        """min/max Worker replicas: both default to Worker.replicas, one given copies to the other."""
+        low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
+        if low is None and high is None:
+            low = high = job.replicas("Worker")
+        return (low if low is not None else high), (high if high is not None else low)
+
+    # ---- in a cluster: elastic jobs scale through an HPA on the scale subresource (contract 2.1.5) ----
+    pruned_kinds = ("HorizontalPodAutoscaler",)
+
+    def cluster_objects(self, job, pods):
+        elastic = job.spec.get("elasticPolicy") or {}
+        if elastic.get("metrics") is None or job.suspended:
+            return []
+        low, high = self.elastic_bounds(job, elastic)
+        return [{"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                 "metadata": {"name": job.name, "namespace": job.namespace},
+                 "spec": {"scaleTargetRef": {"kind": self.kind, "name": job.name, "apiVersion": "kubeflow.org/v1"},
+                          "minReplicas": low, "maxReplicas": high, "metrics": elastic["metrics"]}}]
 
 
 FRAMEWORK = PyTorch()

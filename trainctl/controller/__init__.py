@@ -1,0 +1,1 @@
+"""The in-cluster operator: informers, a work queue and the shared reconcile core against the API server."""

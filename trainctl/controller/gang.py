@@ -1,0 +1,114 @@
+"""Gang scheduling: one PodGroup per job, for Volcano or scheduler-plugins (contract 1.10).
+
+Enabled by ``--gang-scheduler-name``: ``volcano``, or any other name for the
+scheduler-plugins coscheduling scheduler. The controller creates PodGroups only when
+that PodGroup CRD is installed (it checks at start-up and says so once otherwise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from trainctl.job import Job
+from trainctl.kube.client import Resource
+
+VOLCANO = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", kind="PodGroup")
+COSCHEDULING = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", kind="PodGroup")
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_TASK_ANNOTATION = "volcano.sh/task-spec"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+
+SUFFIXES = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+            "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
+            "P": Decimal(10) ** 15, "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20,
+            "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60}
+
+
+def parse_quantity(text: object) -> Decimal:
+    value = str(text).strip()
+    for suffix in sorted(SUFFIXES, key=len, reverse=True):
+        if suffix and value.endswith(suffix):
+            return Decimal(value[: -len(suffix)]) * SUFFIXES[suffix]
+    return Decimal(value)
+
+
+def format_quantity(value: Decimal) -> str:
+    """Whole numbers as they are, fractions in milli-units (``1500m``), like Kubernetes' canonical form."""
+    if value == value.to_integral_value():
+        return str(int(value))
+    return f"{int(value * 1000)}m"
+
+
+@dataclass(frozen=True)
+class GangScheduler:
+    name: str
+
+    @property
+    def volcano(self) -> bool:
+        return self.name.lower() == "volcano"
+
+    @property
+    def resource(self) -> Resource:
+        return VOLCANO if self.volcano else COSCHEDULING
+
+    def pod_group(self, job: Job, priorities: dict[str, int], existing: dict | None) -> dict:
+        policy = job.run_policy.get("schedulingPolicy") or {}
+        min_member = policy.get("minAvailable")
+        if min_member is None:
+            min_member = job.total_replicas
+        resources = policy.get("minResources") or min_resources(job, min_member, priorities)
+        if self.volcano:
+            queue = ((existing or {}).get("spec") or {}).get("queue") or policy.get("queue") or "default"
+            spec = {"minMember": min_member, "queue": queue, "minResources": resources}
+            if policy.get("priorityClass"):
+                spec["priorityClassName"] = policy["priorityClass"]
+        else:
+            spec = {"minMember": min_member, "minResources": resources}
+            if policy.get("scheduleTimeoutSeconds") is not None:
+                spec["scheduleTimeoutSeconds"] = policy["scheduleTimeoutSeconds"]
+        annotations = dict((job.resource.get("metadata") or {}).get("annotations") or {})
+        return {"apiVersion": self.resource.api_version, "kind": "PodGroup",
+                "metadata": {"name": job.name, "namespace": job.namespace, "annotations": annotations},
+                "spec": spec}
+
+    def admitted(self, pod_group: dict | None) -> bool:
+        """Volcano holds pods back until the group is admitted (phase set and not Pending)."""
+        if not self.volcano:
+            return True
+        phase = ((pod_group or {}).get("status") or {}).get("phase")
+        return bool(phase) and phase != "Pending"
+
+    def decorate(self, job: Job, rtype: str, pod: dict) -> str | None:
+        """Point the pod at the gang scheduler and its group; returns a warning when the template picked another."""
+        spec, metadata = pod["spec"], pod["metadata"]
+        scheduler = "volcano" if self.volcano else self.name
+        warning = None
+        if spec.get("schedulerName") and spec["schedulerName"] != scheduler:
+            warning = "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"
+        spec.setdefault("schedulerName", scheduler)
+        if self.volcano:
+            metadata["annotations"] = {**(metadata.get("annotations") or {}),
+                                       VOLCANO_GROUP_ANNOTATION: job.name, VOLCANO_TASK_ANNOTATION: rtype.lower()}
+        else:
+            metadata["labels"] = {**(metadata.get("labels") or {}), COSCHEDULING_LABEL: job.name}
+        return warning
+
+
+def min_resources(job: Job, min_member: int, priorities: dict[str, int]) -> dict[str, str]:
+    """Requests (or limits) of the first ``min_member`` pods, highest PriorityClass first."""
+    def priority(rtype: str) -> int:
+        return priorities.get(job.template(rtype)["spec"].get("priorityClassName") or "", 0)
+
+    totals: dict[str, Decimal] = {}
+    counted = 0
+    for rtype in sorted(job.replica_types, key=priority, reverse=True):
+        for _ in range(job.replicas(rtype)):
+            if counted >= min_member:
+                break
+            counted += 1
+            for container in job.template(rtype)["spec"].get("containers", []):
+                resources = container.get("resources") or {}
+                for name, quantity in (resources.get("requests") or resources.get("limits") or {}).items():
+                    totals[name] = totals.get(name, Decimal(0)) + parse_quantity(quantity)
+    return {name: format_quantity(value) for name, value in sorted(totals.items())}

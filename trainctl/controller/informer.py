@@ -1,0 +1,145 @@
+"""List+watch caches of API objects (client-go's reflector and indexer, in small).
+
+An :class:`Informer` lists a collection once, then watches from the list's
+resourceVersion and keeps an in-memory copy up to date. When the server says the
+version is too old (410 Gone) it lists again and reports the difference, so no change
+is ever missed. Reconciles read only these caches: steady state costs no GET or LIST.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from trainctl.kube.client import ApiError, Client, Resource
+
+log = logging.getLogger("trainctl.controller")
+
+Key = tuple[str, str]  # (namespace, name)
+Handler = Callable[[str, dict], None]  # (ADDED | MODIFIED | DELETED, object)
+WATCH_TIMEOUT_S = 240
+RETRY_S = 1.0
+
+
+def object_key(obj: dict) -> Key:
+    metadata = obj["metadata"]
+    return metadata.get("namespace", ""), metadata["name"]
+
+
+def newer(obj: dict, cached: dict) -> bool:
+    """Whether ``obj`` is a later version than ``cached``.
+
+    resourceVersions are opaque to clients, but every API server backed by etcd issues
+    increasing integers; compare them as such, and treat anything else as different.
+    """
+    new, old = obj["metadata"].get("resourceVersion", ""), cached["metadata"].get("resourceVersion", "")
+    if new.isdigit() and old.isdigit():
+        return int(new) > int(old)
+    return new != old
+
+
+class Informer:
+    def __init__(self, client: Client, resource: Resource, namespace: str | None = None,
+                 selector: str | None = None, index: Callable[[dict], object] | None = None) -> None:
+        self.client, self.resource, self.namespace, self.selector = client, resource, namespace, selector
+        self.index_of = index
+        self.cache: dict[Key, dict] = {}
+        self.indexed: dict[object, dict[Key, dict]] = {}
+        self.handlers: list[Handler] = []
+        self.lock = threading.Lock()
+        self.synced = threading.Event()
+        self.stopping = threading.Event()
+        self.resource_version = ""
+        self.thread: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        scope = self.namespace or "all namespaces"
+        return f"<Informer {self.resource.plural} in {scope}>"
+
+    # ---- reads (any thread) ---------------------------------------------------------
+    def get(self, namespace: str, name: str) -> dict | None:
+        with self.lock:
+            return self.cache.get((namespace, name))
+
+    def by_index(self, value: object) -> list[dict]:
+        with self.lock:
+            return list(self.indexed.get(value, {}).values())
+
+    def items(self) -> list[dict]:
+        with self.lock:
+            return list(self.cache.values())
+
+    # ---- the loop ---------------------------------------------------------------------
+    def start(self) -> Informer:
+        self.thread = threading.Thread(target=self.run, name=f"informer-{self.resource.plural}", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                if not self.resource_version:
+                    self.relist()
+                self.watch()
+            except ApiError as error:
+                if error.gone:
+                    log.info("%r: resourceVersion expired, listing again", self)
+                    self.resource_version = ""
+                    continue
+                log.warning("%r: %s; retrying", self, error)
+                self.stopping.wait(RETRY_S)
+            except (OSError, ValueError) as error:
+                log.warning("%r: %s: %s; retrying", self, type(error).__name__, error)
+                self.stopping.wait(RETRY_S)
+
+    def relist(self) -> None:
+        listing = self.client.list(self.resource, self.namespace, self.selector)
+        fresh = {object_key(item): item for item in listing.get("items") or []}
+        with self.lock:
+            gone = [obj for key, obj in self.cache.items() if key not in fresh]
+        for obj in gone:
+            self.apply("DELETED", obj)
+        for obj in fresh.values():
+            self.apply("ADDED", obj)
+        self.resource_version = listing["metadata"]["resourceVersion"]
+        self.synced.set()
+
+    def watch(self) -> None:
+        for event in self.client.watch(self.resource, self.namespace, self.resource_version, self.selector,
+                                       timeout_s=WATCH_TIMEOUT_S):
+            if self.stopping.is_set():
+                return
+            obj = event["object"]
+            self.resource_version = obj["metadata"].get("resourceVersion") or self.resource_version
+            if event["type"] != "BOOKMARK":
+                self.apply(event["type"], obj)
+
+    def apply(self, kind: str, obj: dict) -> None:
+        key = object_key(obj)
+        with self.lock:
+            old = self.cache.get(key)
+            if kind == "DELETED":
+                self.cache.pop(key, None)
+            elif old is not None and not newer(obj, old):
+                return  # a relist re-reports what we have, or the watch catches up with our own write
+            else:
+                self.cache[key] = obj
+            self._reindex(key, old, None if kind == "DELETED" else obj)
+        for handler in self.handlers:
+            handler(kind, obj)
+
+    def _reindex(self, key: Key, old: dict | None, new: dict | None) -> None:
+        if self.index_of is None:
+            return
+        if old is not None:
+            bucket = self.indexed.get(self.index_of(old))
+            if bucket is not None:
+                bucket.pop(key, None)
+                if not bucket:
+                    del self.indexed[self.index_of(old)]
+        if new is not None:
+            self.indexed.setdefault(self.index_of(new), {})[key] = new

@@ -1,0 +1,68 @@
+"""Pods and services as the API server stores them, to and from the core's terms."""
+
+from __future__ import annotations
+
+from trainctl import API_GROUP
+from trainctl.core.actions import CreateReplica, CreateService
+from trainctl.core.observed import PHASES, ObservedReplica
+from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from trainctl.job import Job
+
+
+def owner_reference(job: Job) -> dict:
+    return {"apiVersion": f"{API_GROUP}/v1", "kind": job.framework.kind, "name": job.name, "uid": job.uid,
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def controller_uid(obj: dict) -> str | None:
+    """The uid of the object's controlling owner, if any."""
+    for reference in obj["metadata"].get("ownerReferences") or []:
+        if reference.get("controller"):
+            return reference.get("uid")
+    return None
+
+
+def job_index(obj: dict) -> tuple[str, str, str] | None:
+    """(operator name, namespace, job name) of a pod or service trainctl's operator labels name."""
+    labels = obj["metadata"].get("labels") or {}
+    if LABEL_JOB_NAME not in labels or LABEL_OPERATOR not in labels:
+        return None
+    return labels[LABEL_OPERATOR], obj["metadata"].get("namespace", ""), labels[LABEL_JOB_NAME]
+
+
+def pod_body(job: Job, action: CreateReplica) -> dict:
+    pod = action.pod
+    metadata = {**pod.get("metadata", {}), "name": action.name, "namespace": job.namespace,
+                "labels": action.labels, "ownerReferences": [owner_reference(job)]}
+    metadata.pop("generateName", None)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod["spec"]}
+
+
+def service_body(job: Job, action: CreateService) -> dict:
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": action.name, "namespace": job.namespace, "labels": action.labels,
+                         "ownerReferences": [owner_reference(job)]},
+            "spec": {"clusterIP": "None", "selector": action.labels, "ports": action.ports}}
+
+
+def observe(job: Job, pod: dict) -> ObservedReplica | None:
+    """The pod in the core's terms; None when its labels do not name one of the job's replicas."""
+    metadata, status = pod["metadata"], pod.get("status") or {}
+    labels = metadata.get("labels") or {}
+    rtype = job.framework.canonical_replica_type(labels.get(LABEL_REPLICA_TYPE, ""))
+    index_text = labels.get(LABEL_REPLICA_INDEX, "0")
+    if rtype is None or not index_text.isdigit():
+        return None
+    phase = status.get("phase") if status.get("phase") in PHASES else "Pending"
+    main_name = (job.main_container(pod["spec"].get("containers") or []) or {}).get("name")
+    statuses = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+    exit_code = reason = finished_at = None
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if container.get("name") == main_name and terminated:
+            exit_code, reason, finished_at = terminated.get("exitCode"), terminated.get("reason"), terminated.get(
+                "finishedAt")
+    return ObservedReplica(rtype=rtype, index=int(index_text), name=metadata["name"], phase=phase,
+                           exit_code=exit_code, restart_count=sum(s.get("restartCount", 0) for s in statuses),
+                           deleting=bool(metadata.get("deletionTimestamp")), reason=reason or "",
+                           started_at=status.get("startTime"), finished_at=finished_at)

@@ -1,0 +1,13 @@
+"""Talking to a Kubernetes API server without the official client (see client.py for why)."""
+
+from __future__ import annotations
+
+from trainctl import API_GROUP
+from trainctl.kube.client import Resource
+
+JOB_VERSION = "v1"
+
+
+def job_resource(framework) -> Resource:
+    """The REST collection of one job kind: /apis/kubeflow.org/v1/.../pytorchjobs."""
+    return Resource(API_GROUP, JOB_VERSION, framework.plural, kind=framework.kind)
