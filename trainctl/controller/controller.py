@@ -107,18 +107,22 @@ class Controller:
         framework = self.by_operator.get(index[0]) if index else None
         if framework is None:
             return
-        key = (framework.kind, index[1], index[2])
+        self.wake((framework.kind, index[1], index[2]), resource, event, obj)
+
+    def on_pod_group(self, event: str, obj: dict) -> None:
+        for reference in obj["metadata"].get("ownerReferences") or []:
+            if reference.get("controller") and reference.get("kind") in self.jobs:
+                key = (reference["kind"], obj["metadata"].get("namespace", ""), reference["name"])
+                self.wake(key, self.gang.resource, event, obj)
+
+    def wake(self, key: JobKey, resource: Resource, event: str, obj: dict) -> None:
+        """A child of job ``key`` changed: meet the expectations it answers, and reconcile the job."""
         name = obj["metadata"]["name"]
         if event == "DELETED" or obj["metadata"].get("deletionTimestamp"):
             self.expectations.observe(key, "delete", resource.plural, name)
         if event != "DELETED":
             self.expectations.observe(key, "create", resource.plural, name)
         self.queue.add(key)
-
-    def on_pod_group(self, event: str, obj: dict) -> None:
-        for reference in obj["metadata"].get("ownerReferences") or []:
-            if reference.get("controller") and reference.get("kind") in self.jobs:
-                self.queue.add((reference["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
 
     def framework(self, kind: str):
         return next(fw for fw in self.frameworks if fw.kind == kind)
@@ -362,11 +366,13 @@ class Controller:
             key = self.queue.get()
             if key is None:
                 return
+            if not acting.is_set():  # a standby: the new leader requeues every job
+                self.queue.done(key)
+                continue
             started = time.monotonic()
             result = "success"
             try:
-                if acting.is_set():
-                    self.reconcile(key)
+                self.reconcile(key)
                 self.queue.forget(key)
             except ApiError as error:
                 result = "conflict" if error.status == 409 else "error"

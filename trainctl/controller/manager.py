@@ -187,13 +187,15 @@ class Manager:
         for informer in self.controller.informers:
             informer.start()
         self.wait_for_caches()
+        lost = self.lead() if options.leader_elect else None
+        if lost is None:
+            self.acting.set()  # before any worker takes a key: a key skipped while standing by is requeued
         workers = [threading.Thread(target=self.controller.work, args=(self.acting,), name=f"worker-{n}")
                    for n in range(options.concurrency)]
         for worker in workers:
             worker.start()
-        lost = self.lead() if options.leader_elect else self.acting.set()
         self.stopping.wait()
-        return self.drain(workers, lost=bool(lost and lost.is_set()))
+        return self.drain(workers, lost=lost is not None and lost.is_set())
 
     def wait_for_caches(self) -> None:
         started = time.monotonic()

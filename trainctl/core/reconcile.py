@@ -106,6 +106,10 @@ class Reconciler:
     # ---- restarts and backoff (1.3, 1.6) ----------------------------------------------
     def handle_failed_replicas(self) -> bool:
         """Restart what the policy says; returns True when the job failed here."""
+        if self.restarts_used() > self.job.run_policy.get("backoffLimit", float("inf")):
+            # kubelet restarted containers in place (Always/OnFailure) more often than allowed
+            self.fail(f"Job {self.job.name} has failed because it has reached the specified backoff limit")
+            return True
         for replica in self.observed:
             if replica.deleting or not replica.finished:
                 continue
@@ -127,10 +131,13 @@ class Reconciler:
             return policy == "Always"  # kubelet semantics: Always restarts even after exit 0
         return policy in ("OnFailure", "Always") or (policy == "ExitCode" and code >= RETRYABLE_FROM)
 
+    def restarts_used(self) -> int:
+        """Recreations so far plus kubelet's in-place restarts of the replicas still there."""
+        return sum(self.restarts.values()) + sum(replica.restart_count for replica in self.observed)
+
     def backoff_exhausted(self) -> bool:
         limit = self.job.run_policy.get("backoffLimit")
-        in_place = sum(replica.restart_count for replica in self.observed)
-        return limit is not None and sum(self.restarts.values()) + in_place >= limit
+        return limit is not None and self.restarts_used() >= limit
 
     def restart(self, replica: ObservedReplica) -> None:
         self.restarting.add(replica.name)
