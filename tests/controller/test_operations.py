@@ -72,7 +72,7 @@ def test_two_controllers_with_leader_election_never_both_act(rest, start_control
     assert leader.stop(signal.SIGTERM) == 0
     wait_for(lambda: controller_state(standby)[0] == 1, timeout=10, what="the standby to lead")
     create(rest, job("PyTorchJob", "after", namespace, {"Master": 1}))
-    wait_for(lambda: "after-master-0" in pods(rest, namespace), what="the new leader to act")
+    wait_state(rest, "PyTorchJob", namespace, "after", "Running")
     new_holder = rest.get(LEASES, "trainctl-test", namespace)["spec"]["holderIdentity"]
     assert new_holder != holder
     after = rest.list(EVENTS, namespace, field_selector="involvedObject.name=after")["items"]

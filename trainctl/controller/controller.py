@@ -47,6 +47,9 @@ from trainctl.kube.client import (
 log = logging.getLogger("trainctl.controller")
 
 COMPONENT = "trainctl-controller"
+#: pod status changes of one job are reconciled together when they come this close (several pods start
+#: at once): one status write instead of one per pod, as Kubernetes' Job controller batches them
+POD_UPDATE_BATCH_S = 0.5
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
 HPA_V2 = Resource("autoscaling", "v2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 HPA_V2BETA2 = Resource("autoscaling", "v2beta2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
@@ -107,7 +110,8 @@ class Controller:
         framework = self.by_operator.get(index[0]) if index else None
         if framework is None:
             return
-        self.wake((framework.kind, index[1], index[2]), resource, event, obj)
+        self.wake((framework.kind, index[1], index[2]), resource, event, obj,
+                  delay=POD_UPDATE_BATCH_S if event == "MODIFIED" else 0)
 
     def on_pod_group(self, event: str, obj: dict) -> None:
         for reference in obj["metadata"].get("ownerReferences") or []:
@@ -115,14 +119,14 @@ class Controller:
                 key = (reference["kind"], obj["metadata"].get("namespace", ""), reference["name"])
                 self.wake(key, self.gang.resource, event, obj)
 
-    def wake(self, key: JobKey, resource: Resource, event: str, obj: dict) -> None:
+    def wake(self, key: JobKey, resource: Resource, event: str, obj: dict, delay: float = 0) -> None:
         """A child of job ``key`` changed: meet the expectations it answers, and reconcile the job."""
         name = obj["metadata"]["name"]
         if event == "DELETED" or obj["metadata"].get("deletionTimestamp"):
             self.expectations.observe(key, "delete", resource.plural, name)
         if event != "DELETED":
             self.expectations.observe(key, "create", resource.plural, name)
-        self.queue.add(key)
+        self.queue.add_after(key, delay)
 
     def framework(self, kind: str):
         return next(fw for fw in self.frameworks if fw.kind == kind)
@@ -172,7 +176,9 @@ class Controller:
             return
         self.apply_objects(key, job, framework.cluster_objects(job, owned), framework.pruned_kinds)
         observed = [o for o in (pod_objects.observe(job, p) for p in owned) if o is not None]
-        plan = reconcile(resource, observed, datetime.now(timezone.utc), self.network)
+        existing = {s["metadata"]["name"] for s in services if pod_objects.controller_uid(s) == live_uid
+                    and not s["metadata"].get("deletionTimestamp")}
+        plan = reconcile(resource, observed, datetime.now(timezone.utc), self.network, existing)
         for action in plan.actions:
             self.execute(key, job, action)
         if plan.status != job.status:
@@ -394,7 +400,7 @@ class Controller:
 
     def refresh_gauges(self) -> None:
         self.metrics.queue_depth.set(len(self.queue))
-        self.metrics.api_requests.set(self.client.requests)
+        self.metrics.api_requests.replace({(verb,): count for verb, count in self.client.requests.items()})
         counts: dict[tuple[str, str], float] = {}
         for kind, informers in self.jobs.items():
             for informer in informers:

@@ -18,7 +18,7 @@ log = logging.getLogger("trainctl.controller")
 
 Key = tuple[str, str]  # (namespace, name)
 Handler = Callable[[str, dict], None]  # (ADDED | MODIFIED | DELETED, object)
-WATCH_TIMEOUT_S = 240
+WATCH_TIMEOUT_S = 60  # a watch the server silently stalls costs at most this long
 RETRY_S = 1.0
 
 

@@ -106,7 +106,7 @@ class Metrics:
         self.jobs = Gauge("trainctl_jobs", "Jobs by kind and state (the last condition).", ("kind", "state"))
         self.pod_create_failures = Counter("trainctl_pod_creation_failures_total",
                                            "Pods the API server refused to create.", ("kind",))
-        self.api_requests = Gauge("trainctl_api_requests", "API requests sent since start.")
+        self.api_requests = Gauge("trainctl_api_requests", "API requests sent since start, by verb.", ("verb",))
         self.leader = Gauge("trainctl_leader", "1 while this controller holds the lease (or runs without one).")
         upstream = ("job_namespace", "framework")
         self.created = Counter("training_operator_jobs_created_total", "Jobs seen created.", upstream)

@@ -35,7 +35,7 @@ from trainctl.core.actions import (
 )
 from trainctl.core.network import Network
 from trainctl.core.observed import ObservedReplica
-from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR, LABEL_REPLICA_TYPE
+from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
 from trainctl.job import Job
 
 RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode
@@ -53,17 +53,24 @@ def parse_time(text: str | None) -> datetime | None:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
 
 
-def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, network: Network) -> Plan:
-    """Everything the runtime should do now for this job, and its new status."""
+def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, network: Network,
+              services: set[str] | None = None) -> Plan:
+    """Everything the runtime should do now for this job, and its new status.
+
+    ``services``: names of the job's Services that exist (cluster runtimes); with it, a
+    missing Service is created even when its pod exists (a controller killed between
+    the two creates), and one left from a scale-down is deleted.
+    """
     job = Job(resource)
     if job.managed_externally:
         return Plan(status=copy.deepcopy(job.status))
-    return Reconciler(job, observed, now, network).run()
+    return Reconciler(job, observed, now, network, services).run()
 
 
 class Reconciler:
-    def __init__(self, job: Job, observed: list[ObservedReplica], now: datetime, network: Network) -> None:
-        self.job, self.network = job, network
+    def __init__(self, job: Job, observed: list[ObservedReplica], now: datetime, network: Network,
+                 services: set[str] | None = None) -> None:
+        self.job, self.network, self.services = job, network, services
         self.observed = sorted(observed, key=self._order)
         self.now, self.stamp = now, rfc3339(now)
         self.status = copy.deepcopy(job.status)
@@ -184,6 +191,19 @@ class Reconciler:
             if replica.index >= self.job.replicas(replica.rtype) and not replica.deleting \
                     and replica.name not in self.restarting:
                 self.delete_replica(replica, "ScaleDown")
+        if self.services is not None and self.job.framework.kind != "MPIJob":
+            self.reconcile_services()
+
+    def reconcile_services(self) -> None:
+        """Services are reconciled on their own: a pod can exist without its Service, and the reverse."""
+        job = self.job
+        wanted = {job.pod_name(t, i): (t, i) for t in job.replica_types for i in range(job.replicas(t))}
+        touched = {a.name for a in self.actions if isinstance(a, (CreateService, DeleteService))}
+        for name, (rtype, index) in wanted.items():
+            if name not in self.services and name not in touched:
+                self.create_service(rtype, index)
+        for name in sorted(self.services - set(wanted) - touched):
+            self.actions.append(DeleteService(name))
 
     def create_replica(self, rtype: str, index: int) -> None:
         job = self.job
@@ -192,10 +212,15 @@ class Reconciler:
         labels = pod["metadata"]["labels"]
         self.actions.append(CreateReplica(rtype, index, name, labels, pod, env))
         if self.network.cluster and job.framework.kind != "MPIJob":
-            container = job.main_container(pod["spec"]["containers"]) or {}
-            ports = [{"name": p.get("name"), "port": p["containerPort"]} for p in container.get("ports", [])]
-            service_labels = {k: v for k, v in labels.items() if k != "training.kubeflow.org/job-role"}
-            self.actions.append(CreateService(name, rtype, index, service_labels, ports))
+            self.create_service(rtype, index)
+
+    def create_service(self, rtype: str, index: int) -> None:
+        """Headless, named like the pod; labels and selector are the operator's alone (no job-role)."""
+        job = self.job
+        container = job.main_container(job.template(rtype)["spec"]["containers"]) or {}
+        ports = [{"name": p.get("name"), "port": p["containerPort"]} for p in container.get("ports", [])]
+        labels = {k: v for k, v in job.labels(rtype, index).items() if k != LABEL_JOB_ROLE}
+        self.actions.append(CreateService(job.pod_name(rtype, index), rtype, index, labels, ports))
 
     def pod_template(self, rtype: str, index: int) -> tuple[dict, dict]:
         """The pod the operator would create, and the main container's env flattened."""

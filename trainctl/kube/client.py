@@ -85,7 +85,7 @@ class Client:
         self.host, self.port = url.hostname or "localhost", url.port or (443 if self.https else 80)
         self.prefix = url.path.rstrip("/")
         self.local = threading.local()
-        self.requests = 0  # API requests sent, for benchmarks and tests
+        self.requests: dict[str, int] = {}  # API requests sent by verb (get, list, create, update/status ...)
         self.counter_lock = threading.Lock()
 
     # ---- connections -----------------------------------------------------------
@@ -106,13 +106,13 @@ class Client:
             headers["Content-Type"] = content_type
         return headers
 
-    def _count(self) -> None:
+    def _count(self, verb: str) -> None:
         with self.counter_lock:
-            self.requests += 1
+            self.requests[verb] = self.requests.get(verb, 0) + 1
 
     # ---- requests --------------------------------------------------------------
     def request(self, method: str, path: str, body: object = None, query: dict | None = None,
-                content_type: str = "application/json", raw: bool = False):
+                content_type: str = "application/json", raw: bool = False, verb: str | None = None):
         """Send one request on this thread's keep-alive connection; the decoded JSON answer."""
         target = self.prefix + path + (f"?{urlencode(query)}" if query else "")
         payload = json.dumps(body).encode() if body is not None else None
@@ -120,7 +120,7 @@ class Client:
             connection = getattr(self.local, "connection", None) or self._connect(self.timeout)
             self.local.connection = connection
             try:
-                self._count()
+                self._count(verb or method.lower())
                 connection.request(method, target, body=payload,
                                    headers=self._headers(content_type if payload is not None else None))
                 response = connection.getresponse()
@@ -147,7 +147,7 @@ class Client:
         raise AssertionError("unreachable")
 
     def get(self, resource: Resource, name: str, namespace: str | None = None, subresource: str | None = None) -> dict:
-        return self.request("GET", resource.path(namespace, name, subresource))
+        return self.request("GET", resource.path(namespace, name, subresource), verb="get")
 
     def list(self, resource: Resource, namespace: str | None = None, selector: str | None = None,
              field_selector: str | None = None, **query) -> dict:
@@ -156,18 +156,20 @@ class Client:
             query["labelSelector"] = selector
         if field_selector:
             query["fieldSelector"] = field_selector
-        return self.request("GET", resource.path(namespace), query=query or None)
+        return self.request("GET", resource.path(namespace), query=query or None, verb="list")
 
     def create(self, resource: Resource, body: dict, namespace: str | None = None) -> dict:
-        return self.request("POST", resource.path(namespace), body)
+        return self.request("POST", resource.path(namespace), body, verb="create")
 
     def replace(self, resource: Resource, body: dict, namespace: str | None = None,
                 subresource: str | None = None) -> dict:
-        return self.request("PUT", resource.path(namespace, body["metadata"]["name"], subresource), body)
+        return self.request("PUT", resource.path(namespace, body["metadata"]["name"], subresource), body,
+                            verb="update" + (f"/{subresource}" if subresource else ""))
 
     def patch(self, resource: Resource, name: str, patch: dict, namespace: str | None = None,
               subresource: str | None = None) -> dict:
-        return self.request("PATCH", resource.path(namespace, name, subresource), patch, content_type=MERGE_PATCH)
+        return self.request("PATCH", resource.path(namespace, name, subresource), patch, content_type=MERGE_PATCH,
+                            verb="patch" + (f"/{subresource}" if subresource else ""))
 
     def delete(self, resource: Resource, name: str, namespace: str | None = None, *,
                propagation: str | None = None, grace_period: int | None = None, uid: str | None = None) -> dict:
@@ -178,7 +180,7 @@ class Client:
             options["gracePeriodSeconds"] = grace_period
         if uid:
             options["preconditions"] = {"uid": uid}  # never delete a newer object of the same name
-        return self.request("DELETE", resource.path(namespace, name), options)
+        return self.request("DELETE", resource.path(namespace, name), options, verb="delete")
 
     def delete_collection(self, resource: Resource, namespace: str, selector: str) -> dict:
         return self.request("DELETE", resource.path(namespace), query={"labelSelector": selector})
@@ -188,7 +190,7 @@ class Client:
         """Lines of a long-running GET (watch, follow logs) on a connection of its own."""
         connection = self._connect(timeout)
         try:
-            self._count()
+            self._count("watch" if query.get("watch") else "stream")
             connection.request("GET", self.prefix + path + "?" + urlencode(query), headers=self._headers())
             response = connection.getresponse()
             if response.status >= 400:
