@@ -1,0 +1,156 @@
+"""The controller's pure parts: work queue, expectations, gang PodGroups, metrics, service repair."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+from trainctl.controller import expectations as expectations_module
+from trainctl.controller.expectations import Expectations
+from trainctl.controller.gang import GangScheduler, format_quantity, parse_quantity
+from trainctl.controller.informer import newer
+from trainctl.controller.leader import LeaderElector
+from trainctl.controller.metrics import Metrics
+from trainctl.controller.queue import WorkQueue
+from trainctl.core.actions import CreateService, DeleteService
+from trainctl.core.network import ClusterNetwork
+from trainctl.core.observed import ObservedReplica
+from trainctl.core.reconcile import reconcile
+from trainctl.job import Job
+
+
+def test_queue_dedups_and_never_hands_one_key_to_two_workers():
+    queue = WorkQueue()
+    for _ in range(3):
+        queue.add("a")
+    queue.add("b")
+    assert len(queue) == 2
+    key = queue.get()
+    assert key == "a"
+    queue.add("a")  # changed while being processed: queued again only after done()
+    assert queue.get(timeout=0.05) == "b"
+    assert queue.get(timeout=0.05) is None
+    queue.done("a")
+    assert queue.get(timeout=0.05) == "a"
+
+
+def test_queue_timers_and_backoff():
+    queue = WorkQueue()
+    queue.add_after("late", 0.2)
+    started = time.monotonic()
+    assert queue.get(timeout=1) == "late"
+    assert 0.15 <= time.monotonic() - started < 0.6
+    queue.done("late")
+    assert [queue.retry("k") for _ in range(3)] == [0.05, 0.1, 0.2]
+    queue.forget("k")
+    assert queue.retry("k") == 0.05
+
+
+def test_queue_shutdown_wakes_waiting_workers():
+    queue = WorkQueue()
+    results = []
+    worker = threading.Thread(target=lambda: results.append(queue.get()))
+    worker.start()
+    queue.shutdown()
+    worker.join(2)
+    assert results == [None]
+
+
+def test_expectations_hold_a_job_until_seen_or_expired(monkeypatch):
+    expectations = Expectations()
+    expectations.expect("job", "create", "pods", "p0")
+    assert expectations.wait_s("job") > 0
+    expectations.observe("job", "create", "pods", "p0")
+    assert expectations.wait_s("job") == 0
+    expectations.expect("job", "delete", "pods", "p1")
+    monkeypatch.setattr(expectations_module, "TTL_S", 0.0)
+    assert expectations.wait_s("job") == 0  # a lost event delays a job, never forever
+
+
+def test_resource_versions_compare_as_numbers():
+    def obj(version):
+        return {"metadata": {"resourceVersion": version}}
+    assert newer(obj("10"), obj("9")) and not newer(obj("9"), obj("10")) and not newer(obj("5"), obj("5"))
+    assert newer(obj("b"), obj("a"))  # opaque versions: different means newer
+
+
+@pytest.mark.parametrize("text, value", [("500m", "0.5"), ("1Gi", "1073741824"), ("2", "2"), ("1.5k", "1500")])
+def test_quantities(text, value):
+    assert parse_quantity(text) == parse_quantity(value)
+
+
+def test_format_quantity():
+    assert format_quantity(parse_quantity("500m") * 3) == "1500m"
+    assert format_quantity(parse_quantity("1Gi") * 2) == "2147483648"
+
+
+def pytorch_job(**run_policy) -> Job:
+    def replica(count, priority=None, cpu="1"):
+        spec = {"containers": [{"name": "pytorch", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}
+        if priority:
+            spec["priorityClassName"] = priority
+        return {"replicas": count, "template": {"spec": spec}}
+    return Job({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"name": "g", "namespace": "ns", "annotations": {"team": "a"}},
+                "spec": {"runPolicy": run_policy,
+                         "pytorchReplicaSpecs": {"Master": replica(1, cpu="4"), "Worker": replica(3, "high")}}})
+
+
+def test_volcano_pod_group_counts_the_highest_priority_pods_first():
+    job = pytorch_job(schedulingPolicy={"minAvailable": 2, "queue": "q1", "priorityClass": "pc"})
+    group = GangScheduler("Volcano").pod_group(job, {"high": 100}, existing=None)
+    # two workers (priority 100) fill minMember 2 before the master (cpu 4) is counted
+    assert group["spec"] == {"minMember": 2, "queue": "q1", "minResources": {"cpu": "2"}, "priorityClassName": "pc"}
+    assert group["metadata"]["annotations"] == {"team": "a"}
+    kept = GangScheduler("volcano").pod_group(job, {}, existing={"spec": {"queue": "old"}})
+    assert kept["spec"]["queue"] == "old"
+
+
+def test_scheduler_plugins_pod_group_and_decoration():
+    job = pytorch_job(schedulingPolicy={"scheduleTimeoutSeconds": 30})
+    gang = GangScheduler("scheduler-plugins-scheduler")
+    group = gang.pod_group(job, {}, existing=None)
+    assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert group["spec"] == {"minMember": 4, "minResources": {"cpu": "7"}, "scheduleTimeoutSeconds": 30}
+    pod = {"metadata": {"labels": {}}, "spec": {"schedulerName": "other"}}
+    assert "will not be overwritten" in gang.decorate(job, "Worker", pod)
+    assert pod["spec"]["schedulerName"] == "other"
+    assert pod["metadata"]["labels"] == {"scheduling.x-k8s.io/pod-group": "g"}
+    assert gang.admitted(None)  # scheduler-plugins never holds pods back
+    assert not GangScheduler("volcano").admitted({"status": {"phase": "Pending"}})
+    assert GangScheduler("volcano").admitted({"status": {"phase": "Inqueue"}})
+
+
+def test_lease_expiry():
+    now = datetime(2026, 1, 1, 12, 0, 30, tzinfo=timezone.utc)
+    assert LeaderElector.expired({"renewTime": "2026-01-01T12:00:00.000000Z", "leaseDurationSeconds": 15}, now)
+    assert not LeaderElector.expired({"renewTime": "2026-01-01T12:00:20.000000Z", "leaseDurationSeconds": 15}, now)
+    assert LeaderElector.expired({}, now)
+
+
+def test_metrics_text_format():
+    metrics = Metrics()
+    metrics.latency.observe(0.02, "TFJob")
+    metrics.reconciles.inc("TFJob", "success")
+    metrics.jobs.replace({("TFJob", 'Run"ning'): 2})
+    text = metrics.render()
+    assert 'trainctl_reconcile_duration_seconds_bucket{kind="TFJob",le="0.025"} 1' in text
+    assert 'trainctl_reconcile_duration_seconds_bucket{kind="TFJob",le="+Inf"} 1' in text
+    assert 'trainctl_reconcile_total{kind="TFJob",result="success"} 1' in text
+    assert 'trainctl_jobs{kind="TFJob",state="Run\\"ning"} 2' in text
+    assert "# TYPE trainctl_reconcile_duration_seconds histogram" in text
+
+
+def test_a_missing_service_is_created_even_when_its_pod_exists():
+    resource = pytorch_job().resource | {"metadata": {"name": "g", "namespace": "ns", "uid": "u"}}
+    observed = [ObservedReplica("Master", 0, "g-master-0", "Running")] + [
+        ObservedReplica("Worker", i, f"g-worker-{i}", "Running") for i in range(3)]
+    now = datetime.now(timezone.utc)
+    plan = reconcile(resource, observed, now, ClusterNetwork(), services={"g-master-0", "g-worker-0", "g-worker-9"})
+    assert [(type(a).__name__, a.name) for a in plan.actions if isinstance(a, (CreateService, DeleteService))] == [
+        ("CreateService", "g-worker-1"), ("CreateService", "g-worker-2"), ("DeleteService", "g-worker-9")]
+    created = next(a for a in plan.actions if isinstance(a, CreateService))
+    assert "training.kubeflow.org/job-role" not in created.labels
