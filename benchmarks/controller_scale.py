@@ -4,7 +4,8 @@
 
 For each N, in a fresh etcd + kube-apiserver, alternating runs of:
 * ``controller``: create N jobs; `trainctl controller run` makes 4N pods and 4N headless
-  services; a node process (tests/cluster FakeNode) binds every pod and marks it Running.
+  services; once they all exist, a node process (tests/cluster FakeNode) binds every pod and
+  marks it Running (started only then, so it does not compete with creation in either mode).
   Measured: seconds until every pod and service exists, until every job is Running, API
   requests per job by verb (from the controller's /metrics), controller CPU seconds and
   peak RSS (/proc).
@@ -116,7 +117,7 @@ class Bench:
         from trainctl.core.actions import CreateReplica, CreateService
 
         namespace = self.namespace(label)
-        node, counter = self.node(namespace), Counter(self.client, namespace)
+        counter = Counter(self.client, namespace)
         # the same pod and service bodies the controller sends, computed before the clock starts
         bodies = []
         for i in range(n):
@@ -134,7 +135,8 @@ class Bench:
         start = time.monotonic()
         self.parallel([lambda r=r, b=b: self.client.create(r, b, namespace) for r, b in bodies])
         created = wait(lambda: counter.created() >= PODS_PER_JOB * n, 600)
-        running = wait(lambda: counter.pods_running() >= PODS_PER_JOB * n, 600)
+        node = self.node(namespace)
+        running = wait(lambda: counter.pods_running() >= PODS_PER_JOB * n, 900)
         counter.stop()
         node.terminate()
         return {"created_s": created - start, "running_s": running - start}
@@ -144,7 +146,7 @@ class Bench:
         from trainctl.kube import job_resource
 
         namespace = self.namespace(label)
-        node, counter = self.node(namespace), Counter(self.client, namespace)
+        counter = Counter(self.client, namespace)
         metrics_port, health_port = free_port(), free_port()
         controller = subprocess.Popen(
             [sys.executable, "-m", "trainctl", "controller", "run", "--kubeconfig", self.kubeconfig, "-n", namespace,
@@ -156,7 +158,8 @@ class Bench:
         self.parallel([lambda i=i: self.client.create(resource, job_body(f"j{i}", namespace), namespace)
                        for i in range(n)])
         created = wait(lambda: counter.created() >= PODS_PER_JOB * n, 600)
-        running = wait(lambda: counter.jobs_running() >= n, 600)
+        node = self.node(namespace)
+        running = wait(lambda: counter.jobs_running() >= n, 900)
         time.sleep(1)  # let the last status writes land before reading the counters
         requests = scrape(f"http://127.0.0.1:{metrics_port}/metrics", "trainctl_api_requests")
         cpu_s, peak_mb = process_usage(controller.pid)
