@@ -61,7 +61,9 @@ class TestCluster:
             f"--service-account-key-file={self.workdir / 'sa.pub'}",
             f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
             f"--token-auth-file={self.workdir / 'tokens.csv'}", "--authorization-mode=RBAC",
-            "--service-cluster-ip-range=10.96.0.0/16", "--disable-admission-plugins=ServiceAccount"])
+            "--service-cluster-ip-range=10.96.0.0/16", "--disable-admission-plugins=ServiceAccount",
+            # as OpenShift and hardened clusters run: blockOwnerDeletion needs update on <owner>/finalizers
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement"])
         self.url = f"https://127.0.0.1:{secure_port}"
         self._wait_ready()
         for user in self.tokens:

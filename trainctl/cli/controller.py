@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import Context, Kubeconfig, console
+from trainctl.cli.common import Context, Kubeconfig, Output, console
 
 controller_app = typer.Typer(
     help="The operator that turns kubeflow.org/v1 jobs into pods. Example: trainctl controller install",
@@ -55,20 +55,24 @@ def run(
 
 @controller_app.command("install", help=(
     "Install the controller in a cluster: namespace, CRDs, ServiceAccount, least-privilege RBAC, "
-    "Deployment and metrics Service. Example: trainctl controller install --dry-run > trainctl.yaml"))
+    "Deployment and metrics Service (running it again updates them in place). "
+    "Example: trainctl controller install --dry-run > trainctl.yaml"))
 def install(
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the manifests as YAML; change nothing.")] = False,
-    image: Annotated[str | None, typer.Option("--image", help="Controller image (default: this version's).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the manifests; change nothing.")] = False,
+    image: Annotated[str | None, typer.Option("--image", help=(
+        "Controller image, built from controller/Dockerfile (default: ghcr.io/trainctl/trainctl:<version>)."))] = None,
     install_namespace: Annotated[str, typer.Option("--install-namespace", help=(
-        "Namespace the controller runs in."))] = "trainctl-system",
+        "Namespace the controller and its Lease live in."))] = "trainctl-system",
+    output: Output = None,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
-    from trainctl.controller.install import apply_manifests, manifests, to_yaml
+    from trainctl.cli.apply import dump_all
+    from trainctl.controller.install import apply_manifests, manifests
 
     documents = manifests(namespace=install_namespace, image=image)
     if dry_run:
-        typer.echo(to_yaml(documents), nl=False)
+        typer.echo(dump_all(documents, output or "yaml"), nl=False)
         return
     for line in apply_manifests(documents, context=context, kubeconfig=kubeconfig):
         console().print(line)

@@ -59,6 +59,10 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", kind="ServiceAccount")
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False, kind="Namespace")
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", kind="Role")
 ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind="RoleBinding")
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False, kind="ClusterRole")
+CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", namespaced=False,
+                                 kind="ClusterRoleBinding")
+DEPLOYMENTS = Resource("apps", "v1", "deployments", kind="Deployment")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", kind="Lease")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False,
                 kind="CustomResourceDefinition")
@@ -170,6 +174,30 @@ class Client:
               subresource: str | None = None) -> dict:
         return self.request("PATCH", resource.path(namespace, name, subresource), patch, content_type=MERGE_PATCH,
                             verb="patch" + (f"/{subresource}" if subresource else ""))
+
+    def apply(self, resource: Resource, body: dict, namespace: str | None = None) -> str:
+        """Create the object, or merge it into the existing one: ``created``, ``configured`` or ``unchanged``.
+
+        A JSON merge patch keeps what the server filled in (a Service's clusterIP, defaults) and
+        works on every server version; server-side apply would not (1.20 rejects CRDs holding
+        fields newer than itself, where create and merge patch drop them). A no-op patch leaves
+        the resourceVersion alone, which tells ``unchanged`` from ``configured``.
+        """
+        name = body["metadata"]["name"]
+        try:
+            before = self.get(resource, name, namespace)["metadata"]["resourceVersion"]
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            try:
+                self.create(resource, body, namespace)
+                return "created"
+            except ApiError as race:
+                if race.status != 409:
+                    raise
+                before = None  # created meanwhile by someone else: merge into theirs
+        after = self.patch(resource, name, body, namespace)["metadata"]["resourceVersion"]
+        return "unchanged" if after == before else "configured"
 
     def delete(self, resource: Resource, name: str, namespace: str | None = None, *,
                propagation: str | None = None, grace_period: int | None = None, uid: str | None = None) -> dict:

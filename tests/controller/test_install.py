@@ -1,0 +1,149 @@
+"""``trainctl controller install`` on the real API server (RBAC on, OwnerReferencesPermissionEnforcement
+on), and the controller running under its ServiceAccount's token with only the installed permissions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+import yaml
+
+from tests.controller.conftest import ControllerProcess
+from tests.controller.jobs import create, get_job, job, pods, services, wait_for, wait_state
+from tests.conftest import REPO
+from trainctl.controller.install import NAME
+from trainctl.kube.client import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    LEASES,
+    NAMESPACES,
+    ROLE_BINDINGS,
+    ROLES,
+    SERVICE_ACCOUNTS,
+    Resource,
+    connect,
+)
+
+pytestmark = pytest.mark.k8s
+ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", namespaced=False)
+
+
+def trainctl(kubeconfig, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "trainctl", *args], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def installed(k8s_cluster):
+    """The manifests of ``install --dry-run`` applied by ``install``; yields (namespace, first run's output)."""
+    namespace = f"tc-system-{uuid.uuid4().hex[:6]}"
+    result = trainctl(k8s_cluster.kubeconfig("admin"), "controller", "install", "--install-namespace", namespace)
+    assert result.returncode == 0, result.stderr
+    yield namespace, result.stdout
+    rest = connect(kubeconfig=str(k8s_cluster.kubeconfig("admin")))
+    rest.delete(CLUSTER_ROLE_BINDINGS, NAME)  # the ClusterRole stays: later installs apply the same one
+
+
+def service_account_kubeconfig(k8s_cluster, namespace: str, path) -> str:
+    """A kubeconfig holding a token the API server issued for the controller's ServiceAccount (TokenRequest)."""
+    rest = connect(kubeconfig=str(k8s_cluster.kubeconfig("admin")))
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    token = rest.request("POST", SERVICE_ACCOUNTS.path(namespace, NAME, "token"), request)["status"]["token"]
+    config = yaml.safe_load(open(k8s_cluster.kubeconfig("admin")))
+    config["users"] = [{"name": "controller", "user": {"token": token}}]
+    for context in config["contexts"]:
+        # the Lease goes to the context's namespace, as it goes to POD_NAMESPACE in the Deployment
+        context["context"].update(user="controller", namespace=namespace)
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def allowed(client, verb: str, resource: str, group: str = "", namespace: str = "", subresource: str = "",
+            name: str = "") -> bool:
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+              "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource, "name": name,
+                                              "namespace": namespace, "subresource": subresource}}}
+    return client.create(ACCESS_REVIEWS, review)["status"].get("allowed", False)
+
+
+def test_install_creates_every_object_and_a_second_run_changes_nothing(k8s_cluster, installed, rest):
+    namespace, first = installed
+    dry_run = list(yaml.safe_load_all(trainctl(k8s_cluster.kubeconfig("admin"), "controller", "install",
+                                               "--dry-run", "--install-namespace", namespace).stdout))
+    for document in dry_run:
+        line = f"{document['kind'].lower()}/{document['metadata']['name']}"
+        assert f"{line} created" in first or f"{line} unchanged" in first, (line, first)
+    assert rest.get(DEPLOYMENTS, NAME, namespace)["spec"]["template"]["spec"]["serviceAccountName"] == NAME
+    again = trainctl(k8s_cluster.kubeconfig("admin"), "controller", "install", "--install-namespace", namespace)
+    assert again.returncode == 0, again.stderr
+    outcomes = [line.rsplit(" ", 1)[1] for line in again.stdout.splitlines() if "/" in line.split(" ")[0]]
+    assert len(outcomes) == len(dry_run) and set(outcomes) == {"unchanged"}, again.stdout
+
+
+def test_install_needs_cluster_admin_and_says_so(k8s_cluster, installed):
+    result = trainctl(k8s_cluster.kubeconfig("bob"), "controller", "install", "--install-namespace", "tc-denied")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "forbidden" in result.stderr and "cluster-admin" in result.stderr and "namespace/tc-denied" in result.stderr
+
+
+def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8s_cluster, installed, rest,
+                                                                              tmp_path):
+    namespace, _ = installed
+    controller = connect(kubeconfig=service_account_kubeconfig(k8s_cluster, namespace, tmp_path / "sa.kubeconfig"))
+    for verb in ("list", "watch", "delete"):
+        assert allowed(controller, verb, "pytorchjobs", "kubeflow.org")  # every namespace
+    assert allowed(controller, "update", "mpijobs", "kubeflow.org", "team-a", "status")
+    for verb in ("list", "watch", "create", "delete"):
+        assert allowed(controller, verb, "pods", namespace="team-a")
+    assert allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name=NAME)
+    assert not allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name="someone-elses")
+    denied = [("get", "secrets", ""), ("list", "secrets", ""), ("create", "pytorchjobs", "kubeflow.org"),
+              ("update", "pytorchjobs", "kubeflow.org"), ("update", "pods", ""), ("create", "deployments", "apps"),
+              ("list", "nodes", ""), ("create", "clusterroles", "rbac.authorization.k8s.io"),
+              ("delete", "namespaces", ""), ("escalate", "roles", "rbac.authorization.k8s.io"),
+              ("bind", "roles", "rbac.authorization.k8s.io")]
+    assert [d for d in denied if allowed(controller, d[0], d[1], d[2], "team-a")] == []
+    assert not allowed(controller, "update", "leases", "coordination.k8s.io", "team-a", name=NAME)  # own namespace only
+    granted = rest.get(CLUSTER_ROLES, NAME)["rules"]
+    assert not [r for r in granted if "*" in r["verbs"] + r["resources"] + r["apiGroups"]]
+
+
+def test_the_controller_runs_jobs_under_its_service_account_token(k8s_cluster, installed, rest, kube_node,
+                                                                   managed_namespace, tmp_path):
+    install_namespace, _ = installed
+    kubeconfig = service_account_kubeconfig(k8s_cluster, install_namespace, tmp_path / "sa.kubeconfig")
+    controller = ControllerProcess(kubeconfig, tmp_path / "controller.log", "--leader-elect",
+                                   "--lease-name", NAME, "--namespace", managed_namespace)
+    try:
+        controller.wait_ready()
+        # pods, services, status, events, TTL deletion of the job itself
+        create(rest, job("PyTorchJob", "rbac", managed_namespace, {"Master": 1, "Worker": 1},
+                         run_policy={"ttlSecondsAfterFinished": 1}))
+        # the MPIJob launcher's ServiceAccount, ConfigMap, Role (with pods/exec) and RoleBinding
+        create(rest, job("MPIJob", "mpi", managed_namespace, {"Launcher": 1, "Worker": 2}))
+        wait_for(lambda: len(pods(rest, managed_namespace, "rbac")) == 2, what="PyTorchJob pods")
+        wait_state(rest, "PyTorchJob", managed_namespace, "rbac", "Running")
+        assert set(services(rest, managed_namespace, "rbac")) == {"rbac-master-0", "rbac-worker-0"}
+        wait_for(lambda: len(pods(rest, managed_namespace, "mpi")) == 3, what="MPIJob pods")
+        assert rest.get(ROLES, "mpi-launcher", managed_namespace)["rules"][1]["resources"] == ["pods/exec"]
+        assert rest.get(ROLE_BINDINGS, "mpi-launcher", managed_namespace)
+        assert rest.get(CONFIGMAPS, "mpi-config", managed_namespace)["data"]["hostfile"]
+        kube_node.set_phase(managed_namespace, "rbac-master-0", "Succeeded", exit_code=0)
+        wait_for(lambda: not any(j["metadata"]["name"] == "rbac" for j in rest.list(
+            Resource("kubeflow.org", "v1", "pytorchjobs"), managed_namespace)["items"]), what="TTL deletion")
+        assert get_job(rest, "MPIJob", managed_namespace, "mpi")["status"]["conditions"][0]["type"] == "Created"
+        lease = rest.get(LEASES, NAME, install_namespace)
+        assert lease["spec"]["holderIdentity"]
+    finally:
+        controller.stop(signal.SIGTERM)
+    log = (tmp_path / "controller.log").read_text()
+    assert "forbidden" not in log.lower() and '"level": "error"' not in log, log[-3000:]
+    assert rest.get(NAMESPACES, install_namespace)

@@ -1,0 +1,79 @@
+"""What ``trainctl controller install --dry-run`` prints: complete, least-privilege, injection-safe, and
+the same as the committed controller/manifests copy and the image it names."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import yaml
+
+from tests.conftest import REPO
+from trainctl.controller.install import NAME, manifests
+from trainctl.frameworks import ALL
+
+MANIFEST = REPO / "controller" / "manifests" / "trainctl-controller.yaml"
+
+
+def dry_run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainctl", "controller", "install", "--dry-run", *args],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+
+
+def by_kind(documents: list[dict]) -> dict[str, list[dict]]:
+    kinds: dict[str, list[dict]] = {}
+    for document in documents:
+        kinds.setdefault(document["kind"], []).append(document)
+    return kinds
+
+
+def test_dry_run_prints_every_object_in_creation_order():
+    documents = list(yaml.safe_load_all(dry_run().stdout))
+    kinds = [d["kind"] for d in documents]
+    assert kinds == ["Namespace", *["CustomResourceDefinition"] * len(ALL), "ServiceAccount", "ClusterRole",
+                     "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"]
+    assert {d["spec"]["names"]["kind"] for d in documents if d["kind"] == "CustomResourceDefinition"} == {
+        f.kind for f in ALL}
+
+
+def test_the_committed_manifests_are_what_dry_run_prints():
+    committed = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+    assert committed == manifests(), "regenerate: trainctl controller install --dry-run > " + str(MANIFEST)
+
+
+def test_rbac_has_no_wildcards_no_secrets_and_leases_only_by_name():
+    kinds = by_kind(manifests())
+    cluster_rules = kinds["ClusterRole"][0]["rules"]
+    for rule in cluster_rules + kinds["Role"][0]["rules"]:
+        assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
+        assert not {"secrets", "nodes", "namespaces", "clusterroles"} & set(rule["resources"]), rule
+        assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), rule
+    assert not any(g.startswith("coordination") for r in cluster_rules for g in r["apiGroups"])
+    lease_rules = kinds["Role"][0]["rules"]
+    assert [r.get("resourceNames") for r in lease_rules if set(r["verbs"]) & {"update", "get"}] == [[NAME]]
+
+
+def test_deployment_runs_the_image_unprivileged_with_probes_and_requests():
+    deployment = by_kind(manifests(image="registry.example.com/tc:1"))["Deployment"][0]
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == "registry.example.com/tc:1"
+    assert container["args"][:3] == ["controller", "run", "--leader-elect"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+    assert pod["securityContext"]["runAsNonRoot"] and container["securityContext"]["readOnlyRootFilesystem"]
+    dockerfile = (REPO / "controller" / "Dockerfile").read_text()
+    assert f"USER {pod['securityContext']['runAsUser']}:" in dockerfile  # the uid the image runs as
+
+
+def test_values_stay_data_and_bad_ones_are_one_line_errors():
+    image = "evil:1\n  command: [sh]"
+    assert dry_run("--image", image).returncode == 2
+    injected = dry_run("--image", "reg.example.com/x:1 #")
+    assert injected.returncode == 2 and len(injected.stderr.strip().splitlines()) == 1
+    quoted = manifests(image="reg.example.com/x:1#--privileged")
+    container = by_kind(quoted)["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "reg.example.com/x:1#--privileged" and "privileged" not in container["securityContext"]
+    bad = dry_run("--install-namespace", "Kube System")
+    assert bad.returncode == 2 and "--install-namespace" in bad.stderr and "Traceback" not in bad.stderr
