@@ -8,12 +8,18 @@ in which case a missing server is an error.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 from tests.cluster.kubelet import FakeNode
 from tests.cluster.server import TestCluster, cached_apiserver
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -49,3 +55,34 @@ def namespace(k8s_cluster):
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def kubeflow_crds(k8s_cluster):
+    """trainctl's CRDs installed by ``trainctl crds install`` and served for every kind."""
+    from trainctl.frameworks import ALL
+    from trainctl.kube import job_resource
+    from trainctl.kube.client import ApiError, connect
+
+    env = {**os.environ, "KUBECONFIG": str(k8s_cluster.kubeconfig("admin")), "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "trainctl", "crds", "install"], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    rest = connect(kubeconfig=str(k8s_cluster.kubeconfig("admin")))
+    deadline = time.monotonic() + 30
+    for framework in ALL:  # a new CRD takes a moment to be served
+        while True:
+            try:
+                rest.list(job_resource(framework))
+                break
+            except ApiError:
+                assert time.monotonic() < deadline, f"{framework.plural} never served"
+                time.sleep(0.2)
+
+
+@pytest.fixture
+def rest(k8s_cluster):
+    """trainctl's REST client as the cluster admin."""
+    from trainctl.kube.client import connect
+
+    return connect(kubeconfig=str(k8s_cluster.kubeconfig("admin")))

@@ -14,9 +14,6 @@ import pytest
 
 from tests.cluster.server import free_port
 from tests.conftest import REPO
-from trainctl.frameworks import ALL
-from trainctl.kube import job_resource
-from trainctl.kube.client import ApiError, connect
 
 READY_TIMEOUT_S = 30
 
@@ -64,29 +61,6 @@ class ControllerProcess:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         return self.process.wait(timeout)
-
-
-@pytest.fixture(scope="session")
-def kubeflow_crds(k8s_cluster):
-    env = {**os.environ, "KUBECONFIG": str(k8s_cluster.kubeconfig("admin")), "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-m", "trainctl", "crds", "install"], env=env, capture_output=True,
-                            text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    rest = connect(kubeconfig=str(k8s_cluster.kubeconfig("admin")))
-    deadline = time.monotonic() + 30
-    for framework in ALL:  # a new CRD takes a moment to be served
-        while True:
-            try:
-                rest.list(job_resource(framework))
-                break
-            except ApiError:
-                assert time.monotonic() < deadline, f"{framework.plural} never served"
-                time.sleep(0.2)
-
-
-@pytest.fixture
-def rest(k8s_cluster):
-    return connect(kubeconfig=str(k8s_cluster.kubeconfig("admin")))
 
 
 @pytest.fixture

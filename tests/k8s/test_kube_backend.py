@@ -40,28 +40,8 @@ class KubeCLI:
                                 stderr=subprocess.PIPE, text=True, cwd=REPO)
 
 
-@pytest.fixture(scope="session")
-def crds_installed(k8s_cluster):
-    env = {**os.environ, "KUBECONFIG": str(k8s_cluster.kubeconfig("admin")), "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-m", "trainctl", "crds", "install"], env=env, capture_output=True,
-                            text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    custom_ready = time.monotonic() + 30
-    from kubernetes import client
-
-    custom = client.CustomObjectsApi(k8s_cluster.api_client())
-    for framework in ALL:  # new CRDs take a moment to be served
-        while True:
-            try:
-                custom.list_cluster_custom_object("kubeflow.org", "v1", framework.plural)
-                break
-            except client.ApiException:
-                assert time.monotonic() < custom_ready
-                time.sleep(0.3)
-
-
 @pytest.fixture
-def kube(k8s_cluster, crds_installed, namespace):
+def kube(k8s_cluster, kubeflow_crds, namespace):
     return KubeCLI(k8s_cluster.kubeconfig("admin"), namespace)
 
 
@@ -313,3 +293,25 @@ def test_unreachable_cluster_is_one_line(tmp_path):
     result = KubeCLI(path, "default")("list")
     assert result.returncode == 2 and "cannot reach" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+MODULES_PROBE = """
+import json, sys
+from trainctl.cli.app import main
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+print(json.dumps([code, sorted(sys.modules)]), file=sys.stderr)
+"""
+
+
+def test_list_and_status_speak_rest_without_the_kubernetes_client(kube):
+    """The official client costs ~1.7 s to import; the CLI's cluster commands must not pay it."""
+    assert kube("submit", "jax", "--name", "fast", "-n", kube.namespace, "--", "python", "t.py").returncode == 0
+    for args in (["list", "-n", kube.namespace], ["status", "fast", "-n", kube.namespace]):
+        result = subprocess.run([sys.executable, "-c", MODULES_PROBE, *args], env=kube.env, capture_output=True,
+                                text=True, timeout=60, cwd=REPO)
+        code, modules = json.loads(result.stderr.strip().splitlines()[-1])
+        assert code in (0, None) and "fast" in result.stdout, (args, result.stdout, result.stderr)
+        assert [m for m in modules if m == "kubernetes" or m.startswith(("kubernetes.", "urllib3"))] == [], args

@@ -1,49 +1,40 @@
-"""The Kubernetes implementation of :class:`trainctl.backends.base.Backend`."""
+"""The Kubernetes implementation of :class:`trainctl.backends.base.Backend`.
+
+It speaks REST through :mod:`trainctl.kube.client` (plain dicts, no 1.7 s import of the
+official client), so ``trainctl list`` and ``status`` start about as fast as kubectl.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from functools import cached_property
 
 from trainctl import API_GROUP
 from trainctl.backends.base import Backend, JobDetails, LogLine, ReplicaRow
 from trainctl.backends.kube import logs as pod_logs
-from trainctl.backends.kube.connection import api_errors, connect, describe, is_status, not_found
-from trainctl.errors import UserError
+from trainctl.errors import NotFound, UserError
 from trainctl.frameworks import ALL, by_kind
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from trainctl.job import Job
+from trainctl.kube import client as kube
+from trainctl.kube import job_resource
+from trainctl.kube.errors import api_errors
 
-VERSION = "v1"
 POLL_S = 0.5
+VOLCANO_QUEUES = kube.Resource("scheduling.volcano.sh", "v1beta1", "queues", namespaced=False, kind="Queue")
+RECENT_EVENTS = 20
 
 
 class KubeBackend(Backend):
     def __init__(self, *, context: str | None = None, kubeconfig: str | None = None) -> None:
-        self.connection = connect(context, kubeconfig)
-        self.description = f"kubernetes (context {self.connection.context})"
+        self.client = kube.connect(context, kubeconfig)
+        self.description = f"kubernetes (context {self.client.config.context})"
 
     def default_namespace(self) -> str:
-        return self.connection.namespace
-
-    @cached_property
-    def custom(self):
-        from kubernetes import client
-
-        return client.CustomObjectsApi(self.connection.api_client)
-
-    @cached_property
-    def core(self):
-        from kubernetes import client
-
-        return client.CoreV1Api(self.connection.api_client)
+        return self.client.config.namespace
 
     def errors(self, what: str):
-        return api_errors(what, self.connection)
-
-    def failure(self, what: str, error) -> UserError:
-        return UserError(describe(error, what, self.connection))
+        return api_errors(what, self.client)
 
     # ---- create ------------------------------------------------------------------------
     def create(self, resource: dict, replace: bool = False) -> dict:
@@ -56,107 +47,81 @@ class KubeBackend(Backend):
                                 "delete it first, pick another --name, or use --replace")
             self.delete(name, namespace, framework.kind)
         with self.errors(f"create {framework.singular} {name} in namespace {namespace}"):
-            return self._create(framework, namespace, resource)
-
-    def _create(self, framework, namespace: str, resource: dict) -> dict:
-        return self.custom.create_namespaced_custom_object(API_GROUP, VERSION, namespace, framework.plural, resource)
+            return self.client.create(job_resource(framework), resource, namespace)
 
     def _exists(self, framework, namespace: str, name: str) -> bool:
-        from kubernetes.client.exceptions import ApiException
-
         try:
-            self.custom.get_namespaced_custom_object(API_GROUP, VERSION, namespace, framework.plural, name)
+            self.client.get(job_resource(framework), name, namespace)
             return True
-        except ApiException:
+        except kube.ApiError:
             return False
 
     def preflight(self, resource: dict) -> None:
         """Fail fast with the fix instead of leaving a job that can never run."""
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-
         framework = by_kind(resource["kind"])
         namespace = resource["metadata"]["namespace"]
-        api = self.connection.api_client
         checks = [
-            (lambda: client.ApiextensionsV1Api(api).read_custom_resource_definition(f"{framework.plural}.{API_GROUP}"),
+            (kube.CRDS, f"{framework.plural}.{API_GROUP}",
              f"the {framework.kind} CRD is not installed in this cluster: run trainctl crds install"),
-            (lambda: self.core.read_namespace(namespace),
+            (kube.NAMESPACES, namespace,
              f'namespace "{namespace}" does not exist: create it (kubectl create namespace {namespace}) or pick -n'),
         ]
-        for priority_class in priority_classes(resource):
-            checks.append((lambda pc=priority_class: client.SchedulingV1Api(api).read_priority_class(pc),
+        for priority_class in sorted(priority_classes(resource)):
+            checks.append((kube.PRIORITY_CLASSES, priority_class,
                            f'PriorityClass "{priority_class}" does not exist: create it or drop --priority-class'))
         queue = (Job(resource).run_policy.get("schedulingPolicy") or {}).get("queue")
-        if queue and self._volcano_installed():
-            checks.append((lambda: self.custom.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues",
-                                                                      queue),
-                           f'Volcano queue "{queue}" does not exist: create it or pick another --queue'))
-        for check, problem in checks:
-            try:
-                check()
-            except ApiException as error:
-                if is_status(error, 404):
-                    raise UserError(problem) from None
-                if not is_status(error, 403):  # a CLI user may not be allowed to read CRDs: let create decide
-                    raise self.failure("preflight", error) from None
+        with self.errors("preflight"):
+            if queue and self._volcano_installed():
+                checks.append((VOLCANO_QUEUES, queue,
+                               f'Volcano queue "{queue}" does not exist: create it or pick another --queue'))
+            for kind_of, name, problem in checks:
+                try:
+                    self.client.get(kind_of, name)
+                except kube.ApiError as error:
+                    if error.status == 404:
+                        raise UserError(problem) from None
+                    if error.status != 403:  # a CLI user may not be allowed to read CRDs: let create decide
+                        raise
 
     def _volcano_installed(self) -> bool:
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-
         try:
-            client.ApiextensionsV1Api(self.connection.api_client).read_custom_resource_definition(
-                "queues.scheduling.volcano.sh")
+            self.client.get(kube.CRDS, f"{VOLCANO_QUEUES.plural}.{VOLCANO_QUEUES.group}")
             return True
-        except ApiException:
+        except kube.ApiError:
             return False
 
     # ---- read ------------------------------------------------------------------------------
     def get(self, name: str, namespace: str, kind: str | None = None) -> JobDetails:
         resource = self.find(name, namespace, kind)
         with self.errors(f"read pods of {name}"):
-            pods = self.core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB_NAME}={name}").items
-            events = self.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+            pods = self.client.list(kube.PODS, namespace, selector=f"{LABEL_JOB_NAME}={name}")["items"]
+            events = self.client.list(kube.EVENTS, namespace, field_selector=f"involvedObject.name={name}")["items"]
         rows = sorted((replica_row(pod) for pod in pods), key=lambda r: (r.replica_type, r.index or 0))
-        recent = sorted(events, key=lambda e: str(e.last_timestamp or e.event_time or ""))[-20:]
+        recent = sorted(events, key=event_time)[-RECENT_EVENTS:]
         return JobDetails(resource=resource, replicas=rows, events=[
-            {"type": e.type, "reason": e.reason, "message": e.message,
-             "time": str(e.last_timestamp or e.event_time or "")} for e in recent])
+            {"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"), "time": event_time(e)}
+            for e in recent])
 
     def find(self, name: str, namespace: str, kind: str | None = None) -> dict:
         """The job named ``name`` of the given kind, or of whichever kind has it."""
-        from kubernetes.client.exceptions import ApiException
-
         with self.errors(f"read job {name}"):
             for framework in [by_kind(kind)] if kind else ALL:
                 try:
-                    return self.custom.get_namespaced_custom_object(API_GROUP, VERSION, namespace,
-                                                                    framework.plural, name)
-                except ApiException as error:
-                    if not is_status(error, 404):
+                    return self.client.get(job_resource(framework), name, namespace)
+                except kube.ApiError as error:
+                    if error.status != 404:
                         raise
-        raise not_found(name, namespace)
+        raise NotFound(f'job "{name}" not found in namespace "{namespace}" (kubernetes): see trainctl list')
 
     def list(self, namespace: str | None, selector: str | None = None) -> list[dict]:
-        from kubernetes.client.exceptions import ApiException
-
         jobs = []
-        options = {"label_selector": selector} if selector else {}
         with self.errors("list jobs"):
             for framework in ALL:
                 try:
-                    if namespace is None:
-                        listing = self.custom.list_cluster_custom_object(API_GROUP, VERSION, framework.plural,
-                                                                         **options)
-                    else:
-                        listing = self.custom.list_namespaced_custom_object(API_GROUP, VERSION, namespace,
-                                                                            framework.plural, **options)
-                except ApiException as error:
-                    if is_status(error, 404):
-                        continue  # that CRD is not installed: no jobs of that kind
-                    raise
-                jobs += listing.get("items", [])
+                    jobs += self.client.list(job_resource(framework), namespace, selector=selector)["items"]
+                except kube.ApiError as error:
+                    if error.status != 404:
+                        raise  # 404: that CRD is not installed, so no jobs of that kind
         return sorted(jobs, key=lambda j: (j["metadata"].get("namespace", ""), j["metadata"]["name"]))
 
     def logs(self, name: str, namespace: str, replica: str | None = None, follow: bool = False,
@@ -177,7 +142,7 @@ class KubeBackend(Backend):
                 if follow and not self.wait_for_pod(job, pod):
                     return
                 main = job.main_container(job.template(rtype)["spec"]["containers"]) or {}
-                pod_logs.stream_pod(self.core, namespace, pod, main.get("name", container), replica_id,
+                pod_logs.stream_pod(self.client, namespace, pod, main.get("name", container), replica_id,
                                     follow=follow, tail=tail, since_seconds=since_seconds, previous=previous,
                                     emit=emit)
             return run
@@ -186,14 +151,9 @@ class KubeBackend(Backend):
 
     def wait_for_pod(self, job: Job, pod: str) -> bool:
         """Until the operator created the pod; False if the job ended or went away first."""
-        from kubernetes.client.exceptions import ApiException
-
         while True:
-            try:
-                self.core.read_namespaced_pod(pod, job.namespace)
+            if pod_logs.pod_status(self.client, job.namespace, pod) is not None:
                 return True
-            except ApiException:
-                pass
             try:
                 resource = self.find(job.name, job.namespace, job.framework.kind)
             except UserError:
@@ -214,43 +174,34 @@ class KubeBackend(Backend):
         framework = by_kind(self.find(name, namespace, kind)["kind"])
         selector = f"{LABEL_JOB_NAME}={name}"
         with self.errors(f"delete {framework.singular} {name}"):
-            self.custom.delete_namespaced_custom_object(API_GROUP, VERSION, namespace, framework.plural, name,
-                                                        propagation_policy="Background")
-            self.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
-            for service in self.core.list_namespaced_service(namespace, label_selector=selector).items:
-                self.core.delete_namespaced_service(service.metadata.name, namespace)
+            self.client.delete(job_resource(framework), name, namespace, propagation="Background")
+            self.client.delete_collection(kube.PODS, namespace, selector)
+            # services have no deletecollection verb
+            for service in self.client.list(kube.SERVICES, namespace, selector=selector)["items"]:
+                self.client.delete(kube.SERVICES, service["metadata"]["name"], namespace)
 
     def set_suspended(self, name: str, namespace: str, suspend: bool, kind: str | None = None) -> dict:
         framework = by_kind(self.find(name, namespace, kind)["kind"])
         patch = {"spec": {"runPolicy": {"suspend": suspend}}}
         with self.errors(f"{'suspend' if suspend else 'resume'} {framework.singular} {name}"):
-            return self.custom.patch_namespaced_custom_object(API_GROUP, VERSION, namespace, framework.plural,
-                                                              name, patch)
+            return self.client.patch(job_resource(framework), name, patch, namespace)
 
     def install_crds(self, dry_run: bool = False) -> list[str]:
         """Create or update trainctl's CRDs; returns their names."""
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-
         from trainctl.crds import all_crds
 
-        api = client.ApiextensionsV1Api(self.connection.api_client)
         names = []
         for crd in all_crds():
             name = crd["metadata"]["name"]
             names.append(name)
-            if dry_run:
-                continue
-            with self.errors(f"install CRD {name}"):
-                try:
-                    api.create_custom_resource_definition(crd)
-                except ApiException as error:
-                    if not is_status(error, 409):
-                        raise
-                    current = api.read_custom_resource_definition(name)
-                    crd["metadata"]["resourceVersion"] = current.metadata.resource_version
-                    api.replace_custom_resource_definition(name, crd)
+            if not dry_run:
+                with self.errors(f"install CRD {name}"):
+                    self.client.apply(kube.CRDS, crd)
         return names
+
+
+def event_time(event: dict) -> str:
+    return str(event.get("lastTimestamp") or event.get("eventTime") or "")
 
 
 def priority_classes(resource: dict) -> set[str]:
@@ -260,23 +211,25 @@ def priority_classes(resource: dict) -> set[str]:
     return {n for n in names if n}
 
 
-def replica_row(pod) -> ReplicaRow:
+def replica_row(pod: dict) -> ReplicaRow:
     """A pod as `status` shows it: phase, restarts, exit code and the reason that matters."""
-    labels = pod.metadata.labels or {}
-    statuses = pod.status.container_statuses or []
-    restarts = sum(s.restart_count for s in statuses)
-    exit_code, reason, state = None, "", pod.status.phase or "Pending"
-    for status in statuses:
-        if status.state and status.state.terminated:
-            exit_code, reason = status.state.terminated.exit_code, status.state.terminated.reason or ""
-        elif status.state and status.state.waiting and status.state.waiting.reason:
-            reason = status.state.waiting.reason  # ImagePullBackOff, CrashLoopBackOff ...
-        elif not reason and status.last_state and status.last_state.terminated:
-            reason = f"last: {status.last_state.terminated.reason}"
-    if pod.metadata.deletion_timestamp:
+    meta, status = pod["metadata"], pod.get("status") or {}
+    labels = meta.get("labels") or {}
+    statuses = status.get("containerStatuses") or []
+    restarts = sum(s.get("restartCount", 0) for s in statuses)
+    exit_code, reason, state = None, "", status.get("phase") or "Pending"
+    for container in statuses:
+        current, last = container.get("state") or {}, container.get("lastState") or {}
+        if "terminated" in current:
+            exit_code, reason = current["terminated"].get("exitCode"), current["terminated"].get("reason") or ""
+        elif (current.get("waiting") or {}).get("reason"):
+            reason = current["waiting"]["reason"]  # ImagePullBackOff, CrashLoopBackOff ...
+        elif not reason and "terminated" in last:
+            reason = f"last: {last['terminated'].get('reason')}"
+    if meta.get("deletionTimestamp"):
         state = "Terminating"
     index = labels.get(LABEL_REPLICA_INDEX)
-    started = pod.status.start_time.strftime("%Y-%m-%dT%H:%M:%SZ") if pod.status.start_time else None
-    return ReplicaRow(name=pod.metadata.name, replica_type=labels.get(LABEL_REPLICA_TYPE, "").capitalize(),
+    return ReplicaRow(name=meta["name"], replica_type=labels.get(LABEL_REPLICA_TYPE, "").capitalize(),
                       index=int(index) if index and index.isdigit() else None, state=state, restarts=restarts,
-                      exit_code=exit_code, reason=reason, node=pod.spec.node_name or "", started=started)
+                      exit_code=exit_code, reason=reason, node=(pod.get("spec") or {}).get("nodeName") or "",
+                      started=status.get("startTime"))

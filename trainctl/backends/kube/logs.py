@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from trainctl.backends.base import LogLine
+from trainctl.kube.client import PODS, ApiError, Client
 
 POLL_S = 0.5
 _DONE = object()
@@ -34,34 +35,27 @@ def multiplex(sources: list[Callable[[Callable[[LogLine], None]], None]]) -> Ite
             yield item
 
 
-def stream_pod(core, namespace: str, pod: str, container: str, replica: str, *, follow: bool, tail: int | None,
-               since_seconds: int | None, previous: bool, emit: Callable[[LogLine], None]) -> None:
+def stream_pod(client: Client, namespace: str, pod: str, container: str, replica: str, *, follow: bool,
+               tail: int | None, since_seconds: int | None, previous: bool, emit: Callable[[LogLine], None]) -> None:
     """One pod's log. With follow: wait while it is Pending, reopen after each restart, stop when it ends."""
     seen_restarts = -1
     while True:
-        if follow and not wait_started(core, namespace, pod):
+        if follow and not wait_started(client, namespace, pod):
             return
-        options = {"container": container, "follow": follow, "previous": previous, "_preload_content": False}
+        query = {"container": container, "follow": str(follow).lower(), "previous": str(previous).lower()}
         if tail is not None:
-            options["tail_lines"] = tail
+            query["tailLines"] = tail
         if since_seconds is not None:
-            options["since_seconds"] = since_seconds
+            query["sinceSeconds"] = since_seconds
         try:
-            response = core.read_namespaced_pod_log(pod, namespace, **options)
-        except Exception as error:  # noqa: BLE001 - a pod that is gone or has no previous run ends its stream
-            emit(LogLine(replica, f"(no logs: {getattr(error, 'reason', error)})"))
+            for line in client.stream(PODS.path(namespace, pod, "log"), query, timeout=None if follow else 60):
+                emit(LogLine(replica, line.rstrip(b"\n").decode(errors="replace")))
+        except (ApiError, OSError) as error:  # a pod that is gone or has no previous run ends its stream
+            emit(LogLine(replica, f"(no logs: {getattr(error, 'message', '') or error})"))
             return
-        pending = b""
-        for chunk in response.stream(1024):
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
-            for line in complete:
-                emit(LogLine(replica, line.decode(errors="replace")))
-        if pending:
-            emit(LogLine(replica, pending.decode(errors="replace")))
         if not follow:
             return
-        status = pod_status(core, namespace, pod)
+        status = pod_status(client, namespace, pod)
         if status is None or status[0] in ("Succeeded", "Failed"):
             return
         if status[1] == seen_restarts:
@@ -70,21 +64,20 @@ def stream_pod(core, namespace: str, pod: str, container: str, replica: str, *, 
         tail, since_seconds = None, None  # after a restart, the new run from its start
 
 
-def pod_status(core, namespace: str, pod: str) -> tuple[str, int] | None:
-    from kubernetes.client.exceptions import ApiException
-
+def pod_status(client: Client, namespace: str, pod: str) -> tuple[str, int] | None:
+    """Phase and restart count; None when the pod does not exist (or cannot be read)."""
     try:
-        obj = core.read_namespaced_pod(pod, namespace)
-    except ApiException:
+        obj = client.get(PODS, pod, namespace)
+    except (ApiError, OSError):
         return None
-    restarts = sum(s.restart_count for s in obj.status.container_statuses or [])
-    return obj.status.phase, restarts
+    status = obj.get("status") or {}
+    return status.get("phase", "Pending"), sum(s.get("restartCount", 0) for s in status.get("containerStatuses") or [])
 
 
-def wait_started(core, namespace: str, pod: str) -> bool:
+def wait_started(client: Client, namespace: str, pod: str) -> bool:
     """Until the pod's containers run (or ended); False if it disappeared."""
     while True:
-        status = pod_status(core, namespace, pod)
+        status = pod_status(client, namespace, pod)
         if status is None:
             return False
         if status[0] != "Pending":
