@@ -13,6 +13,9 @@ import os
 import typer
 
 from trainctl import __version__
+from trainctl.cli import coercion
+
+coercion.install()
 
 COMMAND_MODULES = ("submit", "apply", "jobs", "templates", "crds", "controller", "completion")
 
