@@ -16,7 +16,7 @@ import trainctl
 from trainctl.backends.base import Backend, JobDetails, LogLine, ReplicaRow
 from trainctl.backends.local import processes
 from trainctl.backends.local.logs import follow_logs, read_logs
-from trainctl.backends.local.store import JobDir, all_job_dirs, home
+from trainctl.backends.local.store import JobDir, all_job_dirs
 from trainctl.core import conditions as cond
 from trainctl.core.reconcile import rfc3339
 from trainctl.errors import UserError
