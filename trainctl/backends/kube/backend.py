@@ -1,7 +1,7 @@
 """The Kubernetes implementation of :class:`trainctl.backends.base.Backend`.
 
 It speaks REST through :mod:`trainctl.kube.client` (plain dicts, no 1.7 s import of the
-official client), so ``trainctl list`` and ``status`` start about as fast as kubectl.
+official client), so ``trainctl list`` and ``status`` answer in about 0.15 s (docs/benchmarks.md).
 """
 
 from __future__ import annotations
