@@ -11,6 +11,8 @@ For each N, in a fresh etcd + kube-apiserver, alternating runs of:
   peak RSS (/proc).
 * ``baseline``: a bare client (the same REST client, as many threads, no reconcile logic)
   creates the same 4N pods and 4N services as fast as it can: the API server's own limit.
+* ``every write``: a bare client making every write the controller mode makes (the N jobs,
+  then per job 4 pods, 4 services, 1 event and the Created status): the bound for any operator.
 Throughput ratio = baseline seconds / controller seconds (1.0 = as fast as the bare client).
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -43,6 +46,42 @@ def job_body(name: str, namespace: str) -> dict:
              for rtype, count in REPLICAS.items()}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": namespace},
             "spec": {"pytorchReplicaSpecs": specs}}
+
+
+def child_bodies(name: str, namespace: str) -> list[tuple]:
+    """The pods and services the reconcile core asks for, as the controller sends them."""
+    from trainctl.core.actions import CreateReplica, CreateService
+    from trainctl.core.network import ClusterNetwork
+    from trainctl.core.reconcile import reconcile
+    from trainctl.kube.client import PODS, SERVICES
+
+    resource = {**job_body(name, namespace), "metadata": {"name": name, "namespace": namespace, "uid": "0"}}
+    bodies = []
+    for action in reconcile(resource, [], _now(), ClusterNetwork()).actions:
+        if isinstance(action, CreateReplica):
+            bodies.append((PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                **action.pod.get("metadata", {}), "name": action.name, "labels": action.labels},
+                "spec": action.pod["spec"]}))
+        elif isinstance(action, CreateService):
+            bodies.append((SERVICES, {"apiVersion": "v1", "kind": "Service", "metadata": {
+                "name": action.name, "labels": action.labels},
+                "spec": {"clusterIP": "None", "selector": action.labels, "ports": action.ports}}))
+    return bodies
+
+
+def event_body(job: dict) -> dict:
+    meta = job["metadata"]
+    return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"{meta['name']}.bench", "namespace":
+            meta["namespace"]}, "involvedObject": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
+            "type": "Normal", "reason": "PyTorchJobCreated", "message": "created", "count": 1,
+            "firstTimestamp": _stamp(), "lastTimestamp": _stamp(), "source": {"component": "bench"}}
+
+
+def _stamp() -> str:
+    from trainctl.core.reconcile import rfc3339
+
+    return rfc3339(_now())
 
 
 class Counter:
@@ -111,27 +150,10 @@ class Bench:
                 future.result()
 
     def run_baseline(self, n: int, label: str) -> dict:
-        from trainctl.core.network import ClusterNetwork
-        from trainctl.core.reconcile import reconcile
-        from trainctl.kube.client import PODS, SERVICES
-        from trainctl.core.actions import CreateReplica, CreateService
-
         namespace = self.namespace(label)
         counter = Counter(self.client, namespace)
         # the same pod and service bodies the controller sends, computed before the clock starts
-        bodies = []
-        for i in range(n):
-            resource = {**job_body(f"j{i}", namespace), "metadata": {"name": f"j{i}", "namespace": namespace,
-                                                                    "uid": "0"}}
-            for action in reconcile(resource, [], _now(), ClusterNetwork()).actions:
-                if isinstance(action, CreateReplica):
-                    bodies.append((PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
-                        **action.pod.get("metadata", {}), "name": action.name, "labels": action.labels},
-                        "spec": action.pod["spec"]}))
-                elif isinstance(action, CreateService):
-                    bodies.append((SERVICES, {"apiVersion": "v1", "kind": "Service", "metadata": {
-                        "name": action.name, "labels": action.labels},
-                        "spec": {"clusterIP": "None", "selector": action.labels, "ports": action.ports}}))
+        bodies = [body for i in range(n) for body in child_bodies(f"j{i}", namespace)]
         start = time.monotonic()
         self.parallel([lambda r=r, b=b: self.client.create(r, b, namespace) for r, b in bodies])
         created = wait(lambda: counter.created() >= PODS_PER_JOB * n, 600)
@@ -140,6 +162,55 @@ class Bench:
         counter.stop()
         node.terminate()
         return {"created_s": created - start, "running_s": running - start}
+
+    def run_every_write(self, n: int, label: str) -> dict:
+        """A bare client making every write the controller mode makes: the bound for any operator.
+
+        As many threads create the jobs as in the controller mode; as many more take each created
+        job and write what the controller writes for it: 4 pods and 4 services (owned by the job),
+        one event and the Created status.
+        """
+        from trainctl.frameworks import by_kind
+        from trainctl.kube import job_resource
+        from trainctl.kube.client import EVENTS
+
+        namespace = self.namespace(label)
+        counter = Counter(self.client, namespace)
+        resource = job_resource(by_kind("PyTorchJob"))
+        jobs = [job_body(f"j{i}", namespace) for i in range(n)]
+        children = {f"j{i}": child_bodies(f"j{i}", namespace) for i in range(n)}
+        created_jobs: queue.Queue = queue.Queue()
+
+        def write_for(job: dict) -> None:
+            name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+            owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name, "uid": uid,
+                     "controller": True, "blockOwnerDeletion": True}
+            for kind_of, body in children[name]:
+                self.client.create(kind_of, {**body, "metadata": {**body["metadata"], "ownerReferences": [owner]}},
+                                   namespace)
+            self.client.create(EVENTS, event_body(job), namespace)
+            status = {"conditions": [{"type": "Created", "status": "True", "reason": "PyTorchJobCreated",
+                                      "lastUpdateTime": _stamp(), "lastTransitionTime": _stamp()}]}
+            self.client.replace(resource, {**job, "status": status}, namespace, subresource="status")
+
+        def worker() -> None:
+            while (job := created_jobs.get()) is not None:
+                write_for(job)
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(2 * self.concurrency) as pool:
+            workers = [pool.submit(worker) for _ in range(self.concurrency)]
+            creators = [pool.submit(lambda b=b: created_jobs.put(self.client.create(resource, b, namespace)))
+                        for b in jobs]
+            for future in creators:
+                future.result()
+            for _ in workers:
+                created_jobs.put(None)
+            for future in workers:
+                future.result()
+        created = wait(lambda: counter.created() >= PODS_PER_JOB * n, 600)
+        counter.stop()
+        return {"created_s": created - start}
 
     def run_controller(self, n: int, label: str) -> dict:
         from trainctl.frameworks import by_kind
@@ -250,19 +321,22 @@ def measure(binary: Path, n: int, runs: int, concurrency: int, notes: list[str])
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
         time.sleep(2)  # new CRDs take a moment to be served
         bench = Bench(cluster, concurrency)
-        base, ours = [], []
-        for r in range(runs):  # alternate, so drift on a shared machine hits both alike
+        base, every, ours = [], [], []
+        for r in range(runs):  # alternate, so drift on a shared machine hits every mode alike
             base.append(bench.run_baseline(n, f"base-{n}-{r}"))
+            every.append(bench.run_every_write(n, f"all-{n}-{r}"))
             ours.append(bench.run_controller(n, f"ctl-{n}-{r}"))
-            print(f"N={n} run {r}: baseline {base[-1]}, controller {ours[-1]}", file=sys.stderr)
+            print(f"N={n} run {r}: baseline {base[-1]}, every write {every[-1]}, controller {ours[-1]}",
+                  file=sys.stderr)
     finally:
         cluster.stop()
         shutil.rmtree(cluster.workdir, ignore_errors=True)
-    return rows_for(n, base, ours, notes)
+    return rows_for(n, base, every, ours, notes)
 
 
-def rows_for(n: int, base: list[dict], ours: list[dict], notes: list[str]) -> list[Row]:
+def rows_for(n: int, base: list[dict], every: list[dict], ours: list[dict], notes: list[str]) -> list[Row]:
     base_created = median([b["created_s"] for b in base])
+    every_created = median([e["created_s"] for e in every])
     created = median([o["created_s"] for o in ours])
     throughput = base_created / created
     verbs: dict[str, float] = {}
@@ -278,6 +352,9 @@ def rows_for(n: int, base: list[dict], ours: list[dict], notes: list[str]) -> li
         Row(f"N={n}: controller, all pods + services exist", created, "s", "bare client", 1 / throughput,
             f"throughput >= {TARGET_THROUGHPUT} x bare client" if final else "",
             ("met" if throughput >= TARGET_THROUGHPUT else "missed") + f" ({throughput:.2f}x)" if final else ""),
+        Row(f"N={n}: bare client making every write of the controller mode, all pods + services exist",
+            every_created, "s"),
+        Row(f"N={n}: controller against that bound", created, "s", "every write, bare", created / every_created),
         Row(f"N={n}: controller, every job Running", median([o["running_s"] for o in ours]), "s", "bare client: "
             f"all pods Running {median([b['running_s'] for b in base]):.2f} s"),
         Row(f"N={n}: controller API requests per job (all verbs)", sum(per_job.values()), "req"),

@@ -79,6 +79,27 @@ def test_two_controllers_with_leader_election_never_both_act(rest, start_control
     assert {e["reportingInstance"] for e in after} == {new_holder}
 
 
+def test_a_killed_leader_is_replaced_only_once_its_lease_expires(rest, start_controller, managed_namespace):
+    """SIGKILL leaves the Lease held: the standby must wait out leaseDurationSeconds, then act."""
+    from trainctl.controller.leader import LEASE_DURATION_S, RETRY_S
+
+    namespace = managed_namespace
+    flags = ("--leader-elect", "--lease-namespace", namespace, "--lease-name", "trainctl-kill")
+    one, two = start_controller(namespace, *flags), start_controller(namespace, *flags)
+    leader, standby = wait_for(lambda: (one, two) if controller_state(one)[0] == 1 else
+                               (two, one) if controller_state(two)[0] == 1 else None, what="a leader")
+    renewed = rest.get(LEASES, "trainctl-kill", namespace)["spec"]["renewTime"]
+    leader.stop(signal.SIGKILL)
+    killed = time.monotonic()
+    create(rest, job("PyTorchJob", "orphaned", namespace, {"Master": 1}))
+    wait_for(lambda: controller_state(standby)[0] == 1, timeout=LEASE_DURATION_S + 3 * RETRY_S + 5,
+             what="the standby to take the expired lease")
+    waited = time.monotonic() - killed
+    # it took over no sooner than the lease allowed (the last renewal was at most RETRY_S before the kill)
+    assert waited >= LEASE_DURATION_S - RETRY_S - 1, (waited, renewed)
+    wait_state(rest, "PyTorchJob", namespace, "orphaned", "Running")
+
+
 def test_health_readiness_and_metrics(rest, start_controller, managed_namespace):
     process = start_controller(managed_namespace)
     assert process.get("/healthz", process.health_port) == (200, "ok")
