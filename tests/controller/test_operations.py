@@ -47,12 +47,17 @@ def controller_state(process) -> tuple[float, float]:
     return process.metric("trainctl_leader"), process.metric("trainctl_reconcile_total")
 
 
+def leader_and_standby(start_controller, namespace: str, lease: str):
+    """Two controllers electing through the Lease ``lease``; (the one leading, the other) once one leads."""
+    flags = ("--leader-elect", "--lease-namespace", namespace, "--lease-name", lease)
+    one, two = start_controller(namespace, *flags), start_controller(namespace, *flags)
+    return wait_for(lambda: (one, two) if controller_state(one)[0] == 1 else
+                    (two, one) if controller_state(two)[0] == 1 else None, what="a leader")
+
+
 def test_two_controllers_with_leader_election_never_both_act(rest, start_controller, managed_namespace):
     namespace = managed_namespace
-    flags = ("--leader-elect", "--lease-namespace", namespace, "--lease-name", "trainctl-test")
-    one, two = start_controller(namespace, *flags), start_controller(namespace, *flags)
-    leader, standby = wait_for(lambda: (one, two) if controller_state(one)[0] == 1 else
-                               (two, one) if controller_state(two)[0] == 1 else None, what="a leader")
+    leader, standby = leader_and_standby(start_controller, namespace, "trainctl-test")
     for i in range(5):
         create(rest, job("PyTorchJob", f"le{i}", namespace, {"Master": 1, "Worker": 3}))
     deadline = time.monotonic() + 3
@@ -84,10 +89,7 @@ def test_a_killed_leader_is_replaced_only_once_its_lease_expires(rest, start_con
     from trainctl.controller.leader import LEASE_DURATION_S, RETRY_S
 
     namespace = managed_namespace
-    flags = ("--leader-elect", "--lease-namespace", namespace, "--lease-name", "trainctl-kill")
-    one, two = start_controller(namespace, *flags), start_controller(namespace, *flags)
-    leader, standby = wait_for(lambda: (one, two) if controller_state(one)[0] == 1 else
-                               (two, one) if controller_state(two)[0] == 1 else None, what="a leader")
+    leader, standby = leader_and_standby(start_controller, namespace, "trainctl-kill")
     renewed = rest.get(LEASES, "trainctl-kill", namespace)["spec"]["renewTime"]
     leader.stop(signal.SIGKILL)
     killed = time.monotonic()
