@@ -16,6 +16,8 @@ from tests.controller.conftest import ControllerProcess
 from tests.controller.jobs import create, get_job, job, pods, services, wait_for, wait_state
 from tests.conftest import REPO
 from trainctl.controller.install import NAME
+from trainctl.frameworks import by_kind
+from trainctl.kube import job_resource
 from trainctl.kube.client import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -51,9 +53,8 @@ def installed(k8s_cluster):
     rest.delete(CLUSTER_ROLE_BINDINGS, NAME)  # the ClusterRole stays: later installs apply the same one
 
 
-def service_account_kubeconfig(k8s_cluster, namespace: str, path) -> str:
+def service_account_kubeconfig(k8s_cluster, rest, namespace: str, path) -> str:
     """A kubeconfig holding a token the API server issued for the controller's ServiceAccount (TokenRequest)."""
-    rest = connect(kubeconfig=str(k8s_cluster.kubeconfig("admin")))
     request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
     token = rest.request("POST", SERVICE_ACCOUNTS.path(namespace, NAME, "token"), request)["status"]["token"]
     config = yaml.safe_load(open(k8s_cluster.kubeconfig("admin")))
@@ -97,7 +98,8 @@ def test_install_needs_cluster_admin_and_says_so(k8s_cluster, installed):
 def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8s_cluster, installed, rest,
                                                                               tmp_path):
     namespace, _ = installed
-    controller = connect(kubeconfig=service_account_kubeconfig(k8s_cluster, namespace, tmp_path / "sa.kubeconfig"))
+    kubeconfig = service_account_kubeconfig(k8s_cluster, rest, namespace, tmp_path / "sa.kubeconfig")
+    controller = connect(kubeconfig=kubeconfig)
     for verb in ("list", "watch", "delete"):
         assert allowed(controller, verb, "pytorchjobs", "kubeflow.org")  # every namespace
     assert allowed(controller, "update", "mpijobs", "kubeflow.org", "team-a", "status")
@@ -119,7 +121,7 @@ def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8
 def test_the_controller_runs_jobs_under_its_service_account_token(k8s_cluster, installed, rest, kube_node,
                                                                    managed_namespace, tmp_path):
     install_namespace, _ = installed
-    kubeconfig = service_account_kubeconfig(k8s_cluster, install_namespace, tmp_path / "sa.kubeconfig")
+    kubeconfig = service_account_kubeconfig(k8s_cluster, rest, install_namespace, tmp_path / "sa.kubeconfig")
     controller = ControllerProcess(kubeconfig, tmp_path / "controller.log", "--leader-elect",
                                    "--lease-name", NAME, "--namespace", managed_namespace)
     try:
@@ -138,7 +140,7 @@ def test_the_controller_runs_jobs_under_its_service_account_token(k8s_cluster, i
         assert rest.get(CONFIGMAPS, "mpi-config", managed_namespace)["data"]["hostfile"]
         kube_node.set_phase(managed_namespace, "rbac-master-0", "Succeeded", exit_code=0)
         wait_for(lambda: not any(j["metadata"]["name"] == "rbac" for j in rest.list(
-            Resource("kubeflow.org", "v1", "pytorchjobs"), managed_namespace)["items"]), what="TTL deletion")
+            job_resource(by_kind("PyTorchJob")), managed_namespace)["items"]), what="TTL deletion")
         assert get_job(rest, "MPIJob", managed_namespace, "mpi")["status"]["conditions"][0]["type"] == "Created"
         lease = rest.get(LEASES, NAME, install_namespace)
         assert lease["spec"]["holderIdentity"]
