@@ -17,7 +17,7 @@ from trainctl.cli import coercion
 
 coercion.install()
 
-COMMAND_MODULES = ("submit", "apply", "jobs", "templates", "crds", "controller", "completion")
+COMMAND_MODULES = ("submit", "apply", "status", "logs", "wait", "lifecycle", "templates", "crds", "controller", "completion")
 
 app = typer.Typer(
     name="trainctl",

@@ -99,7 +99,8 @@ def submit(
     stored = client.submit(resource, replace=replace)
     print_summary(client, stored, framework)
     if follow or wait:
-        from trainctl.cli.jobs import follow_logs, wait_for
+        from trainctl.cli.logs import follow_logs
+        from trainctl.cli.wait import wait_for
 
         if follow:
             follow_logs(client, stored["metadata"]["name"], stored["metadata"].get("namespace"))
