@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from trainctl import API_GROUP
+from trainctl import API_GROUP, selectors
 from trainctl.backends.base import Backend, JobDetails, LogLine, ReplicaRow
 from trainctl.backends.kube import logs as pod_logs
 from trainctl.errors import NotFound, UserError
@@ -114,11 +114,12 @@ class KubeBackend(Backend):
         raise NotFound(f'job "{name}" not found in namespace "{namespace}" (kubernetes): see trainctl list')
 
     def list(self, namespace: str | None, selector: str | None = None) -> list[dict]:
+        label_selector = selectors.parse(selector).text() or None  # a bad one fails here, as locally
         jobs = []
         with self.errors("list jobs"):
             for framework in ALL:
                 try:
-                    jobs += self.client.list(job_resource(framework), namespace, selector=selector)["items"]
+                    jobs += self.client.list(job_resource(framework), namespace, selector=label_selector)["items"]
                 except kube.ApiError as error:
                     if error.status != 404:
                         raise  # 404: that CRD is not installed, so no jobs of that kind

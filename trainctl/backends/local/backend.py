@@ -11,15 +11,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import trainctl
-
-
+from trainctl import selectors
 from trainctl.backends.base import Backend, JobDetails, LogLine, ReplicaRow
 from trainctl.backends.local import processes
 from trainctl.backends.local.logs import follow_logs, read_logs
 from trainctl.backends.local.store import JobDir, all_job_dirs
 from trainctl.core import conditions as cond
 from trainctl.core.reconcile import rfc3339
-from trainctl.errors import UserError
+from trainctl.errors import NotFound, UserError
 from trainctl.job import Job
 
 SUPERVISOR_START_GRACE_SECONDS = 10.0
@@ -60,6 +59,9 @@ class LocalBackend(Backend):
     def get(self, name: str, namespace: str, kind: str | None = None) -> JobDetails:
         job_dir = JobDir(namespace, name)
         resource = job_dir.read_job()
+        if kind and resource["kind"] != kind:  # status tfjob/NAME when NAME is a PyTorchJob
+            raise NotFound(f'{kind.lower()} "{name}" not found in namespace "{namespace}" (local backend): '
+                           f'"{name}" is a {resource["kind"]}; see trainctl list')
         runtime = job_dir.read_runtime()
         note_lost_supervisor(job_dir, resource, runtime)
         rows = [replica_row(row, runtime) for row in (runtime.get("replicas") or {}).values()]
@@ -68,13 +70,14 @@ class LocalBackend(Backend):
         return JobDetails(resource=resource, replicas=rows, events=job_dir.events()[-20:])
 
     def list(self, namespace: str | None, selector: str | None = None) -> list[dict]:
+        wanted = selectors.parse(selector)
         jobs = []
         for job_dir in all_job_dirs(namespace):
             try:
                 resource = job_dir.read_job()
             except (UserError, ValueError):
                 continue  # deleted while listing
-            if matches(resource, selector):
+            if wanted.matches(resource["metadata"].get("labels")):
                 jobs.append(resource)
         return jobs
 
@@ -239,22 +242,3 @@ def job_is_done(job_dir: JobDir) -> bool:
     runtime = job_dir.read_runtime()
     return not any(processes.alive(row.get("pid")) and row.get("state") == "Running"
                    for row in (runtime.get("replicas") or {}).values())
-
-
-def matches(resource: dict, selector: str | None) -> bool:
-    """Equality-based label selectors: ``a=b,c!=d,e``."""
-    if not selector:
-        return True
-    labels = resource["metadata"].get("labels") or {}
-    for term in selector.split(","):
-        key, op, value = term.partition("!=") if "!=" in term else term.partition("=")
-        key = key.strip()
-        if not op and key not in labels:
-            return False
-        if op == "=" and labels.get(key) != value.strip():
-            return False
-        if op == "!=" and labels.get(key) == value.strip():
-            return False
-    return True
-
-
