@@ -95,5 +95,15 @@ def dump(resource: object, fmt: str) -> str:
     fail(f"unknown output format {fmt!r} for -o/--output: use {' or '.join(OUTPUT_FORMATS)}")
 
 
+def detached_message(name: str, namespace: str | None = None) -> str:
+    """What Ctrl-C during ``--wait``, ``--follow`` or ``logs -f`` prints: only the watching stopped.
+
+    One text for every command that watches a job, so users learn it once.
+    """
+    namespace_flag = f" -n {namespace}" if namespace else ""
+    return (f"stopped watching {name}; the job keeps running: trainctl status {name}{namespace_flag} to check, "
+            f"trainctl delete {name}{namespace_flag} to stop it")
+
+
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
