@@ -7,7 +7,7 @@ import pytest
 from trainctl.core.actions import CreateReplica, CreateService, DeleteJob, DeleteReplica
 from trainctl.core.network import ClusterNetwork, LocalNetwork
 from trainctl.core.observed import ObservedReplica
-from trainctl.core.reconcile import reconcile, rfc3339
+from trainctl.core.reconcile import MAX_REQUEUE_S, reconcile, rfc3339
 from tests.unit.test_env_contract import job
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
@@ -163,6 +163,26 @@ def test_ttl_deletes_the_job_after_it_finished():
     plan = run.step()
     assert plan.requeue_after == pytest.approx(30)
     assert any(isinstance(a, DeleteJob) for a in run.step(31).actions)
+
+
+@pytest.mark.parametrize("field", ["activeDeadlineSeconds", "ttlSecondsAfterFinished"])
+@pytest.mark.parametrize("seconds", [300000000000, 2**63 - 1])
+def test_deadlines_past_year_9999_neither_overflow_nor_end_the_job(field, seconds):
+    """int64 allows them; ``start + timedelta(seconds)`` raised OverflowError and killed the runtime."""
+    run = Run(pytorch(**{field: seconds}))
+    plan = run.step()
+    assert run.state() == "Created" and len(run.replicas) == 2
+    run.exit("pt-master-0", 0)
+    plan = run.step(3600)
+    assert run.state() == "Succeeded"
+    assert not any(isinstance(a, DeleteJob) for a in plan.actions)
+    # requeued no later than a day: every runtime's timer takes that (time.sleep(3e11) raises)
+    assert plan.requeue_after == MAX_REQUEUE_S
+
+
+def test_requeue_after_is_the_nearest_of_deadline_and_day():
+    assert Run(pytorch(activeDeadlineSeconds=MAX_REQUEUE_S * 3)).step().requeue_after == MAX_REQUEUE_S
+    assert Run(pytorch(activeDeadlineSeconds=90)).step().requeue_after == pytest.approx(90)
 
 
 @pytest.mark.parametrize("policy, expected", [("None", set()), ("Running", {"pt-worker-0"}),

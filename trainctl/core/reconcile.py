@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from trainctl.core import conditions as cond
 from trainctl.core.actions import (
@@ -41,6 +41,9 @@ from trainctl.job import Job
 RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode
 MISSING_EXIT_CODE = 0xBEEF  # upstream's sentinel when no exit code is known: retryable
 PYTORCH_INIT_IMAGE = "alpine:3.10"
+#: the longest ``requeue_after``: a deadline or TTL years away is looked at again daily, which costs
+#: nothing and keeps every runtime's timer (time.sleep, Condition.wait) inside its range
+MAX_REQUEUE_S = 24 * 3600.0
 
 
 def rfc3339(moment: datetime) -> str:
@@ -51,6 +54,15 @@ def parse_time(text: str | None) -> datetime | None:
     if not text:
         return None
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+
+
+def seconds_left(since: datetime, seconds: int, now: datetime) -> float:
+    """Time left of a ``seconds``-long period that began at ``since``.
+
+    Never ``since + timedelta(seconds)``: that overflows past year 9999 (activeDeadlineSeconds
+    is an int64, so 300000000000 is a valid value) and would kill the runtime evaluating it.
+    """
+    return seconds - (now - since).total_seconds()
 
 
 def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, network: Network,
@@ -108,7 +120,8 @@ class Reconciler:
         self.status["replicaStatuses"] = self.replica_statuses()
         if cond.finished(self.conditions):
             self.schedule_ttl()
-        return Plan(actions=self.actions, status=self.status, requeue_after=self.requeue_after)
+        requeue_after = None if self.requeue_after is None else min(self.requeue_after, MAX_REQUEUE_S)
+        return Plan(actions=self.actions, status=self.status, requeue_after=requeue_after)
 
     # ---- restarts and backoff (1.3, 1.6) ----------------------------------------------
     def handle_failed_replicas(self) -> bool:
@@ -160,7 +173,7 @@ class Reconciler:
         start = parse_time(self.status.get("startTime"))
         if deadline is None or start is None:
             return False
-        remaining = (start + timedelta(seconds=deadline) - self.now).total_seconds()
+        remaining = seconds_left(start, deadline, self.now)
         if remaining > 0:
             self.requeue_after = remaining
             return False
@@ -334,7 +347,7 @@ class Reconciler:
         finished_at = parse_time(self.status.get("completionTime"))
         if ttl is None or finished_at is None:
             return
-        remaining = (finished_at + timedelta(seconds=ttl) - self.now).total_seconds()
+        remaining = seconds_left(finished_at, ttl, self.now)
         if remaining <= 0:
             self.actions.append(DeleteJob("TTLExpired"))
         else:
