@@ -20,6 +20,12 @@ from trainctl.frameworks._schema import BOOLEAN, INT32, STRING, obj
 from trainctl.frameworks.base import CLEAN_POD_POLICIES, RESTART_POLICIES
 
 INT64 = {"type": "integer", "format": "int64"}
+#: the API server stores a CRD's ``format`` but does not enforce an integer format's range (tested on
+#: 1.20: an int32 field takes 300000000000), so every int32/int64 node also gets it as minimum/maximum
+FORMAT_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+#: the controllers upstream's webhooks accept (contract section 3); an enum lets the API server itself
+#: reject anything else, as upstream's webhooks do, with no webhook to run
+MANAGED_BY = ["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"]
 STRING_MAP = {"type": "object", "additionalProperties": STRING}
 QUANTITY_MAP = {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}}
 
@@ -38,7 +44,7 @@ RUN_POLICY = obj(
         scheduleTimeoutSeconds=INT32,
     ),
     suspend={**BOOLEAN, "default": False},
-    managedBy=STRING,
+    managedBy={**STRING, "enum": MANAGED_BY},
 )
 
 CONDITION = obj(
@@ -89,13 +95,25 @@ def job_schema(framework: Framework) -> dict:
     )
 
 
+def with_format_ranges(schema: dict) -> dict:
+    """``schema`` with every int32/int64 node bounded by its format's range (changed in place)."""
+    if schema.get("type") == "integer" and schema.get("format") in FORMAT_RANGES:
+        schema["minimum"], schema["maximum"] = FORMAT_RANGES[schema["format"]]
+    for child in (schema.get("properties") or {}).values():
+        with_format_ranges(child)
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            with_format_ranges(schema[key])
+    return schema
+
+
 def crd(framework: Framework) -> dict:
     """The apiextensions.k8s.io/v1 CRD of one job kind."""
     version: dict = {
         "name": API_VERSION.split("/")[1],
         "served": True,
         "storage": True,
-        "schema": {"openAPIV3Schema": copy.deepcopy(job_schema(framework))},
+        "schema": {"openAPIV3Schema": with_format_ranges(copy.deepcopy(job_schema(framework)))},
         "subresources": {"status": {}},
         "additionalPrinterColumns": [
             {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},

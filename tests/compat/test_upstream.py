@@ -123,3 +123,45 @@ def test_pod_schema_is_current():
     result = subprocess.run([sys.executable, str(REPO / "tools" / "gen_pod_schema.py"), "--check"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def integer_formats(node, path="$", *, skip=("template", "metrics")):
+    """{path: format} of every integer node that names one, outside the pod templates and the HPA
+    metrics (both kept opaque or format-free in ours: the API server validates pods and HPAs)."""
+    if not isinstance(node, dict):
+        return {}
+    found = {path: node["format"]} if node.get("type") == "integer" and "format" in node else {}
+    for key, child in (node.get("properties") or {}).items():
+        if key not in skip:
+            found.update(integer_formats(child, f"{path}.{key}"))
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            found.update(integer_formats(node[key], f"{path}.{key}"))
+    return found
+
+
+@pytest.mark.parametrize("framework", ALL, ids=[fw.kind for fw in ALL])
+def test_our_integer_formats_are_upstreams_and_bounded_by_them(upstream, framework):
+    """The API server does not enforce a format's range, so our CRDs state it as minimum/maximum."""
+    ours = crd(framework)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    theirs = integer_formats(upstream_schema(upstream, framework))
+    assert {path: fmt for path, fmt in integer_formats(ours).items() if path in theirs} == theirs
+    ranges = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+
+    def check(node):
+        if isinstance(node, dict):
+            if node.get("format") in ranges:
+                assert (node["minimum"], node["maximum"]) == ranges[node["format"]], node
+            for child in node.values():
+                check(child)
+    check(ours)
+    assert ours["properties"]["spec"]["properties"]["runPolicy"]["properties"]["ttlSecondsAfterFinished"][
+        "maximum"] == 2**31 - 1
+
+
+def test_managed_by_allows_exactly_what_upstreams_webhooks_allow():
+    for document in all_crds():
+        run_policy = document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+            "properties"]["runPolicy"]
+        assert run_policy["properties"]["managedBy"]["enum"] == [
+            "kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"]
