@@ -60,7 +60,9 @@ class Client:
         return self.backend.default_namespace()
 
     def _ns(self, namespace: str | None) -> str:
-        return namespace or self.default_namespace()
+        from trainctl.validation import check_namespace
+
+        return check_namespace(self.default_namespace() if namespace is None else namespace, "namespace")
 
     def submit(self, resource: dict, *, replace: bool = False) -> dict:
         from trainctl.validation import validate

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from trainctl.errors import UserError
 from trainctl.frameworks import Framework
 from trainctl.submit_options import (
+    INT64_MAX,
     SubmitOptions,
+    check_counts,
     clean_pod_policy,
     env_pairs,
-    generated_name,
+    job_name,
     label_map,
     positive,
     quantity,
@@ -31,6 +34,10 @@ from trainctl.submit_options import (
 )
 
 LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
+# Characters JSON leaves raw but YAML does not read back as themselves: U+0085, U+2028 and
+# U+2029 are YAML line breaks (folded into a space inside quotes); DEL, the C1 controls, the
+# BOM and U+FFFE/U+FFFF are not allowed raw at all. Written as \uXXXX they survive exactly.
+YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
 
 
 def template_dirs() -> list[tuple[str, Path]]:
@@ -64,18 +71,23 @@ def environment(extra_dir: Path | None = None):
         loader=ChoiceLoader([FileSystemLoader(str(path)) for path in dirs]),
         undefined=StrictUndefined,
         autoescape=False,
-        finalize=lambda value: json.dumps(value, ensure_ascii=False),
+        finalize=yaml_scalar,
         keep_trailing_newline=True,
     )
+
+
+def yaml_scalar(value: object) -> str:
+    """``value`` as JSON that YAML reads back exactly: the template's only way to print a value."""
+    return YAML_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
 def render(framework: Framework, options: SubmitOptions) -> dict:
     """The validated job resource for ``options`` (nothing is applied)."""
     import jinja2
-    import yaml
 
     from trainctl.setpath import apply_set
     from trainctl.validation import validate
+    from trainctl.yamlsafe import load_one
 
     context = template_context(framework, options)
     source = options.template or template_name(framework)
@@ -88,11 +100,9 @@ def render(framework: Framework, options: SubmitOptions) -> dict:
         else:
             template = environment().get_template(template_name(framework))
         text = template.render(context)
-        resource = yaml.safe_load(text)
     except jinja2.TemplateError as err:
         raise UserError(f"template {source}: {type(err).__name__}: {err}") from None
-    except yaml.YAMLError as err:
-        raise UserError(f"template {source} produced invalid YAML: {str(err).splitlines()[0]}") from None
+    resource = load_one(text, f"template {source}")
     for assignment in options.set:
         apply_set(resource, assignment)
     return validate(resource, source=f"rendered from {source}" if options.template or options.set else None)
@@ -102,6 +112,7 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
     """Every value a template may use, checked and converted from the options."""
     if not options.command:
         raise UserError("missing command: put it after --, e.g. trainctl submit pytorch -- python train.py")
+    check_counts(options)
     topology = replica_topology(framework, options)
     mounts, pod_volumes = volume_sections(options)
     labels = label_map(options.label, "--label")
@@ -111,7 +122,7 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
         "container": framework.container,
         "port_name": framework.port_name,
         "port": framework.port,
-        "name": options.name or generated_name(framework),
+        "name": job_name(options, framework),
         "namespace": options.namespace,
         "labels": labels,
         "annotations": label_map(options.annotation, "--annotation", check_value=False),
@@ -187,7 +198,7 @@ def run_policy(options: SubmitOptions, total_replicas: int) -> dict:
     policy = {
         "cleanPodPolicy": clean_pod_policy(options.clean_pod_policy),
         "backoffLimit": positive(options.backoff_limit, "--backoff-limit", minimum=0),
-        "activeDeadlineSeconds": positive(options.active_deadline, "--active-deadline"),
+        "activeDeadlineSeconds": positive(options.active_deadline, "--active-deadline", maximum=INT64_MAX),
         "ttlSecondsAfterFinished": positive(options.ttl_after_finished, "--ttl-after-finished", minimum=0),
         "suspend": options.suspend or None,
     }

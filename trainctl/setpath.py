@@ -34,12 +34,15 @@ def parse_path(path: str) -> list[str | int]:
 
 
 def parse_value(text: str, path: str) -> object:
-    import yaml
+    """One YAML value, read with the same limits as files (no alias bombs, no dates or sets)."""
+    from trainctl.yamlsafe import load_one
 
+    if not text.strip():
+        return ""
     try:
-        return yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError:
-        raise UserError(f"--set {path}={text!r}: not a YAML value (quote strings with special characters)") from None
+        return load_one(text, f"--set {path}")
+    except UserError as err:
+        raise UserError(f"{err.message} (quote strings with special characters)") from None
 
 
 def apply_set(resource: dict, assignment: str) -> None:

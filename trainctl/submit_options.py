@@ -23,6 +23,12 @@ LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)([numkMGTPE]|[KMGTPE]i)?")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# Entries per repeatable option (and words of the command): far above real jobs, and low enough
+# that every replica's copy of them renders and validates in well under a second.
+MAX_ITEMS = 1000
+# The CRD's integer formats: replica counts, backoffLimit and ttlSecondsAfterFinished are int32,
+# activeDeadlineSeconds is int64 (checked again on the resource by trainctl.validation).
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,27 @@ def _coerce(value: object, annotation: str, where: str) -> object:
     return str(value)
 
 
+def check_counts(options: SubmitOptions) -> None:
+    """Refuse a list option with more than MAX_ITEMS entries (e.g. 20,000 ``env`` entries in a values file)."""
+    for option in fields(options):
+        items = getattr(options, option.name)
+        if isinstance(items, list) and len(items) > MAX_ITEMS:
+            what = "the command after --" if option.name == "command" else f"--{option.name.replace('_', '-')}"
+            raise UserError(f"{what}: {len(items):,} entries is more than {MAX_ITEMS:,}: put that much "
+                            "configuration in a file the job reads")
+
+
 # ---- parsers for flag values -------------------------------------------------
+
+def job_name(options: SubmitOptions, framework: Framework) -> str:
+    """The name asked for, or a generated one when none was given; an empty name is a mistake, not a request."""
+    if options.name is None:
+        return generated_name(framework)
+    if not options.name:
+        raise UserError("--name '': empty; give a name (lower-case letters, digits and '-') "
+                        "or leave --name out for a generated one")
+    return options.name
+
 
 def generated_name(framework: Framework) -> str:
     alphabet = string.ascii_lowercase + string.digits
@@ -151,9 +177,12 @@ def quantity(text: str | None, flag: str) -> str | None:
     return text
 
 
-def positive(value: int | None, flag: str, minimum: int = 1) -> int | None:
+def positive(value: int | None, flag: str, minimum: int = 1, maximum: int = INT32_MAX) -> int | None:
     if value is not None and value < minimum:
         raise UserError(f"{flag} {value}: must be at least {minimum}")
+    if value is not None and value > maximum:
+        raise UserError(f"{flag} {value}: must be at most {maximum} (the field is an "
+                        f"{'int32' if maximum == INT32_MAX else 'int64'})")
     return value
 
 

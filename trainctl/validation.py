@@ -1,15 +1,24 @@
 """Check a kubeflow.org/v1 job before anything is applied.
 
-Two layers, both run on every submit, apply and dry-run:
+Three layers, all run on every submit, apply and dry-run (and ``Client.submit``):
 
+0. **JSON**: the resource must be plain JSON data, because that is what reaches the API
+   server or the local store: mappings with string keys, lists, strings (valid Unicode),
+   finite numbers, integers within int64, booleans and null; at most
+   :data:`~trainctl.yamlsafe.MAX_NODES` values and :data:`~trainctl.yamlsafe.MAX_DEPTH`
+   levels. The walk is iterative with that budget, so a cyclic or exponentially shared
+   structure handed to the Python API is refused instead of hanging.
 1. **Schema**: the resource is walked against the project's own CRD schema
    (:mod:`trainctl.crds`): unknown fields, types, enums, int-or-string values.
    A small walker of our own keeps the CLI fast (no jsonschema at run time) and
-   names the exact field path in its message.
+   names the exact field path in its message. Integers are held to their CRD
+   ``format`` (int32 or int64), as the API server would.
 2. **Admission**: the rules the Kubeflow webhooks enforce (contract section 3),
    plus the ones upstream forgets and that otherwise fail late or loop forever:
    replicas 0 or negative, restart policy values, env names, quantities,
-   negative run-policy numbers, names too long for their pod names.
+   negative run-policy numbers, names too long for their pod names, namespaces that
+   are not DNS-1123 labels (a namespace is also a directory of the local store),
+   extended resources (``nvidia.com/gpu``) that are not whole numbers.
 
 Every problem raises :class:`~trainctl.errors.UserError` with one line:
 ``pytorchjob "mnist": spec.pytorchReplicaSpecs.Worker.replicas: must be at least 1 (got 0)``.
@@ -18,14 +27,20 @@ Every problem raises :class:`~trainctl.errors.UserError` with one line:
 from __future__ import annotations
 
 import functools
+import math
 import re
 from typing import Any
 
 from trainctl import API_VERSION
 from trainctl.errors import UserError
 from trainctl.frameworks import Framework, by_kind
+from trainctl.yamlsafe import MAX_DEPTH, MAX_NODES
 
 DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+WHOLE_NUMBER = re.compile(r"\d+")
+SURROGATE = re.compile("[\ud800-\udfff]")  # what undecodable bytes become in Python strings
+INTEGER_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?")
 # Room left in a 63-character pod name for "-<replica type>-<index>".
@@ -47,8 +62,9 @@ def validate(resource: Any, *, source: str | None = None) -> dict:
         raise UserError(f"{prefix}expected a kubeflow.org/v1 job mapping, got {type(resource).__name__}")
     framework = _framework_of(resource, prefix)
     name = (resource.get("metadata") or {}).get("name") if isinstance(resource.get("metadata"), dict) else None
-    label = f'{prefix}{framework.singular} "{name}": ' if name else f"{prefix}{framework.singular}: "
+    label = f'{prefix}{framework.singular} "{_shorten(str(name))}": ' if name else f"{prefix}{framework.singular}: "
     try:
+        check_json(resource)
         check_schema(resource, framework)
         check_admission(resource, framework)
     except Invalid as problem:
@@ -66,6 +82,71 @@ def _framework_of(resource: dict, prefix: str) -> Framework:
         return by_kind(kind)
     except UserError as err:
         raise UserError(f"{prefix}kind: {err.message}") from None
+
+
+def check_namespace(namespace: Any, where: str = "--namespace") -> str:
+    """``namespace`` if it is a DNS-1123 label; a one-line UserError naming ``where`` otherwise."""
+    problem = namespace_problem(namespace)
+    if problem:
+        raise UserError(f"{where} {_shorten(repr(namespace))}: {problem}")
+    return namespace
+
+
+def namespace_problem(namespace: Any) -> str | None:
+    if isinstance(namespace, str) and len(namespace) <= 63 and DNS_1123_LABEL.fullmatch(namespace):
+        return None
+    return "not a valid namespace: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+
+
+# ---- JSON -------------------------------------------------------------------
+
+def check_json(resource: Any) -> None:
+    """Refuse anything that is not plain JSON data; iterative and budgeted (see the module docstring)."""
+    pending = [(resource, "", 0)]
+    seen = 0
+    while pending:
+        value, path, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            raise Invalid(path, f"nested deeper than {MAX_DEPTH} levels (a structure that contains itself?)")
+        if isinstance(value, dict):
+            children = list(value.items())
+            for key, _ in children:
+                if not isinstance(key, str):
+                    raise Invalid(_join(path, _shorten(repr(key))), f"keys must be strings (got {_describe(key)})")
+                _check_text(key, _join(path, key))
+            pending.extend((item, _join(path, key), depth + 1) for key, item in children)
+        elif isinstance(value, list):
+            children = value
+            pending.extend((item, f"{path}[{index}]", depth + 1) for index, item in enumerate(value))
+        else:
+            children = ()
+            _check_scalar(value, path)
+        seen += 1 + len(children)
+        if seen > MAX_NODES:
+            raise Invalid(path or "(resource)", f"more than {MAX_NODES:,} values (shared references count each time)")
+
+
+def _check_scalar(value: Any, path: str) -> None:
+    if isinstance(value, str):
+        _check_text(value, path)
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int):
+        low, high = INTEGER_RANGES["int64"]
+        if not low <= value <= high:
+            raise Invalid(path, f"{_shorten(str(value))} is outside the int64 range")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise Invalid(path, f"{value} is not a JSON number")
+    else:
+        raise Invalid(path, f"{_describe(value)} is not a JSON value: use a string, number, boolean, list or mapping")
+
+
+def _check_text(text: str, path: str) -> None:
+    bad = SURROGATE.search(text)
+    if bad:
+        raise Invalid(path, f"not valid Unicode (lone surrogate U+{ord(bad.group()):04X} at character {bad.start()}): "
+                      "undecodable bytes cannot be stored")
 
 
 # ---- schema -----------------------------------------------------------------
@@ -103,7 +184,11 @@ def walk(value: Any, schema: dict, path: str) -> None:
     if not _has_type(value, expected):
         raise Invalid(path, f"must be {_article(expected)} (got {_describe(value)})")
     if "enum" in schema and value not in schema["enum"]:
-        raise Invalid(path, f"unsupported value {value!r}: use one of {', '.join(map(str, schema['enum']))}")
+        raise Invalid(path, f"unsupported value {_shorten(repr(value))}: use one of {', '.join(map(str, schema['enum']))}")
+    if expected == "integer" and schema.get("format") in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[schema["format"]]
+        if not low <= value <= high:
+            raise Invalid(path, f"{value} is out of range: the field is an {schema['format']} (at most {high:,})")
     if expected == "object":
         _walk_object(value, schema, path)
     elif expected == "array":
@@ -160,7 +245,10 @@ def _shorten(text: str, limit: int = 80) -> str:
 # ---- admission ----------------------------------------------------------------
 
 def check_admission(resource: dict, framework: Framework) -> None:
-    check_name(resource.get("metadata") or {})
+    metadata = resource.get("metadata") or {}
+    check_name(metadata)
+    if metadata.get("namespace") is not None and namespace_problem(metadata["namespace"]):
+        raise Invalid("metadata.namespace", f"{_shorten(repr(metadata['namespace']))} is {namespace_problem(metadata['namespace'])}")
     spec = resource.get("spec")
     if spec is None:
         raise Invalid("spec", f"required (with spec.{framework.replica_spec_field})")
@@ -182,7 +270,7 @@ def check_name(metadata: dict) -> None:
         raise Invalid("metadata.name", "required: give the job a name (lower-case letters, digits and '-')")
     longest = 63 - LONGEST_SUFFIX
     if not DNS_1035.fullmatch(name):
-        raise Invalid("metadata.name", f"{name!r} is not a DNS-1035 label: use lower-case letters, digits and '-', "
+        raise Invalid("metadata.name", f"{_shorten(repr(name))} is not a DNS-1035 label: use lower-case letters, digits and '-', "
                       "starting with a letter and ending with a letter or digit")
     if len(name) > longest:
         raise Invalid("metadata.name", f"{len(name)} characters is too long: at most {longest}, so that pod "
@@ -218,9 +306,18 @@ def check_container(container: dict, path: str) -> None:
             raise Invalid(f"{path}.env[{index}].name", f"{name!r} is not a valid variable name (letters, digits, '_', '-', '.')")
     for section in ("limits", "requests"):
         for resource_name, amount in ((container.get("resources") or {}).get(section) or {}).items():
-            if not QUANTITY.fullmatch(str(amount)):
-                raise Invalid(f"{path}.resources.{section}.{resource_name}",
-                              f"{amount!r} is not a quantity (examples: 2, 500m, 4Gi)")
+            check_quantity(resource_name, amount, f"{path}.resources.{section}.{resource_name}")
+
+
+def check_quantity(resource_name: str, amount: int | str, path: str) -> None:
+    """A non-negative quantity; extended resources (``vendor.com/gpu``) are counted in whole units."""
+    if not QUANTITY.fullmatch(str(amount)) or str(amount).startswith("-"):
+        raise Invalid(path, f"{_shorten(repr(amount))} is not a quantity of at least 0 (examples: 2, 500m, 4Gi)")
+    domain = resource_name.partition("/")[0] if "/" in resource_name else None
+    if domain and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io") \
+            and not WHOLE_NUMBER.fullmatch(str(amount)):
+        raise Invalid(path, f"{_shorten(repr(amount))} is not a whole number: {resource_name} is counted in units "
+                      "(examples: 1, 2)")
 
 
 def check_roles(framework: Framework, replica_specs: dict, path: str) -> None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 
 import typer
 
 from trainctl import __version__
-from trainctl.cli import coercion
+from trainctl.cli import arguments, coercion
 
 coercion.install()
 
@@ -62,6 +63,7 @@ def main() -> None:
 
         completion_init()  # register bash/zsh/fish: the app is built with add_completion=False
     try:
+        arguments.check_utf8(sys.argv[1:])
         code = app(prog_name="trainctl", complete_var="_TRAINCTL_COMPLETE", standalone_mode=False)
     except UserError as err:
         code = report(err.message, err.exit_code)

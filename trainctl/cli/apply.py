@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -51,21 +50,12 @@ def apply(
 
 
 def load_documents(filename: str) -> list[dict]:
-    import yaml
+    from trainctl.yamlsafe import load_all, read_text
 
-    try:
-        text = sys.stdin.read() if filename == "-" else open(filename, encoding="utf-8").read()
-    except OSError as err:
-        raise UserError(f"-f {filename}: cannot read ({err.strerror})") from None
-    try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise UserError(f"-f {filename}: not valid YAML{where}: {problem}") from None
+    where = f"-f {filename}"
+    documents = [doc for doc in load_all(read_text(filename), where) if doc is not None]
     if not documents:
-        raise UserError(f"-f {filename}: no job in the file")
+        raise UserError(f"{where}: no job in the file")
     return documents
 
 

@@ -18,9 +18,19 @@ if TYPE_CHECKING:
 
     from trainctl.api import Client
 
+def _check_namespace(value: str | None) -> str | None:
+    """Every command's -n is a DNS-1123 label (it also names a directory of the local store)."""
+    if value is not None:
+        from trainctl.validation import check_namespace
+
+        check_namespace(value, "-n/--namespace")
+    return value
+
+
 Namespace = Annotated[
     str | None,
-    typer.Option("--namespace", "-n", help="Namespace of the job (default: the kubeconfig's, else 'default')."),
+    typer.Option("--namespace", "-n", help="Namespace of the job (default: the kubeconfig's, else 'default').",
+                 callback=_check_namespace),
 ]
 Context = Annotated[
     str | None,

@@ -108,14 +108,9 @@ def submit(
 
 
 def load_values(path: Path) -> dict:
-    import yaml
+    from trainctl.yamlsafe import load_one, read_text
 
-    try:
-        values = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise UserError(f"-f {path}: cannot read ({err.strerror})") from None
-    except yaml.YAMLError as err:
-        raise UserError(f"-f {path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    values = load_one(read_text(str(path)), f"-f {path}")
     if not isinstance(values, dict):
         raise UserError(f"-f {path}: expected a mapping of option names to values")
     return values

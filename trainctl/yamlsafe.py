@@ -1,0 +1,199 @@
+"""Bounded YAML: every YAML text that enters trainctl is read and parsed here.
+
+Values files (``submit -f``), ``apply -f`` documents, ``--set`` values and the text a
+template renders all go through :func:`read_text` and :func:`load_one` /
+:func:`load_all`, which hold the promise "one-line error, exit 2, within a second or
+two" for hostile input as well as for typos:
+
+* **Size**: at most :data:`MAX_INPUT_BYTES` are ever read from a file or stdin, so
+  ``-f /dev/zero`` ends at once (the API server takes 3 MiB per request anyway).
+* **Encoding**: UTF-8 (a BOM is allowed), or UTF-16/UTF-32 with a BOM as the YAML spec
+  requires; anything else is refused naming the first bad byte and its offset.
+* **Aliases and depth**: before any Python object is built, the parser's event stream
+  is walked once (no recursion) counting every node as if aliases were expanded.
+  A "billion laughs" document is a few hundred bytes whose expansion is billions of
+  nodes: it stops at :data:`MAX_NODES`. Nesting deeper than :data:`MAX_DEPTH` and an
+  alias inside its own anchor (a cycle) are refused too, so nothing downstream can
+  recurse or loop on them.
+* **JSON values only**: a resource is JSON on its way to the API server, so the YAML
+  types JSON lacks (timestamps, ``!!binary``, ``!!set``, ``!!omap``, ``!!pairs``,
+  ``.inf``/``.nan``) are refused where they are read, with the line; quoting keeps a
+  date as the string it looks like. Integers longer than Python's 4300-digit
+  conversion limit are refused the same way.
+
+libyaml (``CSafeLoader``) parses when it is installed: it is about ten times faster than
+the pure-Python parser, which matters for large legal input. :data:`MAX_NODES` is far above
+any real job (a pod template is a few hundred values; a cluster stores at most 1.5 MiB per
+object) and low enough that everything after loading stays well under a second.
+"""
+
+from __future__ import annotations
+
+import codecs
+import math
+import sys
+
+from trainctl.errors import UserError
+
+MAX_INPUT_BYTES = 4 * 1024 * 1024
+MAX_NODES = 100_000
+MAX_DEPTH = 64
+
+# Longest BOMs first: the UTF-32-LE BOM starts with the UTF-16-LE one.
+BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"),
+)
+NOT_JSON = {"timestamp": "a timestamp", "binary": "!!binary data", "set": "a !!set",
+            "omap": "an !!omap", "pairs": "!!pairs"}
+
+
+def read_text(filename: str, flag: str = "-f") -> str:
+    """The decoded text of ``filename`` (``-`` is stdin); never reads more than the limit."""
+    where = f"{flag} {filename}"
+    try:
+        if filename == "-":
+            stdin = getattr(sys.stdin, "buffer", None)
+            data = stdin.read(MAX_INPUT_BYTES + 1) if stdin else sys.stdin.read(MAX_INPUT_BYTES + 1).encode()
+        else:
+            with open(filename, "rb") as file:
+                data = file.read(MAX_INPUT_BYTES + 1)
+    except OSError as err:
+        raise UserError(f"{where}: cannot read ({err.strerror or err})") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise UserError(f"{where}: larger than {MAX_INPUT_BYTES // 2**20} MiB: split it into smaller files "
+                        "(one job is at most 1.5 MiB on a cluster)")
+    return decode(data, where)
+
+
+def decode(data: bytes, where: str) -> str:
+    """UTF-8, or UTF-16/32 announced by a BOM; one line naming the first bad byte otherwise."""
+    encoding = next((name for bom, name in BOMS if data.startswith(bom)), "utf-8")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as err:
+        label = encoding.removesuffix("-sig").upper()
+        raise UserError(f"{where}: not {label} (byte 0x{data[err.start]:02x} at offset {err.start}): "
+                        "save it as UTF-8") from None
+
+
+def load_one(text: str, where: str) -> object:
+    """The single YAML document in ``text`` (None when empty), within the limits above."""
+    documents = _load(text, where)
+    if len(documents) > 1:
+        raise UserError(f"{where}: expected one YAML document, found {len(documents)}")
+    return documents[0] if documents else None
+
+
+def load_all(text: str, where: str) -> list:
+    """Every YAML document in ``text``, within the limits above."""
+    return _load(text, where)
+
+
+def _load(text: str, where: str) -> list:
+    import yaml
+
+    loader_class = _loader_class()
+    try:
+        check_shape(yaml.parse(text, Loader=loader_class), where)
+        loader = loader_class(text)
+        try:
+            documents = []
+            while loader.check_data():
+                documents.append(loader.get_data())
+            return documents
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as err:
+        raise UserError(f"{where}: not valid YAML{_line_of(err)}: {_problem_of(err)}") from None
+    except UnicodeEncodeError as err:  # a lone surrogate: only reachable from a str built in Python
+        raise UserError(f"{where}: not valid Unicode ({err.reason} at character {err.start})") from None
+
+
+def check_shape(events, where: str) -> None:
+    """Refuse too many nodes (aliases expanded), too deep nesting and cyclic aliases, from events alone."""
+    import yaml
+
+    nodes = 0
+    open_collections: list[tuple[str | None, int]] = []  # (anchor, node count when it opened)
+    anchor_sizes: dict[str, int] = {}
+    for event in events:
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor not in anchor_sizes:
+                raise UserError(f"{where}: alias *{event.anchor}{_line_of(event)} refers to no complete anchor "
+                                "(undefined, or one of its own parents)")
+            nodes += anchor_sizes[event.anchor]
+        elif isinstance(event, yaml.ScalarEvent):
+            nodes += 1
+            if event.anchor:
+                anchor_sizes[event.anchor] = 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            nodes += 1
+            open_collections.append((event.anchor, nodes))
+            if len(open_collections) > MAX_DEPTH:
+                raise UserError(f"{where}: nested deeper than {MAX_DEPTH} levels{_line_of(event)}")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, opened_at = open_collections.pop()
+            if anchor:
+                anchor_sizes[anchor] = nodes - opened_at + 1
+        if nodes > MAX_NODES:
+            raise UserError(f"{where}: more than {MAX_NODES:,} values once aliases are expanded{_line_of(event)}; "
+                            "write the values out or split the file")
+
+
+def _line_of(error_or_event) -> str:
+    mark = getattr(error_or_event, "problem_mark", None) or getattr(error_or_event, "start_mark", None)
+    return f" at line {mark.line + 1}" if mark else ""
+
+
+def _problem_of(err) -> str:
+    return getattr(err, "problem", None) or str(err).splitlines()[0]
+
+
+_LOADER = None
+
+
+def _loader_class():
+    """A safe loader (libyaml's when available) that builds JSON values only."""
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        _LOADER = type("JSONValuesLoader", (base,), {})  # add_constructor copies the table: base stays as it is
+        for tag, description in NOT_JSON.items():
+            _LOADER.add_constructor(f"tag:yaml.org,2002:{tag}", _refuser(description))
+        _LOADER.add_constructor("tag:yaml.org,2002:int", _construct_int)
+        _LOADER.add_constructor("tag:yaml.org,2002:float", _construct_float)
+    return _LOADER
+
+
+def _refuser(description: str):
+    def refuse(loader, node):
+        import yaml
+
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{description} ({node.value if isinstance(node.value, str) else '...'}) is not a JSON value: "
+            "quote it to keep it as a string", node.start_mark)
+    return refuse
+
+
+def _construct_int(loader, node):
+    import yaml
+
+    try:
+        return yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+    except ValueError:  # Python refuses int() of more than 4300 digits (CVE-2020-10735)
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of {len(node.value)} digits is too large", node.start_mark) from None
+
+
+def _construct_float(loader, node):
+    import yaml
+
+    value = yaml.constructor.SafeConstructor.construct_yaml_float(loader, node)
+    if not math.isfinite(value):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{node.value} is not a JSON number: quote it to keep it as a string", node.start_mark)
+    return value
