@@ -21,8 +21,10 @@ from trainctl.frameworks.base import CLEAN_POD_POLICIES, RESTART_POLICIES
 
 INT64 = {"type": "integer", "format": "int64"}
 #: the API server stores a CRD's ``format`` but does not enforce an integer format's range (tested on
-#: 1.20: an int32 field takes 300000000000), so every int32/int64 node also gets it as minimum/maximum
-FORMAT_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+#: 1.20: an int32 field takes 300000000000), so int32 nodes also state it as minimum/maximum. int64 needs
+#: none: a larger number decodes as a float and fails "must be of type integer"; and an explicit
+#: maximum of 2**63 - 1 is read as a float64 that wraps to -2**63, rejecting every value.
+INT32_RANGE = (-2**31, 2**31 - 1)
 #: the controllers upstream's webhooks accept (contract section 3); an enum lets the API server itself
 #: reject anything else, as upstream's webhooks do, with no webhook to run
 MANAGED_BY = ["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"]
@@ -96,9 +98,9 @@ def job_schema(framework: Framework) -> dict:
 
 
 def with_format_ranges(schema: dict) -> dict:
-    """``schema`` with every int32/int64 node bounded by its format's range (changed in place)."""
-    if schema.get("type") == "integer" and schema.get("format") in FORMAT_RANGES:
-        schema["minimum"], schema["maximum"] = FORMAT_RANGES[schema["format"]]
+    """``schema`` with every int32 node bounded by the int32 range (changed in place)."""
+    if schema.get("type") == "integer" and schema.get("format") == "int32":
+        schema["minimum"], schema["maximum"] = INT32_RANGE
     for child in (schema.get("properties") or {}).values():
         with_format_ranges(child)
     for key in ("items", "additionalProperties"):

@@ -51,6 +51,7 @@ COMPONENT = "trainctl-controller"
 #: at once): one status write instead of one per pod, as Kubernetes' Job controller batches them
 POD_UPDATE_BATCH_S = 0.5
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
+INVALID = 422  # the API server's answer to an object it will never accept as it is
 HPA_V2 = Resource("autoscaling", "v2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 HPA_V2BETA2 = Resource("autoscaling", "v2beta2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 OBJECT_RESOURCES = {"ServiceAccount": SERVICE_ACCOUNTS, "ConfigMap": CONFIGMAPS, "Role": ROLES,
@@ -381,22 +382,64 @@ class Controller:
                 self.reconcile(key)
                 self.queue.forget(key)
             except ApiError as error:
-                result = "conflict" if error.status == 409 else "error"
-                delay = self.queue.retry(key)
-                log.log(logging.DEBUG if error.status == 409 else logging.WARNING,
-                        "reconcile %s %s/%s: %s; retrying in %.2fs", *key, error, delay)
+                if error.status == INVALID:  # the API server rejected what the job's spec asks for
+                    result = "invalid"
+                    self.give_up(key, f"the API server rejected it: {error.message or error}")
+                else:
+                    result = "conflict" if error.status == 409 else "error"
+                    delay = self.queue.retry(key)
+                    log.log(logging.DEBUG if error.status == 409 else logging.WARNING,
+                            "reconcile %s %s/%s: %s; retrying in %.2fs", *key, error, delay)
             except OSError as error:
                 result = "error"
                 delay = self.queue.retry(key)
                 log.warning("reconcile %s %s/%s: %s; retrying in %.2fs", *key, error, delay)
-            except Exception:  # a bug: keep the controller alive for every other job, and say where
-                result = "error"
-                log.exception("reconcile %s %s/%s failed", *key)
-                self.queue.retry(key)
+            except Exception as error:  # not the API: something in the job that every pass would meet again
+                result = "invalid"
+                self.give_up(key, f"{type(error).__name__}: {error}")
             finally:
                 self.queue.done(key)
                 self.metrics.reconciles.inc(key[0], result)
                 self.metrics.latency.observe(time.monotonic() - started, key[0])
+
+    def give_up(self, key: JobKey, problem: str) -> None:
+        """Fail a job the controller cannot reconcile, once, instead of retrying forever.
+
+        The same spec meets the same problem on every pass, so a retry loop would only repeat a
+        traceback nobody sees. Instead the job gets a Warning event and a Failed condition
+        (reason ``<Kind>FailedValidation``, upstream's reason for a spec it rejects in reconcile),
+        its active pods are stopped, and the key is dropped; the log has the traceback once.
+        """
+        kind, namespace, name = key
+        resource = self.lookup(self.jobs[kind], namespace, name)
+        conditions = ((resource or {}).get("status") or {}).get("conditions") or []
+        if resource is None or cond.is_true(conditions, "Failed"):
+            log.debug("reconcile %s %s/%s: %s (failed already)", *key, problem)
+            self.queue.forget(key)
+            return
+        log.error("reconcile %s %s/%s: cannot reconcile the job, failing it: %s", *key, problem, exc_info=True)
+        reason, message = f"{kind}FailedValidation", f"{kind} {name} cannot be reconciled: {problem}"
+        try:
+            self.stop_active_pods(key, resource)
+            stamp = rfc3339(datetime.now(timezone.utc))
+            status = {**(resource.get("status") or {}), "conditions": cond.set_condition(
+                conditions, "Failed", "True", reason, message, stamp)}
+            status.setdefault("completionTime", stamp)
+            self.write_status(key, resource, status)
+            self.queue.forget(key)
+        except (ApiError, OSError) as error:
+            log.warning("reconcile %s %s/%s: failing it: %s; retrying in %.2fs", *key, error, self.queue.retry(key))
+            return
+        self.record_event(Job(resource), "Warning", reason, message)
+
+    def stop_active_pods(self, key: JobKey, resource: dict) -> None:
+        """A failed job keeps no running replica (its finished pods stay for their logs)."""
+        framework = self.framework(key[0])
+        index = (framework.operator_name, key[1], key[2])
+        for pod in self.children(self.pods, index):
+            ours = pod_objects.controller_uid(pod) == resource["metadata"].get("uid")
+            if ours and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                self.delete(key, PODS, pod["metadata"]["name"], key[1])
 
     def refresh_gauges(self) -> None:
         self.metrics.queue_depth.set(len(self.queue))
