@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
 
-from trainctl.backends.base import Backend, JobDetails, LogLine
+from trainctl.backends.base import Backend, JobDetails, LogChunk, LogLine
 from trainctl.errors import UserError
 
 BACKENDS = ("local", "kubernetes")  # the names trainctl.backends.load() knows
@@ -81,8 +81,17 @@ class Client:
 
     def logs(self, name: str, namespace: str | None = None, *, replica: str | None = None, follow: bool = False,
              tail: int | None = None, since_seconds: int | None = None, previous: bool = False) -> Iterator[LogLine]:
+        """Every replica's lines (``replica``: ``worker-1`` or the pod name ``mnist-worker-1``), each with
+        the time it was written by; merged in time order, or with ``follow`` as they come until the job ends."""
         return self.backend.logs(name, self._ns(namespace), replica=replica, follow=follow, tail=tail,
                                  since_seconds=since_seconds, previous=previous)
+
+    def log_chunks(self, name: str, namespace: str | None = None, *, replica: str | None = None,
+                   follow: bool = False, tail: int | None = None, since_seconds: int | None = None,
+                   previous: bool = False, timestamps: bool = False) -> Iterator[LogChunk]:
+        """The same as :meth:`logs` as bytes in chunks of whole lines (what ``trainctl logs`` prints, fast)."""
+        return self.backend.log_chunks(name, self._ns(namespace), replica=replica, follow=follow, tail=tail,
+                                       since_seconds=since_seconds, previous=previous, timestamps=timestamps)
 
     def wait(self, name: str, namespace: str | None = None, *, until: str = "Succeeded",
              timeout: float | None = None, on_progress: Callable[[dict], None] | None = None) -> dict:

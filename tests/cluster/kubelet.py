@@ -39,6 +39,9 @@ class FakeNode:
         self.cluster, self.workdir, self.name = cluster, workdir, name
         self.logs: dict[tuple[str, str, str], str] = {}  # (ns, pod, container) -> text
         self.previous: dict[tuple[str, str, str], str] = {}
+        # the same logs with kubelet's timestamp in front of each line, served for timestamps=true
+        self.stamped: dict[tuple[str, str, str], str] = {}
+        self.previous_stamped: dict[tuple[str, str, str], str] = {}
         self.finished: set[tuple[str, str]] = set()
         self.lock = threading.Condition()
         self.server: ThreadingHTTPServer | None = None
@@ -177,12 +180,20 @@ class FakeNode:
             key = (namespace, pod, container.name)
             with self.lock:
                 self.previous[key] = self.logs.pop(key, "")
+                self.previous_stamped[key] = self.stamped.pop(key, "")
         self.core.patch_namespaced_pod_status(pod, namespace, {"status": {"phase": "Running",
                                                                           "containerStatuses": statuses}})
 
     def write_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        """Append to a container's log; every line begun by this write is stamped with its time."""
+        key = (namespace, pod, container)
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z ")  # kubelet's width
         with self.lock:
-            self.logs[(namespace, pod, container)] = self.logs.get((namespace, pod, container), "") + text
+            stamped = self.stamped.get(key, "")
+            starts_line = not stamped or stamped.endswith("\n")
+            self.stamped[key] = (stamped + (stamp if starts_line else "")
+                                 + text[:-1].replace("\n", "\n" + stamp) + text[-1:])
+            self.logs[key] = self.logs.get(key, "") + text
             self.lock.notify_all()
 
     # ---- the kubelet's log endpoint ---------------------------------------------------
@@ -209,22 +220,25 @@ class FakeNode:
         return Handler
 
     def _serve_log(self, out, key: tuple[str, str, str], query: dict) -> None:
-        source = self.previous if query.get("previous") == "true" else self.logs
+        current_logs = self.stamped if query.get("timestamps") == "true" else self.logs
+        previous_logs = self.previous_stamped if query.get("timestamps") == "true" else self.previous
+        source = previous_logs if query.get("previous") == "true" else current_logs
         with self.lock:
             text = source.get(key, "")
-        lines = text.splitlines(keepends=True)
+        shown = text
         if "tailLines" in query:
-            lines = lines[-int(query["tailLines"]):] if int(query["tailLines"]) else []
-        out.write("".join(lines).encode())
+            lines = text.splitlines(keepends=True)
+            shown = "".join(lines[-int(query["tailLines"]):] if int(query["tailLines"]) else [])
+        out.write(shown.encode())
         out.flush()
-        if query.get("follow") != "true" or source is self.previous:
+        if query.get("follow") != "true" or source is previous_logs:
             return
         sent = len(text)
         while True:
             with self.lock:
-                self.lock.wait_for(lambda: len(self.logs.get(key, "")) != sent
+                self.lock.wait_for(lambda: len(current_logs.get(key, "")) != sent
                                    or key[:2] in self.finished or ("*", "*") in self.finished, timeout=30)
-                current = self.logs.get(key, "")
+                current = current_logs.get(key, "")
                 done = key[:2] in self.finished or ("*", "*") in self.finished
             if len(current) < sent:  # rotated by a restart: start over from the new log
                 sent = 0

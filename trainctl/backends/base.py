@@ -12,6 +12,8 @@ import abc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from trainctl.errors import UserError
+
 
 @dataclass(frozen=True)
 class ReplicaRow:
@@ -33,6 +35,43 @@ class ReplicaRow:
 class LogLine:
     replica: str  # e.g. master-0
     text: str
+    time: float | None = None  # Unix seconds by which it was written, where the backend knows it
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Whole lines of one replica's output, the bytes exactly as the process wrote them.
+
+    Backends read logs in chunks and the CLI prints them in chunks: prefixing a chunk's
+    lines is one ``bytes.replace``, so ``trainctl logs`` keeps up with ``cat`` where a
+    Python step per line would not (see docs/benchmarks.md).
+    """
+
+    replica: str
+    data: bytes  # one or more lines, each ending in b"\n"
+    time: float | None = None  # every line in it was written by then (Unix seconds)
+
+
+def prefix_lines(data: bytes, prefix: bytes) -> bytes:
+    """``prefix`` in front of every line of ``data`` (whole lines, each ending in a newline)."""
+    return prefix + data[:-1].replace(b"\n", b"\n" + prefix) + b"\n"
+
+
+def lines_of(chunks: Iterator[LogChunk]) -> Iterator[LogLine]:
+    """The chunks as one :class:`LogLine` per line (text decoded, invalid UTF-8 replaced)."""
+    for chunk in chunks:
+        for text in chunk.data.decode(errors="replace").split("\n")[:-1]:
+            yield LogLine(chunk.replica, text, chunk.time)
+
+
+def pick_replica(replica: str, job_name: str, replica_ids: list[str]) -> str:
+    """``--replica`` as a replica id: ``worker-1``, or the pod name ``status`` shows (``mnist-worker-1``)."""
+    if replica in replica_ids:
+        return replica
+    if replica.startswith(f"{job_name}-") and replica[len(job_name) + 1:] in replica_ids:
+        return replica[len(job_name) + 1:]
+    raise UserError(f"--replica {replica!r}: job {job_name} has {', '.join(replica_ids)} "
+                    f"(or as pods: {', '.join(f'{job_name}-{r}' for r in replica_ids)})")
 
 
 @dataclass
@@ -62,8 +101,14 @@ class Backend(abc.ABC):
     def list(self, namespace: str | None, selector: str | None = None) -> list[dict]:
         """Jobs of every kind; namespace None means all namespaces."""
 
+    def logs(self, name: str, namespace: str, replica: str | None = None, follow: bool = False,
+             tail: int | None = None, since_seconds: int | None = None, previous: bool = False,
+             kind: str | None = None) -> Iterator[LogLine]:
+        """Lines of every replica (or one): see :meth:`log_chunks`."""
+        return lines_of(self.log_chunks(name, namespace, replica, follow, tail, since_seconds, previous, kind))
+
     @abc.abstractmethod
-    def logs(
+    def log_chunks(
         self,
         name: str,
         namespace: str,
@@ -73,8 +118,10 @@ class Backend(abc.ABC):
         since_seconds: int | None = None,
         previous: bool = False,
         kind: str | None = None,
-    ) -> Iterator[LogLine]:
-        """Lines of every replica (or one), interleaved as they come."""
+        timestamps: bool = False,
+    ) -> Iterator[LogChunk]:
+        """Every replica's lines (or one's), in time order; with follow, as they come, until the job
+        ends. With timestamps, each line begins with its RFC 3339 time and a space."""
 
     @abc.abstractmethod
     def delete(self, name: str, namespace: str, kind: str | None = None) -> None:

@@ -1,49 +1,118 @@
-"""``logs``: every replica's output, prefixed by replica, as it comes."""
+"""``logs``: every replica's output, prefixed by replica, in time order or as it comes.
+
+Output is written as bytes, a chunk of whole lines at a time, each line behind its
+``replica |`` prefix (colored on a terminal with plain ANSI codes). Nothing goes through
+Rich: per-line markup escaping and rendering capped ``logs`` at a few thousand lines a
+second, and user text must never be read as markup anyway. The bytes are the process's
+own, undecoded, so invalid UTF-8 or escape sequences come out exactly as ``cat`` shows them.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+import sys
+from collections.abc import Iterable
+from typing import Annotated, BinaryIO
 
 import typer
 
-from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, console, make_client
+from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, detached_message, make_client,
+                                 stdout_is_terminal)
 from trainctl.cli.formatting import PREFIX_COLORS, Name, parse_duration
 from trainctl.errors import UserError
 
+# Rich's names in PREFIX_COLORS as ANSI SGR codes (one palette for status tables and logs)
+ANSI_CODES = {"cyan": 36, "magenta": 35, "green": 32, "yellow": 33, "blue": 34,
+              "bright_red": 91, "bright_cyan": 96, "bright_magenta": 95}
+
 
 def logs(name: Name, namespace: Namespace = None,
-         replica: Annotated[str | None, typer.Option(help="Only this replica, e.g. worker-1.")] = None,
+         replica: Annotated[str | None, typer.Option(
+             help="Only this replica: worker-1, or the pod name status shows (mnist-worker-1).")] = None,
          follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,
          tail: Annotated[int | None, typer.Option(help="Only the last N lines of each replica.")] = None,
          since_: Annotated[str | None, typer.Option("--since", help="Only lines newer than this (e.g. 5m).")] = None,
          previous: Annotated[bool, typer.Option("--previous", "-p", help="Logs of the replica's previous run.")] = False,
+         timestamps: Annotated[bool, typer.Option(
+             "--timestamps", help="Each line's time (RFC 3339) after the prefix; local: to the second.")] = False,
          local: Local = False, context: Context = None, kubeconfig: Kubeconfig = None) -> None:
     if tail is not None and tail < 0:
         raise UserError(f"--tail {tail}: must be 0 or more")
+    if follow and previous:
+        raise UserError("--previous cannot be combined with --follow: a previous run has ended")
     client = make_client(local, context, kubeconfig)
-    lines = client.logs(name, namespace, replica=replica, follow=follow, tail=tail,
-                        since_seconds=parse_duration(since_, "--since"), previous=previous)
-    count = print_lines(lines)
-    console(stderr=True).print(f"[dim]{count} line(s) of {name} on {client.backend.description}[/]")
+    chunks = client.log_chunks(name, namespace, replica=replica, follow=follow, tail=tail,
+                               since_seconds=parse_duration(since_, "--since"), previous=previous,
+                               timestamps=timestamps)
+    writer = PrefixWriter(sys.stdout.buffer, color=stdout_is_terminal())
+    if follow:
+        say_if_suspended(client, name, namespace)
+    try:
+        writer.write_all(chunks)
+    except KeyboardInterrupt:
+        if not follow:
+            raise
+        note(detached_message(name, namespace))
+        raise typer.Exit(130) from None
+    note(f"{writer.lines} line(s) of {name} on {client.backend.description}", dim=True)
 
 
-def print_lines(lines) -> int:
-    """Print each line behind its replica's colored prefix; returns how many were printed."""
-    from rich.markup import escape
+class PrefixWriter:
+    """Writes chunks of lines behind ``replica |`` prefixes aligned to the widest replica seen."""
 
-    out = console()
-    colors: dict[str, str] = {}
-    width = count = 0
-    for count, line in enumerate(lines, start=1):
-        color = colors.setdefault(line.replica, PREFIX_COLORS[len(colors) % len(PREFIX_COLORS)])
-        width = max(width, len(line.replica))
-        out.print(f"[{color}]{line.replica:<{width}} |[/] {escape(line.text)}", soft_wrap=True, highlight=False)
-    return count
+    def __init__(self, out: BinaryIO, color: bool) -> None:
+        self.out, self.color = out, color
+        self.width = self.lines = 0
+        self.prefixes: dict[str, bytes] = {}
+        self.colors: dict[str, int] = {}
+
+    def prefix(self, replica: str) -> bytes:
+        if len(replica) > self.width:  # a wider name: every prefix is re-aligned from here on
+            self.width = len(replica)
+            self.prefixes.clear()
+        if replica not in self.prefixes:
+            label = f"{replica:<{self.width}} |"
+            if self.color:
+                code = self.colors.setdefault(replica, ANSI_CODES[PREFIX_COLORS[len(self.colors) % len(PREFIX_COLORS)]])
+                label = f"\x1b[{code}m{label}\x1b[0m"
+            self.prefixes[replica] = f"{label} ".encode()
+        return self.prefixes[replica]
+
+    def write_all(self, chunks: Iterable) -> None:
+        from trainctl.backends.base import prefix_lines
+
+        try:
+            for chunk in chunks:
+                self.out.write(prefix_lines(chunk.data, self.prefix(chunk.replica)))
+                self.out.flush()  # a followed line shows now, not when a buffer fills
+                self.lines += chunk.data.count(b"\n")
+        except BrokenPipeError:  # `trainctl logs x | head`: the reader has all it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.out.fileno())  # no second error at exit
+            raise
+
+
+def note(message: str, dim: bool = False) -> None:
+    """One line on stderr (dimmed on a terminal), without loading Rich for it."""
+    if dim and sys.stderr.isatty():
+        message = f"\x1b[2m{message}\x1b[0m"
+    sys.stderr.write(message + "\n")
+
+
+def say_if_suspended(client, name: str, namespace: str | None) -> None:
+    """``logs -f`` of a suspended job waits for its resume: say so, rather than seem to hang."""
+    from trainctl.api import state_of
+
+    if state_of(client.get(name, namespace).resource) == "Suspended":
+        flag = f" -n {namespace}" if namespace else ""
+        note(f"{name} is suspended: following until trainctl resume {name}{flag} runs it "
+             "(Ctrl-C stops following; the job stays)")
 
 
 def follow_logs(client, name: str, namespace: str | None) -> None:
-    print_lines(client.logs(name, namespace, follow=True))
+    """Print every replica's lines as they come until the job ends (for ``submit --follow``)."""
+    PrefixWriter(sys.stdout.buffer, color=stdout_is_terminal()).write_all(client.log_chunks(name, namespace, follow=True))
 
 
 def register(app: typer.Typer) -> None:
-    app.command(help="Print every replica's logs, prefixed. Example: trainctl logs -f mnist --replica worker-1")(logs)
+    app.command(help="Print every replica's logs, prefixed, in time order (-f: as they come, until the job ends). "
+                     "Example: trainctl logs -f mnist --replica worker-1")(logs)

@@ -23,6 +23,7 @@ from trainctl.kube.config import ClusterConfig
 REQUEST_TIMEOUT_S = 30
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = "trainctl"
+STREAM_CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -214,8 +215,9 @@ class Client:
         return self.request("DELETE", resource.path(namespace), query={"labelSelector": selector})
 
     # ---- streams ------------------------------------------------------------------
-    def stream(self, path: str, query: dict, timeout: float | None) -> Iterator[bytes]:
-        """Lines of a long-running GET (watch, follow logs) on a connection of its own."""
+    def stream(self, path: str, query: dict, timeout: float | None, chunks: bool = False) -> Iterator[bytes]:
+        """Lines of a long-running GET (watch, follow logs) on a connection of its own; with
+        ``chunks``, the body as it arrives instead, in pieces of any size (logs read in bulk)."""
         connection = self._connect(timeout)
         try:
             self._count("watch" if query.get("watch") else "stream")
@@ -225,7 +227,7 @@ class Client:
                 raise error_from(response.status, response.reason, response.read())
             while True:
                 try:
-                    line = response.readline()
+                    line = response.read1(STREAM_CHUNK_BYTES) if chunks else response.readline()
                 except (socket.timeout, TimeoutError):
                     return
                 if not line:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 from trainctl import API_GROUP, selectors
-from trainctl.backends.base import Backend, JobDetails, LogLine, ReplicaRow
+from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
 from trainctl.backends.kube import logs as pod_logs
 from trainctl.errors import NotFound, UserError
 from trainctl.frameworks import ALL, by_kind
@@ -125,42 +125,52 @@ class KubeBackend(Backend):
                         raise  # 404: that CRD is not installed, so no jobs of that kind
         return sorted(jobs, key=lambda j: (j["metadata"].get("namespace", ""), j["metadata"]["name"]))
 
-    def logs(self, name: str, namespace: str, replica: str | None = None, follow: bool = False,
-             tail: int | None = None, since_seconds: int | None = None, previous: bool = False,
-             kind: str | None = None) -> Iterator[LogLine]:
+    def log_chunks(self, name: str, namespace: str, replica: str | None = None, follow: bool = False,
+                   tail: int | None = None, since_seconds: int | None = None, previous: bool = False,
+                   kind: str | None = None, timestamps: bool = False) -> Iterator[LogChunk]:
         job = Job(self.find(name, namespace, kind))
-        replicas = [(job.replica_id(t, i), job.pod_name(t, i), t) for t in job.replica_types
-                    for i in range(job.replicas(t))]
+        replicas = {job.replica_id(t, i): (job.pod_name(t, i), self.container_of(job, t)) for t in job.replica_types
+                    for i in range(job.replicas(t))}
         if replica is not None:
-            replicas = [r for r in replicas if r[0] == replica]
-            if not replicas:
-                names = ", ".join(job.replica_id(t, i) for t in job.replica_types for i in range(job.replicas(t)))
-                raise UserError(f"--replica {replica!r}: job {name} has {names}")
-        container = job.framework.container
+            picked = pick_replica(replica, name, list(replicas))
+            replicas = {picked: replicas[picked]}
+        if not follow:
+            return pod_logs.merged([pod_logs.timed_chunks(self.client, namespace, pod, pod_logs.log_query(
+                container, follow=False, timestamps=True, tail=tail, since_seconds=since_seconds, previous=previous),
+                replica_id, keep_stamps=timestamps)
+                for replica_id, (pod, container) in replicas.items()])
 
-        def source(replica_id: str, pod: str, rtype: str):
+        def source(replica_id: str, pod: str, container: str):
             def run(emit):
-                if follow and not self.wait_for_pod(job, pod):
-                    return
-                main = job.main_container(job.template(rtype)["spec"]["containers"]) or {}
-                pod_logs.stream_pod(self.client, namespace, pod, main.get("name", container), replica_id,
-                                    follow=follow, tail=tail, since_seconds=since_seconds, previous=previous,
-                                    emit=emit)
+                if self.wait_for_pod(job, pod):
+                    pod_logs.stream_pod(self.client, namespace, pod, container, replica_id, tail=tail,
+                                        since_seconds=since_seconds, timestamps=timestamps, emit=emit)
             return run
 
-        return pod_logs.multiplex([source(*r) for r in replicas])
+        return pod_logs.follow_all([source(replica_id, *pod) for replica_id, pod in replicas.items()],
+                                   lambda: self.job_ended(job))
+
+    @staticmethod
+    def container_of(job: Job, rtype: str) -> str:
+        """The container whose log is the replica's: the framework's (``pytorch``, ``tensorflow``, ...)."""
+        main = job.main_container(job.template(rtype)["spec"]["containers"]) or {}
+        return main.get("name", job.framework.container)
+
+    def job_ended(self, job: Job) -> bool:
+        """Succeeded, Failed or gone."""
+        try:
+            resource = self.find(job.name, job.namespace, job.framework.kind)
+        except UserError:
+            return True
+        conditions = (resource.get("status") or {}).get("conditions") or []
+        return any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True" for c in conditions)
 
     def wait_for_pod(self, job: Job, pod: str) -> bool:
         """Until the operator created the pod; False if the job ended or went away first."""
         while True:
             if pod_logs.pod_status(self.client, job.namespace, pod) is not None:
                 return True
-            try:
-                resource = self.find(job.name, job.namespace, job.framework.kind)
-            except UserError:
-                return False
-            conditions = (resource.get("status") or {}).get("conditions") or []
-            if any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True" for c in conditions):
+            if self.job_ended(job):
                 return False
             time.sleep(POLL_S)
 

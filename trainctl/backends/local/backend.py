@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trainctl
 from trainctl import selectors
-from trainctl.backends.base import Backend, JobDetails, LogLine, ReplicaRow
+from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
 from trainctl.backends.local import processes
 from trainctl.backends.local.logs import follow_logs, read_logs
 from trainctl.backends.local.store import JobDir, all_job_dirs
@@ -81,19 +81,17 @@ class LocalBackend(Backend):
                 jobs.append(resource)
         return jobs
 
-    def logs(self, name: str, namespace: str, replica: str | None = None, follow: bool = False,
-             tail: int | None = None, since_seconds: int | None = None, previous: bool = False,
-             kind: str | None = None) -> Iterator[LogLine]:
+    def log_chunks(self, name: str, namespace: str, replica: str | None = None, follow: bool = False,
+                   tail: int | None = None, since_seconds: int | None = None, previous: bool = False,
+                   kind: str | None = None, timestamps: bool = False) -> Iterator[LogChunk]:
         job_dir = JobDir(namespace, name)
         job = Job(job_dir.read_job())
         names = [job.replica_id(t, i) for t in job.replica_types for i in range(job.replicas(t))]
         if replica is not None:
-            if replica not in names:
-                raise UserError(f"--replica {replica!r}: job {name} has {', '.join(names)}")
-            names = [replica]
+            names = [pick_replica(replica, name, names)]
         if follow:
-            return follow_logs(job_dir, names, tail, since_seconds, lambda: job_is_done(job_dir))
-        return read_logs(job_dir, names, tail, previous, since_seconds)
+            return follow_logs(job_dir, names, tail, since_seconds, lambda: job_is_done(job_dir), timestamps)
+        return read_logs(job_dir, names, tail, previous, since_seconds, timestamps)
 
     # ---- change ---------------------------------------------------------------------
     def delete(self, name: str, namespace: str, kind: str | None = None) -> None:
