@@ -1,6 +1,12 @@
 """Bad input of every kind: exit 2, one line on stderr naming the culprit, no traceback, nothing created."""
 
+import datetime
+import json
+import subprocess
+import sys
+
 import pytest
+import yaml
 
 from tests.conftest import REPO
 
@@ -73,6 +79,41 @@ SUBMIT_CASES = [
     (["delete"], "name the jobs, or use --all"),
     (["delete", "a", "--all"], "name the jobs, or use --all"),
     (["delete", "a", "-l", "team=x"], "-l/--selector works with --all"),
+    # issue 13 class 1: a namespace is a DNS-1123 label on every command that takes one
+    (["submit", "pytorch", "-n", "../../escape-dir", "--", "x"], "-n/--namespace '../../escape-dir'"),
+    (["submit", "pytorch", "-n", "[red]x", "--", "x"], "not a valid namespace"),
+    (["submit", "pytorch", "-n", "", "--", "x"], "not a valid namespace"),
+    (["status", "x", "-n", "a\nb"], "not a valid namespace"),
+    (["logs", "x", "-n", "../x"], "not a valid namespace"),
+    (["delete", "x", "-n", "UPPER"], "not a valid namespace"),
+    (["list", "-n", "x/y"], "not a valid namespace"),
+    (["wait", "x", "-n", "-x-"], "not a valid namespace"),
+    (["suspend", "x", "-n", "." * 3], "not a valid namespace"),
+    (["resume", "x", "-n", "n" * 64], "not a valid namespace"),
+    (["apply", "-f", "-", "-n", "../x"], "not a valid namespace"),
+    # class 4: values JSON cannot carry
+    (["submit", "pytorch", "--set", "metadata.annotations.day=2024-01-01", "--", "x"], "a timestamp (2024-01-01)"),
+    (["submit", "pytorch", "--set", "metadata.annotations.b=!!binary aGk=", "--", "x"], "!!binary"),
+    (["submit", "pytorch", "--set", "metadata.annotations.s=!!set {a}", "--", "x"], "!!set"),
+    (["submit", "pytorch", "--set", "spec.runPolicy.backoffLimit=.nan", "--", "x"], "not a JSON number"),
+    # class 5: sizes
+    (["submit", "pytorch", "--set", "spec.runPolicy.backoffLimit=" + "9" * 5000, "--", "x"], "5000 digits"),
+    (["submit", "pytorch", "--set", "metadata.annotations.a=" + "[" * 330 + "]" * 330, "--", "x"], "nested deeper"),
+    (["submit", "pytorch", "--set", "metadata.x=*nowhere", "--", "x"], "alias *nowhere"),
+    (["submit", "pytorch", *["-e", "A=1"] * 1001, "--", "x"], "--env: 1,001 entries is more than 1,000"),
+    # class 7: the CRD's integer formats, whole GPUs
+    (["submit", "pytorch", "--active-deadline", "9223372036854775808", "--", "x"], "--active-deadline"),
+    (["submit", "pytorch", "--ttl-after-finished", "2147483648", "--", "x"], "at most 2147483647"),
+    (["submit", "pytorch", "--backoff-limit", "3000000000", "--", "x"], "--backoff-limit"),
+    (["submit", "pytorch", "--workers", "2147483648", "--", "x"], "--workers"),
+    (["submit", "pytorch", "--set", "spec.runPolicy.backoffLimit=2147483648", "--", "x"], "the field is an int32"),
+    (["submit", "pytorch", "--set", "spec.runPolicy.activeDeadlineSeconds=9223372036854775808", "--", "x"],
+     "outside the int64 range"),
+    (["submit", "pytorch", "--set", "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0]"
+      '.resources.limits["nvidia.com/gpu"]=500m', "--", "x"], "'500m' is not a whole number"),
+    (["submit", "pytorch", "--cpu", "-1", "--", "x"], "--cpu '-1'"),
+    # class 11
+    (["submit", "pytorch", "--name", "", "--", "x"], "--name '': empty"),
 ]
 
 APPLY_CASES = [
@@ -106,6 +147,32 @@ APPLY_CASES = [
      "    Worker: {template: {spec: {containers: [{name: w, image: i}]}}}\n", "Launcher: must be present"),
     ("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: x}\nspec:\n  tfReplicaSpecs: {}\n", "must list at least one"),
     (GOOD_JOB + "---\n" + variant("name: ok", "name: BAD"), "document 2"),
+    # issue 13 class 1: the file's own namespace
+    (variant("name: ok}", "name: ok, namespace: ../../escape}"), "metadata.namespace: '../../escape' is not a valid"),
+    (variant("name: ok}", "name: ok, namespace: '[red]x'}"), "metadata.namespace"),
+    # class 4: YAML types that are not JSON, anywhere (metadata keeps unknown fields)
+    (variant("name: ok}", "name: ok, created: 2024-01-01}"), "a timestamp (2024-01-01) is not a JSON value"),
+    (variant("name: ok}", "name: ok, labels: {at: 2024-01-01 10:00:00}}"), "a timestamp"),
+    (variant("name: ok}", "name: ok, blob: !!binary aGVsbG8=}"), "!!binary data"),
+    (variant("name: ok}", "name: ok, tags: !!set {a, b}}"), "!!set"),
+    (variant("name: ok}", "name: ok, pairs: !!omap [a: 1]}"), "!!omap"),
+    (variant("replicas: 2", "replicas: .inf"), ".inf is not a JSON number"),
+    (variant("name: ok}", "name: ok, 1: x}"), "keys must be strings"),
+    # class 5: aliases, depth, integer size
+    ("a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]\n"
+                                             for i in range(9)), "once aliases are expanded"),
+    ("a: &a [*a]\n", "alias *a at line 1 refers to no complete anchor"),
+    ("a: " + "[" * 330 + "]" * 330 + "\n", "nested deeper than 64 levels"),
+    ("a: " + "{b: " * 100000, "nested deeper than 64 levels"),
+    (variant("replicas: 2", "replicas: " + "9" * 4301), "an integer of 4301 digits is too large"),
+    (variant("replicas: 2", "replicas: " + "9" * 100), "outside the int64 range"),
+    # class 7: the CRD's formats, whole GPUs, no negative quantities
+    (variant("replicas: 2", "replicas: 2147483648"), "Worker.replicas: 2147483648 is out of range"),
+    (GOOD_JOB + "  runPolicy: {ttlSecondsAfterFinished: 2147483648}\n", "the field is an int32"),
+    (GOOD_JOB + "  runPolicy: {activeDeadlineSeconds: 9223372036854775808}\n", "outside the int64 range"),
+    (variant("command: [python]", "resources: {limits: {nvidia.com/gpu: 500m}}"), "'500m' is not a whole number"),
+    (variant("command: [python]", "resources: {limits: {nvidia.com/gpu: '1.5'}}"), "'1.5' is not a whole number"),
+    (variant("command: [python]", "resources: {requests: {memory: -1Gi}}"), "not a quantity of at least 0"),
 ]
 
 
@@ -154,3 +221,124 @@ def test_too_many_gpus_is_a_clear_error(cli):
 def test_there_are_at_least_thirty_cases():
     assert len(SUBMIT_CASES) + len(APPLY_CASES) >= 30
     assert (REPO / "tests" / "unit" / "test_bad_input.py").is_file()
+
+
+# ---- issue 13: files, encodings, sizes, exact values, the Python API --------------------------
+
+def test_files_that_are_not_utf8_name_the_byte(cli):
+    latin1 = cli.cwd / "latin1.yaml"
+    latin1.write_bytes("name: café\n".encode("latin-1"))
+    expected = "not UTF-8 (byte 0xe9 at offset 9): save it as UTF-8"
+    assert_one_line_error(cli("submit", "pytorch", "--dry-run", "-f", str(latin1), "--", "x"), expected)
+    assert_one_line_error(cli("apply", "--dry-run", "-f", str(latin1)), expected)
+
+
+def test_utf16_with_a_bom_is_read_as_the_yaml_spec_asks(cli):
+    job = cli.cwd / "utf16.yaml"
+    job.write_bytes(GOOD_JOB.replace("name: ok", "name: ok, annotations: {note: café}").encode("utf-16"))
+    result = cli("apply", "--dry-run", "-o", "json", "-f", str(job))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["metadata"]["annotations"] == {"note": "café"}
+
+
+@pytest.mark.parametrize("args", [["submit", "pytorch", "--dry-run", "-f", "/dev/zero", "--", "x"],
+                                  ["apply", "--dry-run", "-f", "/dev/zero"]])
+def test_endless_files_are_cut_off(cli, args):
+    assert_one_line_error(cli(*args, timeout=30), "-f /dev/zero: larger than 4 MiB")
+
+
+def test_oversized_stdin_is_cut_off(cli):
+    assert_one_line_error(cli("apply", "--dry-run", "-f", "-", input="#" * (5 * 2**20)), "-f -: larger than 4 MiB")
+
+
+def test_values_file_with_twenty_thousand_env_entries(cli):
+    values = cli.cwd / "values.yaml"
+    values.write_text("env:\n" + "".join(f"  - K{i}=v\n" for i in range(20_000)))
+    assert_one_line_error(cli("submit", "pytorch", "-f", str(values), "--", "x", timeout=30),
+                          "--env: 20,000 entries is more than 1,000")
+    assert cli("list").stdout.startswith("no jobs")
+
+
+def test_billion_laughs_in_a_values_file(cli):
+    values = cli.cwd / "values.yaml"
+    values.write_text("a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9)) + "env: *j\n")
+    assert_one_line_error(cli("submit", "pytorch", "--dry-run", "-f", str(values), "--", "x", timeout=30),
+                          "once aliases are expanded")
+
+
+@pytest.mark.parametrize("args, culprit", [
+    ([b"-e", b"A=x\xffy"], "-e: b'A=x\\xffy' is not valid UTF-8 (byte 0xff at offset 3)"),
+    ([b"--name=\xfe"], "--name: b'--name=\\xfe' is not valid UTF-8"),
+    ([b"--", b"python", b"caf\xe9"], "argument 2 of the command after --: b'caf\\xe9'"),
+])
+def test_arguments_that_are_not_utf8_are_blamed_on_their_option(cli, args, culprit):
+    result = subprocess.run([sys.executable, "-m", "trainctl", "submit", "pytorch", "--dry-run", *args],
+                            cwd=cli.cwd, env=cli.env, capture_output=True, text=True, timeout=120)
+    assert_one_line_error(result, culprit)
+
+
+YAML_BREAKS = "a\x85b\u2028c\u2029d\x7fe\ufefff\x9fg"  # YAML line breaks, DEL, BOM, a C1 control
+
+
+def test_yaml_line_breaks_in_values_survive_exactly(cli):
+    result = cli("submit", "jax", "--name", "exact", "--dry-run", "-o", "json", "-e", f"V={YAML_BREAKS}",
+                 "--annotation", f"note={YAML_BREAKS}", "--", "python", YAML_BREAKS)
+    assert result.returncode == 0, result.stderr
+    job = json.loads(result.stdout)
+    container = job["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["env"] == [{"name": "V", "value": YAML_BREAKS}]
+    assert container["command"] == ["python", YAML_BREAKS]
+    assert job["metadata"]["annotations"] == {"note": YAML_BREAKS}
+
+
+def test_yaml_line_breaks_reach_the_process_exactly(cli):
+    """Through the local backend to a real process: the environment and argv hold the same characters."""
+    code = "import os, sys; print('got', ascii(os.environ['V']), ascii(sys.argv[1]))"
+    result = cli("submit", "jax", "--name", "exact", "-e", f"V={YAML_BREAKS}", "--wait", "--",
+                 "python", "-c", code, YAML_BREAKS)
+    assert result.returncode == 0, result.stderr
+    logs = cli("logs", "exact").stdout
+    assert f"got {ascii(YAML_BREAKS)} {ascii(YAML_BREAKS)}" in logs, logs
+    assert cli("delete", "exact").returncode == 0
+
+
+def test_a_namespace_that_escapes_writes_nothing(cli):
+    script = cli.cwd / "ok.py"
+    script.write_text("pass\n")
+    before = sorted(cli.cwd.parent.rglob("*"))
+    assert_one_line_error(cli("submit", "jax", "-n", "../../escape-dir", "--", "python", str(script)),
+                          "not a valid namespace")
+    assert sorted(cli.cwd.parent.rglob("*")) == before
+
+
+def test_the_python_api_refuses_what_the_cli_refuses(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINCTL_HOME", str(tmp_path / "home"))
+    from trainctl.api import Client
+    from trainctl.errors import UserError
+
+    client = Client(backend="local")
+
+    def job(**metadata):
+        resource = yaml.safe_load(GOOD_JOB)
+        resource["metadata"].update(metadata)
+        return resource
+
+    with pytest.raises(UserError, match=r"metadata.namespace: '\.\./x' is not a valid namespace"):
+        client.submit(job(namespace="../x"))
+    with pytest.raises(UserError, match="namespace '../x': not a valid namespace"):
+        client.get("ok", namespace="../x")
+    with pytest.raises(UserError, match=r"metadata.labels.day: date datetime.date\(2024, 1, 1\) is not a JSON value"):
+        client.submit(job(labels={"day": datetime.date(2024, 1, 1)}))
+    with pytest.raises(UserError, match="not valid Unicode"):
+        client.submit(job(annotations={"a": "x\udcff"}))
+    cyclic = job()
+    cyclic["metadata"]["annotations"] = {"self": cyclic}
+    with pytest.raises(UserError, match="nested deeper than 64 levels"):
+        client.submit(cyclic)
+    shared: list = []
+    for _ in range(60):  # 2**60 values when walked naively
+        shared = [shared, shared]
+    with pytest.raises(UserError, match="more than 100,000 values"):
+        client.submit(job(annotations_list=shared))
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.json"))
