@@ -54,7 +54,8 @@ class LogChunk:
 
 def prefix_lines(data: bytes, prefix: bytes) -> bytes:
     """``prefix`` in front of every line of ``data`` (whole lines, each ending in a newline)."""
-    return prefix + data[:-1].replace(b"\n", b"\n" + prefix) + b"\n"
+    body = data.replace(b"\n", b"\n" + prefix)  # ends in a prefix too many: leave it out unread
+    return b"".join((prefix, memoryview(body)[:len(body) - len(prefix)]))
 
 
 def lines_of(chunks: Iterator[LogChunk]) -> Iterator[LogLine]:

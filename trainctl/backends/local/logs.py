@@ -55,16 +55,21 @@ def timed_chunks(job_dir: JobDir, replica: str, tail: int | None, previous: bool
         spans = [(size, written_at) for written_at, size in index if start < size < status.st_size]
         spans.append((status.st_size, status.st_mtime))
         handle.seek(start)
-        carry = b""  # a line cut by a span's end belongs to the span in which it was finished
         for end, written_at in spans:
-            for piece in iter(lambda: handle.read(min(CHUNK_BYTES, end - handle.tell())), b""):
-                data = carry + piece
-                cut = data.rfind(b"\n") + 1
-                carry = data[cut:]
-                if cut:
-                    yield LogChunk(replica, data[:cut], written_at)
-        if carry:  # the process ended in the middle of a line
-            yield LogChunk(replica, carry + b"\n", status.st_mtime)
+            while piece := handle.read(min(CHUNK_BYTES, end - handle.tell())):
+                cut = piece.rfind(b"\n") + 1
+                if not cut and len(piece) == CHUNK_BYTES:  # one line longer than a chunk: all of it
+                    piece += handle.readline()
+                    piece += b"" if piece.endswith(b"\n") else b"\n"
+                    cut = len(piece)
+                if not cut and end == status.st_size:  # the process ended in the middle of a line
+                    piece, cut = piece + b"\n", len(piece) + 1
+                if cut < len(piece):  # a line finished after this span's end: read again with the next
+                    handle.seek(cut - len(piece), os.SEEK_CUR)
+                    piece = piece[:cut]
+                if not cut:
+                    break
+                yield LogChunk(replica, piece, written_at)
 
 
 def read_index(offsets: Path) -> list[tuple[float, int]]:
