@@ -265,3 +265,26 @@ def test_volcano_pod_group_gates_pods(rest, start_controller, managed_namespace,
     assert worker["spec"]["schedulerName"] == "volcano"
     assert worker["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "gang",
                                                  "volcano.sh/task-spec": "worker"}
+
+
+def test_deleting_running_jobs_never_trips_over_children_the_controller_deletes(rest, ns, k8s_cluster):
+    """The controller deletes a deleted job's pods and services at the same moment as trainctl does:
+    a child already gone is not an error (it failed 4 times in 5 before)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    names = [f"race-{n}" for n in range(5)]
+    for name in names:
+        create(rest, job("PyTorchJob", name, ns, {"Master": 1, "Worker": 3}))
+    for name in names:
+        running(rest, ns, name, 4)
+        wait_for(lambda: len(services(rest, ns, name)) == 4, what=f"services of {name}")
+    env = {**os.environ, "KUBECONFIG": str(k8s_cluster.kubeconfig("admin")), "PYTHONPATH": str(REPO)}
+    for name in names:
+        result = subprocess.run([sys.executable, "-m", "trainctl", "delete", name, "-n", ns], env=env,
+                                capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert result.returncode == 0, result.stderr
+    wait_for(lambda: not pods(rest, ns) and not services(rest, ns), what="every pod and service gone")

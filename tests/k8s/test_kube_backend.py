@@ -114,6 +114,17 @@ def test_delete_all_with_a_selector(kube):
     assert "da-3" in remaining and "da-1" not in remaining and "da-2" not in remaining
 
 
+def test_deleting_several_names_reports_each_failure_and_deletes_the_rest(kube):
+    for name in ("dn-1", "dn-2"):
+        assert kube("submit", "xgboost", "--name", name, "-n", kube.namespace, "--", "python", "t.py").returncode == 0
+    result = kube("delete", "dn-1", "missing", "dn-2", "-n", kube.namespace)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f'error: job "missing" not found in namespace "{kube.namespace}" (kubernetes): see trainctl list']
+    assert "deleted dn-1" in result.stdout and "deleted dn-2" in result.stdout
+    assert kube("list", "-n", kube.namespace).stdout.startswith("no jobs")
+
+
 def test_missing_crd_names_crds_install(k8s_cluster, kube):
     from kubernetes import client
 

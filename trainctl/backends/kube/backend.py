@@ -180,16 +180,24 @@ class KubeBackend(Backend):
 
         Foreground propagation would wait for the cluster's garbage collector; deleting the
         children explicitly (after the job, so no operator recreates them) needs no collector
-        and leaves nothing behind even where none runs.
+        and leaves nothing behind even where none runs. The operator and the collector delete
+        the same children at the same time, so one already gone is what we wanted, not an error.
         """
         framework = by_kind(self.find(name, namespace, kind)["kind"])
         selector = f"{LABEL_JOB_NAME}={name}"
         with self.errors(f"delete {framework.singular} {name}"):
-            self.client.delete(job_resource(framework), name, namespace, propagation="Background")
+            self.delete_if_present(job_resource(framework), name, namespace, propagation="Background")
             self.client.delete_collection(kube.PODS, namespace, selector)
             # services have no deletecollection verb
             for service in self.client.list(kube.SERVICES, namespace, selector=selector)["items"]:
-                self.client.delete(kube.SERVICES, service["metadata"]["name"], namespace)
+                self.delete_if_present(kube.SERVICES, service["metadata"]["name"], namespace)
+
+    def delete_if_present(self, resource: kube.Resource, name: str, namespace: str, **options) -> None:
+        try:
+            self.client.delete(resource, name, namespace, **options)
+        except kube.ApiError as error:
+            if error.status != 404:
+                raise
 
     def set_suspended(self, name: str, namespace: str, suspend: bool, kind: str | None = None) -> dict:
         framework = by_kind(self.find(name, namespace, kind)["kind"])
