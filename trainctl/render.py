@@ -63,15 +63,20 @@ def template_name(framework: Framework) -> str:
 
 
 def environment(extra_dir: Path | None = None):
-    from jinja2 import ChoiceLoader, FileSystemLoader, StrictUndefined
+    from jinja2 import ChoiceLoader, FileSystemLoader, StrictUndefined, Undefined
     from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def printed(value: object) -> str:
+        if isinstance(value, Undefined):
+            str(value)  # raises UndefinedError naming the variable (json.dumps would raise a bare TypeError)
+        return yaml_scalar(value)
 
     dirs = ([extra_dir] if extra_dir else []) + [path for _, path in template_dirs()]
     return ImmutableSandboxedEnvironment(
         loader=ChoiceLoader([FileSystemLoader(str(path)) for path in dirs]),
         undefined=StrictUndefined,
         autoescape=False,
-        finalize=yaml_scalar,
+        finalize=printed,
         keep_trailing_newline=True,
     )
 
@@ -101,11 +106,42 @@ def render(framework: Framework, options: SubmitOptions) -> dict:
             template = environment().get_template(template_name(framework))
         text = template.render(context)
     except jinja2.TemplateError as err:
-        raise UserError(f"template {source}: {type(err).__name__}: {err}") from None
-    resource = load_one(text, f"template {source}")
+        raise template_error(err, source) from None
+    resource = load_one(text, f"template {template.filename}")
+    check_rendered(resource, template.filename, framework)
     for assignment in options.set:
         apply_set(resource, assignment)
     return validate(resource, source=f"rendered from {source}" if options.template or options.set else None)
+
+
+def template_error(err, source: str) -> UserError:
+    """A Jinja error as one line: the template file and line, then what is wrong."""
+    import jinja2
+
+    if isinstance(err, jinja2.TemplateSyntaxError):
+        where = f"{err.filename or err.name or source}:{err.lineno}"
+    else:  # raised while rendering: the innermost template frame of the traceback has the line
+        frames = [(tb.tb_frame.f_code.co_filename, tb.tb_lineno) for tb in traceback_frames(err.__traceback__)]
+        where = next((f"{name}:{line}" for name, line in reversed(frames)
+                      if not name.endswith(".py") and not name.startswith("<")), source)
+    return UserError(f"template {where}: {type(err).__name__}: {err.message or err}")
+
+
+def traceback_frames(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def check_rendered(resource: object, filename: str, framework: Framework) -> None:
+    """A template must render one mapping, the job; an empty one (a shell redirect truncates its
+    target before the command runs) must not pass for a template that says nothing."""
+    if resource is None:
+        raise UserError(f"template {filename} is empty: fill it (trainctl templates show {framework.name} "
+                        f"> {filename}) or delete it to use the next one")
+    if not isinstance(resource, dict):
+        raise UserError(f"template {filename} renders a {type(resource).__name__}, not a mapping: "
+                        f"a template must render one {framework.kind} resource")
 
 
 def template_context(framework: Framework, options: SubmitOptions) -> dict:

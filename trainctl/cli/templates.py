@@ -13,18 +13,21 @@ templates_app = typer.Typer(
     help="""The Jinja templates submit renders (built-in < ~/.config/trainctl/templates < ./.trainctl/templates < --template).
 
 Example: trainctl templates show pytorch > .trainctl/templates/pytorchjob.yaml.j2
+(show skips the file it is writing to, so this also starts over from the template below it)
 """,
     no_args_is_help=True,
     rich_markup_mode=None,  # plain help: Rich help formatting costs ~130 ms at start-up
 )
 
 
-def winning_template(filename: str):
+def winning_template(filename: str, skip_stdout: bool = False):
+    """The template file that renders: the first found (with ``skip_stdout``: bar the one ``show``
+    is writing to, which ``show KIND > .trainctl/templates/FILE`` has just truncated)."""
     from trainctl.render import template_dirs
 
     for origin, directory in template_dirs():
         path = directory / filename
-        if path.is_file():
+        if path.is_file() and not (skip_stdout and is_stdout(path)):
             return origin, path
     raise UserError(f"no template {filename!r} found: reinstall trainctl or add it to .trainctl/templates/")
 
@@ -53,8 +56,18 @@ def show_template(
     from trainctl.render import template_name
 
     filename = "_job.yaml.j2" if kind in ("_job", "job") else template_name(by_name(kind))
-    _, path = winning_template(filename)
+    _, path = winning_template(filename, skip_stdout=True)
     typer.echo(path.read_text(), nl=False)
+
+
+def is_stdout(path) -> bool:
+    import os
+    import sys
+
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError):  # stdout closed or not a file
+        return False
 
 
 def register(app: typer.Typer) -> None:

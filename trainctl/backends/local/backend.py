@@ -1,4 +1,9 @@
-"""The local implementation of :class:`trainctl.backends.base.Backend`."""
+"""The local implementation of :class:`trainctl.backends.base.Backend`.
+
+Reading commands (get, list, logs) never write: what they conclude from the state on disk
+(a lost supervisor, a damaged file) is computed on every read and shown, not stored, so an
+unreadable or momentarily odd file can never turn into a permanent verdict.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from trainctl import selectors
 from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
 from trainctl.backends.local import processes
 from trainctl.backends.local.logs import follow_logs, read_logs
-from trainctl.backends.local.store import JobDir, all_job_dirs
+from trainctl.backends.local.store import AlreadyExists, DamagedState, JobDir, all_job_dirs
 from trainctl.core import conditions as cond
 from trainctl.core.reconcile import rfc3339
 from trainctl.errors import NotFound, UserError
@@ -38,21 +43,27 @@ class LocalBackend(Backend):
     def create(self, resource: dict, replace: bool = False) -> dict:
         metadata = resource["metadata"]
         job_dir = JobDir(metadata.get("namespace") or "default", metadata["name"])
-        if job_dir.exists():
+        if job_dir.path.exists():
             if not replace:
-                raise UserError(f'job "{job_dir.name}" already exists in namespace "{job_dir.namespace}" (local): '
-                                "delete it first, pick another --name, or use --replace")
+                raise AlreadyExists(job_dir)
             self.delete(job_dir.name, job_dir.namespace)
         job = Job(resource)
         check_commands(job)
         gpus = assign_gpus(job)
+        resource.pop("status", None)  # observed, never submitted: the API server drops it on create too
         metadata.update(namespace=job_dir.namespace, uid=str(uuid.uuid4()),
                         creationTimestamp=rfc3339(datetime.now(timezone.utc)))
-        job_dir.logs.mkdir(parents=True, exist_ok=True)
-        job_dir.write_runtime({"uid": metadata["uid"], "workdir": os.getcwd(), "gpus": gpus, "replicas": {}})
-        job_dir.write_job(resource)
-        note_ignored_images(job_dir, job)
-        start_supervisor(job_dir, metadata["uid"])
+        try:
+            with job_dir.create() as draft:
+                write_new_job(draft, resource, job, gpus)
+            try:
+                start_supervisor(job_dir, metadata["uid"])
+            except BaseException:
+                job_dir.remove()  # no process of it started: a job nobody runs must not stay behind
+                raise
+        except OSError as err:
+            raise UserError(f'cannot create job "{job_dir.name}" in {job_dir.path.parent}: {err.strerror or err}; '
+                            "nothing was created (free some space, or set TRAINCTL_HOME elsewhere)") from None
         return resource
 
     # ---- read -------------------------------------------------------------------
@@ -62,20 +73,26 @@ class LocalBackend(Backend):
         if kind and resource["kind"] != kind:  # status tfjob/NAME when NAME is a PyTorchJob
             raise NotFound(f'{kind.lower()} "{name}" not found in namespace "{namespace}" (local backend): '
                            f'"{name}" is a {resource["kind"]}; see trainctl list')
-        runtime = job_dir.read_runtime()
-        note_lost_supervisor(job_dir, resource, runtime)
+        events = job_dir.events()[-20:]
+        try:
+            runtime = job_dir.read_runtime()
+        except DamagedState as damage:  # the supervisor rewrites it each second if it runs; say so meanwhile
+            runtime = {}
+            events.append({"type": "Warning", "reason": "StateDamaged", "message": damage.message,
+                           "time": rfc3339(datetime.now(timezone.utc))})
+        resource = with_lost_supervisor(resource, runtime)
         rows = [replica_row(row, runtime) for row in (runtime.get("replicas") or {}).values()]
         order = Job(resource).replica_types
         rows.sort(key=lambda r: (order.index(r.replica_type) if r.replica_type in order else 99, r.index or 0))
-        return JobDetails(resource=resource, replicas=rows, events=job_dir.events()[-20:])
+        return JobDetails(resource=resource, replicas=rows, events=events)
 
     def list(self, namespace: str | None, selector: str | None = None) -> list[dict]:
         wanted = selectors.parse(selector)
         jobs = []
         for job_dir in all_job_dirs(namespace):
             try:
-                resource = job_dir.read_job()
-            except (UserError, ValueError):
+                resource = listed_resource(job_dir)
+            except NotFound:
                 continue  # deleted while listing
             if wanted.matches(resource["metadata"].get("labels")):
                 jobs.append(resource)
@@ -95,19 +112,25 @@ class LocalBackend(Backend):
 
     # ---- change ---------------------------------------------------------------------
     def delete(self, name: str, namespace: str, kind: str | None = None) -> None:
+        """Stop every process of the job and remove it, whatever state its files are in."""
         job_dir = JobDir(namespace, name)
-        resource = job_dir.read_job()
-        uid = resource["metadata"]["uid"]
+        if not job_dir.path.is_dir():
+            raise job_dir.not_found()
+        uids = job_dir.uids()  # from the uid file even when job.json and runtime.json are damaged
         with job_dir.locked():
-            job_dir.job_file.unlink()  # the supervisor sees the job is gone and stops its replicas
-        processes.stop_all(processes.SUPERVISOR_MARKER, uid)
-        processes.stop_all(processes.MARKER, uid)
+            job_dir.job_file.unlink(missing_ok=True)  # the supervisor sees the job is gone and stops its replicas
+        for uid in uids:
+            processes.stop_all(processes.SUPERVISOR_MARKER, uid)
+            processes.stop_all(processes.MARKER, uid)
         job_dir.remove()
 
     def set_suspended(self, name: str, namespace: str, suspend: bool, kind: str | None = None) -> dict:
         job_dir = JobDir(namespace, name)
         with job_dir.locked():
             resource = job_dir.read_job()
+            if supervisor_lost(resource, job_dir.read_runtime()):
+                raise UserError(f'job "{name}" lost its supervisor, so nothing can {"suspend" if suspend else "resume"} '
+                                f"it: trainctl delete {name} stops what is left; then submit it again")
             if cond.finished((resource.get("status") or {}).get("conditions") or []):
                 raise UserError(f'job "{name}" has already finished: nothing to {"suspend" if suspend else "resume"}')
             resource["spec"].setdefault("runPolicy", {})["suspend"] = suspend
@@ -127,6 +150,37 @@ def check_commands(job: Job) -> None:
         if not (container.get("command") or container.get("args")) and not idle_mpi_worker:
             raise UserError(f"{job.framework.replica_spec_field}.{rtype}: the container has no command; the local "
                             "backend runs commands, not images (give one after --, or command: in the YAML)")
+
+
+def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[str]]) -> None:
+    """Every file a new job starts with, in its draft directory (see JobDir.create)."""
+    draft.logs.mkdir()
+    for empty in ("supervisor.log", ".lock"):  # created now, so delete and the supervisor never need new files
+        (draft.path / empty).touch()
+    draft.uid_file.write_text(resource["metadata"]["uid"])
+    draft.write_runtime({"uid": resource["metadata"]["uid"], "workdir": os.getcwd(), "gpus": gpus, "replicas": {}})
+    draft.write_job(resource)
+    note_ignored_images(draft, job)
+
+
+def listed_resource(job_dir: JobDir) -> dict:
+    """The job as ``list`` shows it: with a lost supervisor's verdict, or a stand-in naming the damage."""
+    try:
+        resource = job_dir.read_job()
+        metadata = resource.get("metadata") or {}
+        if (metadata.get("name"), metadata.get("namespace")) != (job_dir.name, job_dir.namespace):
+            raise DamagedState(job_dir, job_dir.job_file, "it names another job")
+    except DamagedState as damage:
+        return {"apiVersion": "kubeflow.org/v1", "kind": "Unknown",
+                "metadata": {"name": job_dir.name, "namespace": job_dir.namespace},
+                "status": {"conditions": [{"type": "Damaged", "status": "True", "reason": "StateDamaged",
+                                           "message": damage.message}]}}
+    if cond.finished((resource.get("status") or {}).get("conditions") or []):
+        return resource  # the common case costs no runtime read
+    try:
+        return with_lost_supervisor(resource, job_dir.read_runtime())
+    except DamagedState:
+        return with_lost_supervisor(resource, {})
 
 
 def note_ignored_images(job_dir: JobDir, job: Job) -> None:
@@ -183,9 +237,12 @@ def start_supervisor(job_dir: JobDir, uid: str) -> None:
                          start_new_session=True, cwd=IMPORT_ROOT)
 
 
-def supervisor_alive(runtime: dict) -> bool:
+def supervisor_alive(runtime: dict, uid: str | None = None) -> bool:
+    """The recorded supervisor pid runs; without one (just started, or an unreadable table), a
+    process carrying the job's supervisor marker does."""
     if not runtime.get("supervisor_pid"):
-        return bool(runtime.get("uid")) and bool(processes.processes_with(processes.SUPERVISOR_MARKER, runtime["uid"]))
+        uid = uid or runtime.get("uid")
+        return bool(uid) and bool(processes.processes_with(processes.SUPERVISOR_MARKER, uid))
     return processes.alive(runtime["supervisor_pid"])
 
 
@@ -198,22 +255,35 @@ def supervisor_starting(resource: dict, runtime: dict) -> bool:
     return age.total_seconds() < SUPERVISOR_START_GRACE_SECONDS
 
 
-def note_lost_supervisor(job_dir: JobDir, resource: dict, runtime: dict) -> None:
-    """A supervisor that died (kill -9, reboot) cannot report; say so truthfully in the job's status."""
+def supervisor_lost(resource: dict, runtime: dict) -> bool:
+    """Unfinished, and no supervisor runs or is starting for it (kill -9, reboot)."""
     conditions = (resource.get("status") or {}).get("conditions") or []
-    if cond.finished(conditions) or supervisor_alive(runtime) or supervisor_starting(resource, runtime):
-        return
+    return not (cond.finished(conditions) or supervisor_alive(runtime, resource["metadata"].get("uid"))
+                or supervisor_starting(resource, runtime))
+
+
+def with_lost_supervisor(resource: dict, runtime: dict) -> dict:
+    """The job as it truly stands when its supervisor is lost: Failed, with what still runs.
+
+    Computed on every read and never stored, so a reading command writes nothing and a
+    table it cannot read cannot fail the job for good; the time is the supervisor's last
+    heartbeat, so every read tells the same story.
+    """
+    if not supervisor_lost(resource, runtime):
+        return resource
     running = [row["name"] for row in (runtime.get("replicas") or {}).values() if processes.alive(row.get("pid"))]
     kind, name = resource["kind"], resource["metadata"]["name"]
     message = (f"{kind} {name}: its supervisor (pid {runtime.get('supervisor_pid')}) is gone, so nothing watches "
                f"or restarts the replicas; {len(running)} replica process(es) still running"
                f"{' (' + ', '.join(running) + ')' if running else ''}. Run trainctl delete {name} to clean up.")
-    stamp = rfc3339(datetime.now(timezone.utc))
-    status = resource.setdefault("status", {})
-    status["conditions"] = cond.set_condition(conditions, "Failed", "True", f"{kind}SupervisorLost", message, stamp)
+    heartbeat = runtime.get("heartbeat")
+    seen = datetime.fromtimestamp(heartbeat, timezone.utc) if isinstance(heartbeat, (int, float)) else None
+    stamp = rfc3339(seen or datetime.now(timezone.utc))
+    status = dict(resource.get("status") or {})
+    status["conditions"] = cond.set_condition(status.get("conditions") or [], "Failed", "True",
+                                              f"{kind}SupervisorLost", message, stamp)
     status.setdefault("completionTime", stamp)
-    with job_dir.locked():
-        job_dir.write_job(resource)
+    return {**resource, "status": status}
 
 
 def replica_row(row: dict, runtime: dict) -> ReplicaRow:
@@ -233,10 +303,15 @@ def job_is_done(job_dir: JobDir) -> bool:
     """Finished and nothing of it runs any more (or deleted)."""
     try:
         resource = job_dir.read_job()
-    except UserError:
+    except NotFound:
         return True
-    if not cond.finished((resource.get("status") or {}).get("conditions") or []):
+    except DamagedState:
+        return False  # the supervisor may be rewriting it; delete is the way out of a damaged job
+    try:
+        runtime = job_dir.read_runtime()
+    except DamagedState:
+        runtime = {}
+    if not cond.finished((with_lost_supervisor(resource, runtime).get("status") or {}).get("conditions") or []):
         return False
-    runtime = job_dir.read_runtime()
     return not any(processes.alive(row.get("pid")) and row.get("state") == "Running"
                    for row in (runtime.get("replicas") or {}).values())

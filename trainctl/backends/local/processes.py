@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 MARKER = "TRAINCTL_JOB_UID"
 SUPERVISOR_MARKER = "TRAINCTL_SUPERVISOR_UID"
@@ -30,12 +31,10 @@ def free_port(host: str = "127.0.0.1", avoid: set[int] = frozenset()) -> int:
             return port
 
 
-def start(command: list[str], env: dict[str, str], cwd: str, log: Path) -> subprocess.Popen:
+def start(command: list[str], env: dict[str, str], cwd: str, log: BinaryIO) -> subprocess.Popen:
     """One replica: its own session (so one killpg stops its tree), output appended to ``log``."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as output:
-        return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def processes_with(marker: str, value: str) -> list[int]:

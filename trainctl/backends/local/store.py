@@ -7,22 +7,56 @@ One directory per job, ``<home>/jobs/<namespace>/<name>/``:
 * ``events.jsonl`` the job's events, one JSON object per line
 * ``logs/<replica>.log`` (and ``.previous.log`` after a restart), kept until delete or TTL
 * ``logs/<replica>.offsets`` the log's size once a second while it grows, so ``--since`` finds where to start
+* ``uid``          the job's uid, written once at creation: ``delete`` finds the job's processes
+  by it even when job.json and runtime.json are damaged
 
 Writers replace files atomically (temp file + rename) under a per-job lock, so a
 reader never sees half a file and ``suspend`` from the CLI never races the supervisor.
+A job directory appears whole or not at all: :meth:`JobDir.create` fills a hidden
+sibling directory and renames it into place, which also makes creation exclusive.
+
+Every path is built from a namespace, a name and a replica id, and each of them must
+be one DNS-1123 label, so no input (``-n ../../x``) and no directory found on disk
+(listing) can make the store read or write outside ``<home>/jobs``.
+A file that cannot be parsed raises :class:`DamagedState`, a one-line error naming
+the file and the way out (``trainctl delete``), instead of a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import re
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainctl.errors import NotFound
+from trainctl.errors import NotFound, UserError
+
+# One path component that cannot climb out or hide: no '/', no '..', no leading dot (the
+# store's own hidden files), nothing a terminal or rich markup would interpret.
+DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+LABEL_MAX = 63
+
+
+class DamagedState(UserError):
+    """A state file of a job exists but cannot be read: say which and how to get rid of the job."""
+
+    def __init__(self, job: JobDir, path: Path, problem: object) -> None:
+        super().__init__(f'job "{job.name}" in namespace "{job.namespace}" (local): its state file {path} is damaged '
+                         f"({problem}); trainctl delete {job.name} -n {job.namespace} stops its processes and removes it")
+
+
+class AlreadyExists(UserError):
+    """Another job of that name holds the directory."""
+
+    def __init__(self, job: JobDir) -> None:
+        super().__init__(f'job "{job.name}" already exists in namespace "{job.namespace}" (local): '
+                         "delete it first, pick another --name, or use --replace")
 
 
 def home() -> Path:
@@ -34,13 +68,52 @@ def home() -> Path:
 
 
 def write_json(path: Path, data: object) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data, indent=1, sort_keys=False))
-    os.replace(temporary, path)
+    """Replace ``path`` whole: a reader sees the old file or the new one, and a failed write
+    (ENOSPC, an unserializable value) leaves the old file and no temporary behind."""
+    text = json.dumps(data, indent=1, sort_keys=False)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as output:
+            output.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 def read_json(path: Path) -> dict:
-    return json.loads(path.read_text())
+    """The object in ``path``; ValueError when it is not a whole JSON object (truncated, garbage)."""
+    data = json.loads(path.read_bytes())
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON object was expected, found {type(data).__name__}")
+    return data
+
+
+def append_line(path: Path, line: str) -> None:
+    """Add one whole line to ``path`` or nothing: a write cut short (a full disk) is taken back,
+    so the next line does not run into a fragment. Only one process appends to each file."""
+    data = (line + "\n").encode()
+    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        end = os.lseek(handle, 0, os.SEEK_END)
+        try:
+            if os.write(handle, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        except OSError:
+            os.ftruncate(handle, end)
+            raise
+    finally:
+        os.close(handle)
+
+
+def check_component(what: str, value: object) -> str:
+    """``value`` as one safe path component of the store, or a UserError naming it."""
+    if not isinstance(value, str) or len(value) > LABEL_MAX or not DNS_1123_LABEL.fullmatch(value):
+        raise UserError(f"{what} {value!r} cannot name a local job directory: use a DNS-1123 label "
+                        f"(at most {LABEL_MAX} lower-case letters, digits and '-', starting and ending "
+                        "with a letter or digit)")
+    return value
 
 
 @contextlib.contextmanager
@@ -54,13 +127,39 @@ def file_lock(path: Path) -> Iterator[None]:
 
 
 class JobDir:
+    """``<root>/jobs/<namespace>/<name>``, refused unless it provably stays inside ``<root>/jobs``."""
+
     def __init__(self, namespace: str, name: str, root: Path | None = None) -> None:
-        self.namespace, self.name = namespace, name
-        self.path = (root or home()) / "jobs" / namespace / name
+        self.namespace = check_component("namespace", namespace)
+        self.name = check_component("job name", name)
+        jobs = (root or home()) / "jobs"
+        self.path = jobs / namespace / name
+        # Labels cannot hold '/' or '..'; a symlinked namespace directory still could lead out.
+        if not Path(os.path.realpath(self.path)).is_relative_to(os.path.realpath(jobs)):
+            raise UserError(f"{self.path} leads outside the state directory {jobs} (a symbolic link?): "
+                            "remove the link, or set TRAINCTL_HOME to a directory of your own")
 
     @classmethod
     def at(cls, path: Path) -> JobDir:
         return cls(path.parent.name, path.name, path.parent.parent.parent)
+
+    @contextlib.contextmanager
+    def create(self) -> Iterator[JobDir]:
+        """A hidden, empty draft of this job's directory to fill; renamed into place when the block
+        ends, removed if it raises. The rename fails if the job exists, so of two creators one wins."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        draft = copy_with_path(self, Path(tempfile.mkdtemp(prefix=f".{self.name}.", suffix=".creating",
+                                                           dir=self.path.parent)))
+        try:
+            yield draft
+            try:
+                os.rename(draft.path, self.path)
+            except OSError as err:
+                if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise AlreadyExists(self) from None
+                raise
+        finally:
+            shutil.rmtree(draft.path, ignore_errors=True)  # gone already after the rename
 
     @property
     def job_file(self) -> Path:
@@ -74,11 +173,17 @@ class JobDir:
     def logs(self) -> Path:
         return self.path / "logs"
 
+    @property
+    def uid_file(self) -> Path:
+        return self.path / "uid"
+
     def log_file(self, replica: str, previous: bool = False) -> Path:
+        check_component("replica", replica)
         return self.logs / (f"{replica}.previous.log" if previous else f"{replica}.log")
 
     def offsets_file(self, replica: str, previous: bool = False) -> Path:
         """``<unix time> <log size>`` lines: when each part of the log was written (for --since)."""
+        check_component("replica", replica)
         return self.logs / (f"{replica}.previous.offsets" if previous else f"{replica}.offsets")
 
     def rotate_logs(self, replica: str) -> None:
@@ -91,21 +196,44 @@ class JobDir:
     def exists(self) -> bool:
         return self.job_file.exists()
 
+    def not_found(self) -> NotFound:
+        return NotFound(f'job "{self.name}" not found in namespace "{self.namespace}" (local backend): see trainctl list')
+
     def read_job(self) -> dict:
+        """The stored resource; NotFound without job.json, DamagedState when it cannot be parsed."""
         try:
-            return read_json(self.job_file)
+            return self._read(self.job_file)
         except FileNotFoundError:
-            raise NotFound(f'job "{self.name}" not found in namespace "{self.namespace}" '
-                           "(local backend): see trainctl list") from None
+            raise self.not_found() from None
 
     def write_job(self, resource: dict) -> None:
         write_json(self.job_file, resource)
 
     def read_runtime(self) -> dict:
+        """The supervisor's table ({} before the first write); DamagedState when it cannot be parsed."""
         try:
-            return read_json(self.runtime_file)
-        except (FileNotFoundError, json.JSONDecodeError):
+            return self._read(self.runtime_file)
+        except FileNotFoundError:
             return {}
+
+    def _read(self, path: Path) -> dict:
+        try:
+            return read_json(path)
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as err:  # ValueError covers JSON and UTF-8 decoding
+            raise DamagedState(self, path, getattr(err, "strerror", None) or err) from None
+
+    def uids(self) -> set[str]:
+        """Every uid this directory records for its job, from whichever files can still be read."""
+        found = set()
+        with contextlib.suppress(OSError, ValueError):
+            found.add(self.uid_file.read_text().strip())
+        for read in (self.read_job, self.read_runtime):
+            with contextlib.suppress(UserError):
+                record = read()
+                found.add((record.get("metadata") or {}).get("uid") or record.get("uid"))
+        return {uid for uid in found if isinstance(uid, str) and uid}
 
     def write_runtime(self, runtime: dict) -> None:
         write_json(self.runtime_file, runtime)
@@ -121,24 +249,52 @@ class JobDir:
         return file_lock(home() / f".{name}.lock")
 
     def append_event(self, event: dict) -> None:
-        with open(self.path / "events.jsonl", "a") as handle:
-            handle.write(json.dumps(event) + "\n")
+        append_line(self.path / "events.jsonl", json.dumps(event))
 
     def events(self) -> list[dict]:
+        """The recorded events; a line cut short (a crash or a full disk mid-append) is skipped."""
         try:
-            lines = (self.path / "events.jsonl").read_text().splitlines()
+            lines = (self.path / "events.jsonl").read_bytes().splitlines()
         except FileNotFoundError:
             return []
-        return [json.loads(line) for line in lines if line.strip()]
+        events = []
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if isinstance(event, dict):
+                    events.append(event)
+        return events
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+def copy_with_path(job_dir: JobDir, path: Path) -> JobDir:
+    """The same job at another (already checked) place: the draft that create() fills."""
+    draft = object.__new__(JobDir)
+    draft.namespace, draft.name, draft.path = job_dir.namespace, job_dir.name, path
+    return draft
+
+
 def all_job_dirs(namespace: str | None) -> list[JobDir]:
+    """Every job directory, in order; entries whose names are no DNS-1123 label are not jobs
+    (drafts being created, files a person left there) and are passed over."""
     root = home() / "jobs"
-    namespaces = [root / namespace] if namespace else sorted(p for p in root.glob("*") if p.is_dir())
-    return [JobDir.at(path) for ns in namespaces for path in sorted(ns.glob("*")) if (path / "job.json").exists()]
+    namespaces = [check_component("namespace", namespace)] if namespace else sorted(entry.name for entry in _listing(root) if entry.is_dir())
+    found = []
+    for ns in namespaces:
+        for entry in sorted(_listing(root / ns), key=lambda e: e.name):
+            with contextlib.suppress(UserError):
+                if entry.is_dir() and not entry.is_symlink():
+                    found.append(JobDir(ns, entry.name))
+    return found
+
+
+def _listing(directory: Path) -> list[os.DirEntry]:
+    try:
+        return list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def all_recorded_ports(exclude: JobDir | None = None) -> set[int]:
@@ -146,5 +302,6 @@ def all_recorded_ports(exclude: JobDir | None = None) -> set[int]:
     ports: set[int] = set()
     for job_dir in all_job_dirs(None):
         if exclude is None or job_dir.path != exclude.path:
-            ports.update((job_dir.read_runtime().get("ports") or {}).values())
+            with contextlib.suppress(UserError):  # a damaged table holds no port we could honour
+                ports.update((job_dir.read_runtime().get("ports") or {}).values())
     return ports

@@ -5,10 +5,16 @@ the replica processes, asks the shared reconcile core what to do, does it (start
 stop, restart processes; write status and events), and sleeps until the next process
 exit or time-based event. It outlives the shell that submitted the job and exits once
 the job has finished and nothing of it runs any more (or after its TTL deleted it).
+
+It must outlive trouble with its own files, because while it lives the replicas are
+watched and when it dies they are not: a write that fails (a full disk) is logged and
+tried again on the next pass, and a job.json it cannot read (damaged) makes it hold
+still, replicas untouched, until the file is readable again or ``delete`` removes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainctl.backends.local import processes
-from trainctl.backends.local.store import JobDir, all_recorded_ports
+from trainctl.backends.local.store import DamagedState, JobDir, all_recorded_ports, append_line
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
 from trainctl.core.network import LocalNetwork
@@ -31,6 +37,7 @@ TICK_SECONDS = 0.1  # how often process exits are noticed; the deadline is met w
 # Like kubelet's CrashLoopBackOff, but starting small so a flaky replica comes back quickly.
 RESTART_DELAY_SECONDS, RESTART_DELAY_MAX_SECONDS = 0.5, 10.0
 HEARTBEAT_SECONDS = 1.0
+TROUBLE_RETRY_SECONDS = 0.5  # after a failed write or an unreadable job.json
 
 
 class Replica:
@@ -88,6 +95,7 @@ class Supervisor:
         self.not_before: dict[str, float] = {}  # restart back-off per replica name
         self.last_heartbeat = 0.0
         self.stopping = False
+        self.last_trouble = ""  # logged once per kind of trouble, not once per pass
 
     # ---- main loop ---------------------------------------------------------------
     def run(self) -> int:
@@ -96,13 +104,27 @@ class Supervisor:
             if not self.dir.exists():
                 self.stop_everything()
                 return 0
-            plan_wait, done = self.step()
-            if done:
-                self.write_runtime(force=True)
-                return 0
+            try:
+                plan_wait, done = self.step()
+                if done:
+                    self.write_runtime(force=True)  # fails on a full disk: then try again, the end must be recorded
+                    return 0
+            except (OSError, DamagedState) as trouble:
+                self.note_trouble(trouble)
+                plan_wait = TROUBLE_RETRY_SECONDS
+            else:
+                self.last_trouble = ""
             time.sleep(min(TICK_SECONDS, plan_wait) if plan_wait is not None else TICK_SECONDS)
         self.stop_everything()
         return 0
+
+    def note_trouble(self, trouble: Exception) -> None:
+        """Say once in supervisor.log what keeps this pass from finishing; nothing else changes."""
+        text = f"{type(trouble).__name__}: {trouble}"
+        if text != self.last_trouble:
+            self.last_trouble = text
+            with contextlib.suppress(OSError):  # supervisor.log may sit on the very disk that is full
+                print(f"{rfc3339(datetime.now(timezone.utc))} will retry: {text}", file=sys.stderr, flush=True)
 
     def _on_term(self, *_: object) -> None:
         self.stopping = True
@@ -137,8 +159,11 @@ class Supervisor:
         elif isinstance(action, DeleteReplica):
             self.delete(action)
         elif isinstance(action, RecordEvent):
-            self.dir.append_event({"type": action.type, "reason": action.reason, "message": action.message,
-                                   "time": rfc3339(datetime.now(timezone.utc))})
+            try:
+                self.dir.append_event({"type": action.type, "reason": action.reason, "message": action.message,
+                                       "time": rfc3339(datetime.now(timezone.utc))})
+            except OSError as err:  # an event lost to a full disk must not hold back the plan's other actions
+                self.note_trouble(err)
 
     def create(self, action: CreateReplica, resource: dict) -> None:
         if time.monotonic() < self.not_before.get(action.name, 0.0):
@@ -149,14 +174,15 @@ class Supervisor:
                processes.MARKER: resource["metadata"]["uid"]}
         env.pop(processes.SUPERVISOR_MARKER, None)
         replica_id = Job(resource).replica_id(action.rtype, action.index)
-        log = self.dir.log_file(replica_id)
-        try:
-            process = processes.start(command, env, self.runtime["workdir"], log)
-        except OSError as err:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with open(log, "a") as handle:
-                handle.write(f"trainctl: cannot start {command[0]!r}: {err.strerror}\n")
-            process = subprocess.Popen(["false"])  # an exited replica the core will see as failed
+        # The log cannot be opened (full disk): an OSError leaves this pass and the start is tried
+        # again, rather than counting a failure of the machine against the replica.
+        with open(self.dir.log_file(replica_id), "ab") as log:
+            try:
+                process = processes.start(command, env, self.runtime["workdir"], log)
+            except OSError as err:  # the command itself cannot run: the replica failed
+                with contextlib.suppress(OSError):
+                    log.write(f"trainctl: cannot start {command[0]!r}: {err.strerror}\n".encode())
+                process = subprocess.Popen(["false"])  # an exited replica the core will see as failed
         self.deleted.pop(action.name, None)
         self.replicas[action.name] = Replica(action, process, self.restarts.get(action.name, 0), replica_id)
 
@@ -243,9 +269,8 @@ class Supervisor:
             except FileNotFoundError:
                 continue
             if size != replica.indexed_size:
+                append_line(self.dir.offsets_file(replica.replica_id), f"{now:.3f} {size}")
                 replica.indexed_size = size
-                with open(self.dir.offsets_file(replica.replica_id), "a") as offsets:
-                    offsets.write(f"{now:.3f} {size}\n")
 
     def _changed(self) -> bool:
         rows = {**self.deleted, **{name: r.row() for name, r in self.replicas.items()}}
@@ -258,7 +283,12 @@ def tuple_key(key: str) -> tuple[str, int]:
 
 
 def main() -> int:
-    return Supervisor(JobDir.at(Path(sys.argv[1]))).run()
+    try:
+        supervisor = Supervisor(JobDir.at(Path(sys.argv[1])))
+    except DamagedState as damage:  # started by resume on a job whose table was damaged meanwhile
+        print(damage.message, file=sys.stderr)
+        return 1
+    return supervisor.run()
 
 
 if __name__ == "__main__":
