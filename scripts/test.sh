@@ -7,7 +7,8 @@
 # Steps, each idempotent and cached so a second run starts testing within seconds:
 #   1. Python 3.11+ with venv from the distribution if missing
 #   2. Debian packages and a kube-apiserver built from Debian's own source (scripts/build-apiserver.sh)
-#   3. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks
+#   3. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks, and
+#      .venv-upstream-sdk with the Kubeflow SDK (requirements/upstream-sdk.txt)
 #   4. pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,12 @@ VENV_PY=.venv/bin/python
 # tf-keras declares a dependency on `tensorflow` (not -cpu); installing it with deps would
 # pull a second TensorFlow into the same directory.
 "$VENV_PY" -m pip install -q --no-deps tf-keras==2.21.0
+# The Kubeflow Training Operator's own SDK, for its e2e managed_by test against our CRDs and controller:
+# it needs kubernetes<36 and the tests pin 37, so it gets a virtualenv of its own.
+if [ ! -x .venv-upstream-sdk/bin/python ]; then
+  "$PYTHON" -m venv .venv-upstream-sdk
+fi
+.venv-upstream-sdk/bin/python -m pip install -q -r requirements/upstream-sdk.txt
 
 log "pytest"
 set +e
