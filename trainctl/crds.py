@@ -26,7 +26,8 @@ INT64 = {"type": "integer", "format": "int64"}
 #: maximum of 2**63 - 1 is read as a float64 that wraps to -2**63, rejecting every value.
 INT32_RANGE = (-2**31, 2**31 - 1)
 #: the controllers upstream's webhooks accept (contract section 3); an enum lets the API server itself
-#: reject anything else, as upstream's webhooks do, with no webhook to run
+#: reject anything else, as upstream's webhooks do, with no webhook to run. Its immutability is a CEL
+#: rule: enforced from Kubernetes 1.25; older API servers (1.20 in the tests) drop the rule unread.
 MANAGED_BY = ["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"]
 STRING_MAP = {"type": "object", "additionalProperties": STRING}
 QUANTITY_MAP = {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}}
@@ -46,7 +47,9 @@ RUN_POLICY = obj(
         scheduleTimeoutSeconds=INT32,
     ),
     suspend={**BOOLEAN, "default": False},
-    managedBy={**STRING, "enum": MANAGED_BY},
+    managedBy={**STRING, "enum": MANAGED_BY, "x-kubernetes-validations": [
+        {"rule": "self == oldSelf", "message": "spec.runPolicy.managedBy is immutable"}
+    ]},
 )
 
 CONDITION = obj(

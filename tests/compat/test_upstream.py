@@ -165,5 +165,7 @@ def test_managed_by_allows_exactly_what_upstreams_webhooks_allow():
     for document in all_crds():
         run_policy = document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
             "properties"]["runPolicy"]
-        assert run_policy["properties"]["managedBy"]["enum"] == [
-            "kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"]
+        managed_by = run_policy["properties"]["managedBy"]
+        assert managed_by["enum"] == ["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"]
+        assert managed_by["x-kubernetes-validations"] == [
+            {"rule": "self == oldSelf", "message": "spec.runPolicy.managedBy is immutable"}]
