@@ -194,6 +194,44 @@ def test_truncated_job_json_is_named_and_delete_still_stops_every_process(cli, s
     assert_deleted_without_trace(cli, "torn", uid)
 
 
+@pytest.mark.parametrize("content", ["{}", "[1, 2]", '{"kind": "PyTorchJob", "metadata": "x", "spec": {}}'])
+def test_a_job_json_that_is_json_but_no_job_is_damaged_too(cli, scripts, content):
+    uid = start_long_job(cli, "hollow")
+    job_file = job_dir(cli, "hollow") / "job.json"
+    job_file.write_text(content)
+    assert_one_line_error(cli("status", "hollow"), str(job_file), "trainctl delete hollow")
+    listed = cli("list")
+    assert listed.returncode == 0 and "Damaged" in listed.stdout, listed.stderr
+    assert_deleted_without_trace(cli, "hollow", uid)
+
+
+def test_a_recorded_supervisor_pid_reused_by_another_process_is_not_taken_for_the_supervisor(cli, scripts):
+    uid = start_long_job(cli, "reused")
+    for pid in running(processes.SUPERVISOR_MARKER, uid):
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not running(processes.SUPERVISOR_MARKER, uid), what="supervisor gone")
+    runtime_file = job_dir(cli, "reused") / "runtime.json"
+    runtime_file.write_text(json.dumps({**json.loads(runtime_file.read_text()), "supervisor_pid": os.getpid()}))
+    job = json.loads(cli("status", "reused", "-o", "json").stdout)
+    assert [c["reason"] for c in job["status"]["conditions"] if c["type"] == "Failed"] == ["PyTorchJobSupervisorLost"]
+    assert_deleted_without_trace(cli, "reused", uid)
+
+
+def test_resume_restarts_the_lost_supervisor_of_a_suspended_job(cli, scripts):
+    uid = start_long_job(cli, "dormant")
+    assert cli("suspend", "dormant").returncode == 0
+    assert cli("wait", "dormant", "--for", "Suspended", "--timeout", "20s").returncode == 0
+    wait_until(lambda: not running(processes.MARKER, uid), what="replicas stopped")
+    for pid in running(processes.SUPERVISOR_MARKER, uid):
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    assert "Suspended" in cli("status", "dormant").stdout.splitlines()[0]  # nothing ran unwatched: not lost
+    assert cli("resume", "dormant").returncode == 0
+    wait_until(lambda: len(running(processes.MARKER, uid)) == 2 and running(processes.SUPERVISOR_MARKER, uid),
+               what="resumed under a new supervisor")
+    assert_deleted_without_trace(cli, "dormant", uid)
+
+
 def test_delete_needs_neither_job_json_nor_runtime_json_nor_the_supervisor(cli, scripts):
     uid = start_long_job(cli, "wrecked", "escape")
     for pid in running(processes.SUPERVISOR_MARKER, uid):
@@ -286,6 +324,7 @@ def test_a_full_disk_neither_kills_the_supervisor_nor_crashes_readers(cli, scrip
             assert running(processes.SUPERVISOR_MARKER, uid) == supervisor
         waited = cli("wait", "crowded", "--for", "Succeeded", "--timeout", "1s")
         assert waited.returncode == 1 and "Traceback" not in waited.stderr, waited.stderr
+        assert_one_line_error(cli("suspend", "crowded"), "No space left", "nothing changed")
     time.sleep(2)  # the supervisor writes again
     assert running(processes.SUPERVISOR_MARKER, uid) == supervisor
     job = json.loads(cli("status", "crowded", "-o", "json").stdout)

@@ -7,6 +7,7 @@ unreadable or momentarily odd file can never turn into a permanent verdict.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -46,7 +47,8 @@ class LocalBackend(Backend):
         if job_dir.path.exists():
             if not replace:
                 raise AlreadyExists(job_dir)
-            self.delete(job_dir.name, job_dir.namespace)
+            with contextlib.suppress(NotFound):  # another --replace of the same name deleted it first
+                self.delete(job_dir.name, job_dir.namespace)
         job = Job(resource)
         check_commands(job)
         gpus = assign_gpus(job)
@@ -134,7 +136,11 @@ class LocalBackend(Backend):
             if cond.finished((resource.get("status") or {}).get("conditions") or []):
                 raise UserError(f'job "{name}" has already finished: nothing to {"suspend" if suspend else "resume"}')
             resource["spec"].setdefault("runPolicy", {})["suspend"] = suspend
-            job_dir.write_job(resource)
+            try:
+                job_dir.write_job(resource)
+            except OSError as err:
+                raise UserError(f'cannot {"suspend" if suspend else "resume"} job "{name}": writing {job_dir.job_file} '
+                                f"failed ({err.strerror or err}); nothing changed, try again once it can be written") from None
         if not suspend and not supervisor_alive(job_dir.read_runtime()):
             start_supervisor(job_dir, resource["metadata"]["uid"])
         return resource
@@ -240,10 +246,10 @@ def start_supervisor(job_dir: JobDir, uid: str) -> None:
 def supervisor_alive(runtime: dict, uid: str | None = None) -> bool:
     """The recorded supervisor pid runs; without one (just started, or an unreadable table), a
     process carrying the job's supervisor marker does."""
-    if not runtime.get("supervisor_pid"):
-        uid = uid or runtime.get("uid")
+    uid, pid = uid or runtime.get("uid"), runtime.get("supervisor_pid")
+    if not pid:
         return bool(uid) and bool(processes.processes_with(processes.SUPERVISOR_MARKER, uid))
-    return processes.alive(runtime["supervisor_pid"])
+    return processes.alive(pid) and (not uid or processes.carries(pid, processes.SUPERVISOR_MARKER, uid))
 
 
 def supervisor_starting(resource: dict, runtime: dict) -> bool:
@@ -256,10 +262,16 @@ def supervisor_starting(resource: dict, runtime: dict) -> bool:
 
 
 def supervisor_lost(resource: dict, runtime: dict) -> bool:
-    """Unfinished, and no supervisor runs or is starting for it (kill -9, reboot)."""
+    """Unfinished, and no supervisor runs or is starting for it (kill -9, reboot).
+
+    A suspended job of which nothing runs has nothing to watch: it is not lost, and
+    ``resume`` starts a new supervisor for it.
+    """
     conditions = (resource.get("status") or {}).get("conditions") or []
-    return not (cond.finished(conditions) or supervisor_alive(runtime, resource["metadata"].get("uid"))
-                or supervisor_starting(resource, runtime))
+    uid = resource["metadata"].get("uid")
+    if cond.finished(conditions) or supervisor_alive(runtime, uid) or supervisor_starting(resource, runtime):
+        return False
+    return not (cond.is_true(conditions, "Suspended") and not processes.processes_with(processes.MARKER, uid or "-"))
 
 
 def with_lost_supervisor(resource: dict, runtime: dict) -> dict:

@@ -39,17 +39,16 @@ def start(command: list[str], env: dict[str, str], cwd: str, log: BinaryIO) -> s
 
 def processes_with(marker: str, value: str) -> list[int]:
     """Pids whose environment has ``marker=value`` (Linux /proc)."""
-    needle = f"{marker}={value}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except OSError:
-            continue  # gone, or not ours to read
-    return found
+    return [int(entry.name) for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and int(entry.name) != os.getpid() and carries(int(entry.name), marker, value)]
+
+
+def carries(pid: int, marker: str, value: str) -> bool:
+    """``pid`` has ``marker=value`` in its environment: it is that job's, not a process that reused its pid."""
+    try:
+        return f"{marker}={value}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False  # gone, or not ours to read
 
 
 def alive(pid: int | None) -> bool:

@@ -41,6 +41,9 @@ from trainctl.errors import NotFound, UserError
 # store's own hidden files), nothing a terminal or rich markup would interpret.
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 LABEL_MAX = 63
+# What the commands rely on in each file; a file without it is damaged, however well-formed its JSON.
+JOB_FIELDS = {"kind": str, "metadata": dict, "spec": dict}  # all required
+RUNTIME_FIELDS = {"uid": str, "replicas": dict, "ports": dict, "gpus": dict}  # each optional
 
 
 class DamagedState(UserError):
@@ -202,7 +205,7 @@ class JobDir:
     def read_job(self) -> dict:
         """The stored resource; NotFound without job.json, DamagedState when it cannot be parsed."""
         try:
-            return self._read(self.job_file)
+            return self._read(self.job_file, JOB_FIELDS, required=True)
         except FileNotFoundError:
             raise self.not_found() from None
 
@@ -212,17 +215,21 @@ class JobDir:
     def read_runtime(self) -> dict:
         """The supervisor's table ({} before the first write); DamagedState when it cannot be parsed."""
         try:
-            return self._read(self.runtime_file)
+            return self._read(self.runtime_file, RUNTIME_FIELDS, required=False)
         except FileNotFoundError:
             return {}
 
-    def _read(self, path: Path) -> dict:
+    def _read(self, path: Path, fields: dict[str, type], required: bool) -> dict:
         try:
-            return read_json(path)
+            data = read_json(path)
         except FileNotFoundError:
             raise
         except (OSError, ValueError) as err:  # ValueError covers JSON and UTF-8 decoding
             raise DamagedState(self, path, getattr(err, "strerror", None) or err) from None
+        wrong = [key for key, kind in fields.items() if (required or key in data) and not isinstance(data.get(key), kind)]
+        if wrong:
+            raise DamagedState(self, path, f"{', '.join(wrong)} missing or not a {fields[wrong[0]].__name__}")
+        return data
 
     def uids(self) -> set[str]:
         """Every uid this directory records for its job, from whichever files can still be read."""
