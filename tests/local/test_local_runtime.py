@@ -140,6 +140,15 @@ def test_active_deadline_fails_a_long_job_in_time(cli, scripts):
     wait_until(lambda: not job_processes(job["metadata"]["uid"]), timeout=5)
 
 
+def test_a_deadline_centuries_away_neither_kills_the_supervisor_nor_fails_the_job(cli, scripts):
+    """activeDeadlineSeconds is an int64: 300000000000 is valid, and overflowed the supervisor's date
+    arithmetic, so the supervisor died and the succeeded job was reported Failed."""
+    submit(cli, "patient", "--workers", "2", "--active-deadline", "300000000000", "--", "python", "flaky.py", "0", "0")
+    assert wait(cli, "patient") == 0
+    job = resource(cli, "patient")
+    assert condition(job, "Succeeded") and not condition(job, "Failed")
+
+
 def test_suspend_stops_replicas_and_resume_restarts_them(cli, scripts):
     submit(cli, "pausable", "--workers", "2", "--", "python", "long.py")
     assert wait(cli, "pausable", "Running") == 0
