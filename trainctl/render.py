@@ -21,10 +21,10 @@ from trainctl.frameworks import Framework
 from trainctl.submit_options import (
     INT64_MAX,
     SubmitOptions,
-    check_counts,
+    check_given,
     clean_pod_policy,
     env_pairs,
-    job_name,
+    generated_name,
     label_map,
     positive,
     quantity,
@@ -148,7 +148,7 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
     """Every value a template may use, checked and converted from the options."""
     if not options.command:
         raise UserError("missing command: put it after --, e.g. trainctl submit pytorch -- python train.py")
-    check_counts(options)
+    check_given(options)
     topology = replica_topology(framework, options)
     mounts, pod_volumes = volume_sections(options)
     labels = label_map(options.label, "--label")
@@ -158,7 +158,7 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
         "container": framework.container,
         "port_name": framework.port_name,
         "port": framework.port,
-        "name": job_name(options, framework),
+        "name": options.name or generated_name(framework),
         "namespace": options.namespace,
         "labels": labels,
         "annotations": label_map(options.annotation, "--annotation", check_value=False),

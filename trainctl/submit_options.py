@@ -108,27 +108,20 @@ def _coerce(value: object, annotation: str, where: str) -> object:
     return str(value)
 
 
-def check_counts(options: SubmitOptions) -> None:
-    """Refuse a list option with more than MAX_ITEMS entries (e.g. 20,000 ``env`` entries in a values file)."""
+def check_given(options: SubmitOptions) -> None:
+    """Refuse an option given as '' (it would silently become the default: a generated name, the
+    kind's image) and a list option with more than MAX_ITEMS entries (20,000 ``env`` entries)."""
     for option in fields(options):
-        items = getattr(options, option.name)
-        if isinstance(items, list) and len(items) > MAX_ITEMS:
-            what = "the command after --" if option.name == "command" else f"--{option.name.replace('_', '-')}"
-            raise UserError(f"{what}: {len(items):,} entries is more than {MAX_ITEMS:,}: put that much "
+        value, flag = getattr(options, option.name), f"--{option.name.replace('_', '-')}"
+        if value == "":
+            raise UserError(f"{flag} '': empty; give a value, or leave {flag} out to get the default")
+        if isinstance(value, list) and len(value) > MAX_ITEMS:
+            what = "the command after --" if option.name == "command" else flag
+            raise UserError(f"{what}: {len(value):,} entries is more than {MAX_ITEMS:,}: put that much "
                             "configuration in a file the job reads")
 
 
 # ---- parsers for flag values -------------------------------------------------
-
-def job_name(options: SubmitOptions, framework: Framework) -> str:
-    """The name asked for, or a generated one when none was given; an empty name is a mistake, not a request."""
-    if options.name is None:
-        return generated_name(framework)
-    if not options.name:
-        raise UserError("--name '': empty; give a name (lower-case letters, digits and '-') "
-                        "or leave --name out for a generated one")
-    return options.name
-
 
 def generated_name(framework: Framework) -> str:
     alphabet = string.ascii_lowercase + string.digits

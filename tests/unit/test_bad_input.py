@@ -114,6 +114,8 @@ SUBMIT_CASES = [
     (["submit", "pytorch", "--cpu", "-1", "--", "x"], "--cpu '-1'"),
     # class 11
     (["submit", "pytorch", "--name", "", "--", "x"], "--name '': empty"),
+    (["submit", "pytorch", "--image", "", "--", "x"], "--image '': empty"),  # found by tests/fuzz
+    (["submit", "pytorch", "--priority-class", "", "--", "x"], "--priority-class '': empty"),
 ]
 
 APPLY_CASES = [
@@ -213,6 +215,7 @@ def test_submitting_a_job_that_exists_is_refused(cli):
 
 def test_too_many_gpus_is_a_clear_error(cli):
     cli.env["CUDA_VISIBLE_DEVICES"] = "0"
+    (cli.cwd / "x.py").write_text("pass\n")  # so that the script's preflight passes and the GPU check speaks
     assert_one_line_error(cli("submit", "pytorch", "--workers", "2", "--gpus", "1", "--", "python", "x.py"),
                           "asks for 2 GPUs")
     assert cli("list").stdout.startswith("no jobs")

@@ -142,3 +142,9 @@ def test_kubernetes_pods_merge_by_their_timestamps():
 
 def test_a_stream_is_regrouped_into_whole_lines():
     assert list(whole_lines(iter([b"ab", b"c\nd", b"e\nf"]))) == [b"abc\n", b"de\n", b"f\n"]
+
+
+@pytest.mark.parametrize("args, culprit", [(["-f", "--previous"], "--previous"), (["--tail", "-1"], "--tail")])
+def test_contradictory_or_bad_flags_are_one_line_before_any_lookup(cli, args, culprit):
+    result = cli("logs", "no-such-job", *args)
+    assert result.returncode == 2 and culprit in result.stderr and len(result.stderr.splitlines()) == 1

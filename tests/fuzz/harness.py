@@ -1,0 +1,166 @@
+"""Running the CLI in-process for fuzzing, and the promises every run must keep.
+
+A subprocess per case would cost ~0.3 s, so ``run`` calls ``trainctl.cli.app.main``
+with a patched ``sys.argv`` and captured stdout/stderr: thousands of cases fit in a CI
+minute. A SIGALRM timer turns a hang into a failure after :data:`HANG_SECONDS`. Each
+``run`` is counted; conftest.py reports the totals at the end of the session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+HANG_SECONDS = 10
+COUNTS: Counter = Counter()  # "cases", "exit 0", "exit 2"
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*/job.yaml"))
+
+
+# The same cases on every run: the seed comes from each test's own code, so a CI failure
+# reproduces locally with the same command (and print_blob prints @reproduce_failure for it).
+# derandomize implies no example database, nothing is written to the repository.
+FUZZ = settings(
+    derandomize=True,
+    deadline=None,  # the alarm in run() catches hangs; timings on 2 shared cores vary too much
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+
+
+def fuzz(max_examples: int) -> settings:
+    return settings(FUZZ, max_examples=max_examples)
+
+
+class Hang(Exception):
+    """The command ran longer than HANG_SECONDS."""
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def _on_alarm(signum, frame):
+    raise Hang(f"no result within {HANG_SECONDS} s")
+
+
+def run(*args: str, stdin: bytes = b"") -> Result:
+    """``trainctl ARGS`` in this process; asserts the universal promises before returning."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.argv, sys.stdin
+    sys.argv, sys.stdin = ["trainctl", *args], io.TextIOWrapper(io.BytesIO(stdin))
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
+    try:
+        from trainctl.cli.app import main
+
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main()
+                code = 0
+            except SystemExit as exit:
+                code = exit.code if isinstance(exit.code, int) else 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        sys.argv, sys.stdin = saved
+    result = Result(code, out.getvalue(), err.getvalue())
+    COUNTS["cases"] += 1
+    COUNTS[f"exit {code}"] += 1
+    assert_promises(result, args)
+    return result
+
+
+def assert_promises(result: Result, args) -> None:
+    """Exit 0 or 2; a rejection is exactly one line on stderr that starts with "error:"."""
+    context = f"args={args!r} stderr={result.stderr!r}"
+    assert result.code in (0, 2), context
+    assert "Traceback" not in result.stderr, context
+    if result.code == 2:
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), context
+
+
+def json_documents(result: Result) -> list[dict]:
+    """The resources a successful ``-o json`` run printed (one, or a List's items)."""
+    document = json.loads(result.stdout)
+    return document["items"] if document.get("kind") == "List" else [document]
+
+
+def shape(node, path: str = "") -> set[str]:
+    """Every key path and list position of a resource, without its leaf values."""
+    if isinstance(node, dict):
+        return {path} | {p for key, value in node.items() for p in shape(value, f"{path}.{key}")}
+    if isinstance(node, list):
+        return {path} | {p for index, value in enumerate(node) for p in shape(value, f"{path}[{index}]")}
+    return {path}
+
+
+def all_strings(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key
+            yield from all_strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from all_strings(item)
+    elif isinstance(node, str):
+        yield node
+
+
+def home_snapshot(home: Path) -> list[tuple[str, int]]:
+    return sorted((str(path.relative_to(home)), path.stat().st_size) for path in home.rglob("*") if path.is_file())
+
+
+@contextlib.contextmanager
+def private_state():
+    """A fresh TRAINCTL_HOME, no cluster, the local backend; a scratch working directory."""
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="trainctl-fuzz-") as scratch:
+        home = Path(scratch) / "home"
+        os.environ.update(TRAINCTL_HOME=str(home), KUBECONFIG="/nonexistent", TRAINCTL_BACKEND="local")
+        os.chdir(scratch)
+        try:
+            yield Path(scratch), home
+        finally:
+            os.chdir(saved_cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+
+# ---- strategies shared by the fuzz tests ----------------------------------------
+
+# Characters that broke things before: YAML line breaks and specials, quotes, template syntax,
+# shell syntax, Rich markup, path traversal, controls, astral characters.
+# (No NUL: an argument cannot hold one. U+DCFF is how a non-UTF-8 byte arrives.)
+SPECIAL = ["\x85", "\u2028", "\u2029", "\x7f", "\ufeff", "\udcff", "\t", "\n", "\r", "\\", '"', "'", "{{", "}}",
+           "{%", "%}", ": ", "- ", "&a", "*a", "!!binary", "!!set", "#", "[", "]", "{", "}", ",", "$(", "`",
+           "[red]", "../", "/", "=", ":", "😀", "\U0001f600", "é", " "]
+TOKENS = ["2", "0", "-1", "500m", "4Gi", "a=b", "A=1", "team=ml", "pvc:data:/data", "host:/a:/b:ro",
+          "key=v:NoSchedule", "k:NoExecute", "Never", "OnFailure", "All", "auto", "python", "train.py",
+          "2024-01-01", "true", "null", "~", ".inf", "1e400", "9" * 30, "0x1F", "ok-name"]
+
+text_values = st.one_of(
+    st.sampled_from(TOKENS),
+    st.lists(st.sampled_from(SPECIAL + list("abcXYZ019=-._/:")), max_size=10).map("".join),
+    st.text(st.characters(exclude_characters="\x00"), max_size=20),
+)
+integer_values = st.one_of(
+    st.integers(min_value=-3, max_value=5),
+    st.sampled_from([2**31 - 1, 2**31, 2**63 - 1, 2**63, -2**63 - 1, 10**30]),
+    st.integers(),
+).map(str)

@@ -1,0 +1,137 @@
+"""Fuzzing ``trainctl submit``: every flag the command has, with hostile and near-valid values.
+
+The flag list is read from the Typer command itself, so a flag added to submit is fuzzed
+without touching this file; only flags that pick where output goes or what runs (not
+what is built) are driven by the tests instead.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.fuzz.harness import (
+    all_strings,
+    fuzz,
+    home_snapshot,
+    integer_values,
+    json_documents,
+    private_state,
+    run,
+    shape,
+    text_values,
+)
+from trainctl.frameworks import CLI_NAMES, by_kind
+from trainctl.validation import validate
+
+pytestmark = pytest.mark.fuzz
+
+DRIVEN = {"dry_run", "output", "values", "replace", "wait", "follow", "local", "context", "kubeconfig"}
+
+
+def submit_options() -> list:
+    from typer.main import get_command
+
+    from trainctl.cli import submit as submit_module
+    from trainctl.cli.app import app
+
+    command = get_command(app).commands["submit"]
+    hints = typing.get_type_hints(submit_module.submit)
+    options = []
+    for param in command.params:
+        if param.param_type_name != "option" or param.name in DRIVEN:
+            continue
+        is_integer = int in (typing.get_args(hints.get(param.name)) or (hints.get(param.name),))
+        options.append((param, integer_values if is_integer else text_values))
+    return options
+
+
+OPTIONS = submit_options()
+kinds = st.one_of(st.sampled_from(CLI_NAMES), st.sampled_from(CLI_NAMES), text_values)
+
+
+@st.composite
+def option_arguments(draw) -> list[str]:
+    """A few of submit's options, each with one to three values."""
+    arguments = []
+    for param, values in draw(st.lists(st.sampled_from(OPTIONS), max_size=5, unique_by=lambda o: o[0].name)):
+        for _ in range(draw(st.integers(1, 3 if param.multiple else 1))):
+            flag = draw(st.sampled_from(param.opts))
+            arguments += [flag] if param.is_flag else [flag, draw(values)]
+    return arguments
+
+
+commands = st.lists(text_values, max_size=3).map(lambda words: ["python", *words])
+
+
+def test_every_submit_option_is_fuzzed():
+    names = {param.name for param, _ in OPTIONS}
+    assert {"env", "workers", "set_", "namespace", "name", "active_deadline", "template"} <= names
+
+
+@fuzz(400)
+@given(kind=kinds, options=option_arguments(), command=commands)
+def test_submit_options(kind, options, command):
+    result = run("submit", kind, "--dry-run", "-o", "json", *options, "--", *command)
+    if result.code:
+        return
+    (job,) = json_documents(result)
+    validate(job)
+    env_values = [value.partition("=")[2] for flag, value in zip(options, options[1:]) if flag in ("-e", "--env")]
+    strings = set(all_strings(job))
+    assert all(value in strings for value in env_values), env_values
+    replica_specs = job["spec"][by_kind(job["kind"]).replica_spec_field].values()
+    containers = [c for replica in replica_specs for c in replica["template"]["spec"]["containers"]]
+    assert any(c.get("command", [])[-len(command):] == command for c in containers)
+
+
+FREE_TEXT = {  # where a user's free text lands, as (arguments before, template for the value)
+    "env value": ("-e", "V={}"),
+    "annotation value": ("--annotation", "note={}"),
+    "image": ("--image", "{}"),
+    "queue": ("--queue", "{}"),
+    "priority class": ("--priority-class", "{}"),
+    "command word": ("--", "{}"),
+}
+_baselines: dict[tuple[str, str], set[str]] = {}
+
+
+def free_text_run(kind: str, slot: str, value: str):
+    flag, template = FREE_TEXT[slot]
+    arguments = [flag, template.format(value)]
+    if flag != "--":
+        arguments += ["--", "python"]
+    return run("submit", kind, "--name", "shape", "--dry-run", "-o", "json", *arguments)
+
+
+@fuzz(250)
+@given(kind=st.sampled_from(CLI_NAMES), slot=st.sampled_from(sorted(FREE_TEXT)), value=text_values)
+def test_free_text_lands_as_one_string_and_never_changes_structure(kind, slot, value):
+    result = free_text_run(kind, slot, value)
+    if result.code:
+        return
+    if (kind, slot) not in _baselines:
+        _baselines[kind, slot] = shape(json_documents(free_text_run(kind, slot, "v"))[0])
+    (job,) = json_documents(result)
+    assert shape(job) == _baselines[kind, slot], (slot, value)
+    assert value in set(all_strings(job)), (slot, value)
+
+
+@fuzz(100)
+@given(kind=st.sampled_from(CLI_NAMES), options=option_arguments(), command=commands)
+def test_a_rejected_submit_leaves_nothing_behind(kind, options, command):
+    """Real submits (local backend, suspended so nothing runs): exit 2 changes no file."""
+    with private_state() as (_, home):
+        before = home_snapshot(home) if home.exists() else []
+        result = run("submit", kind, "--name", "fuzz", "--suspend", *options, "--", *command)
+        if result.code == 2:
+            assert (home_snapshot(home) if home.exists() else []) == before, result.stderr
+        else:
+            from trainctl.api import Client
+
+            client = Client(backend="local")
+            for job in client.list(all_namespaces=True):
+                client.delete(job["metadata"]["name"], job["metadata"]["namespace"])
