@@ -107,6 +107,9 @@ def render(framework: Framework, options: SubmitOptions) -> dict:
         text = template.render(context)
     except jinja2.TemplateError as err:
         raise template_error(err, source) from None
+    except UnicodeDecodeError as err:  # jinja2 reads template files as UTF-8
+        raise UserError(f"template {source}: not UTF-8 (byte 0x{err.object[err.start]:02x} at offset {err.start}): "
+                        "save it as UTF-8") from None
     resource = load_one(text, f"template {template.filename}")
     check_rendered(resource, template.filename, framework)
     for assignment in options.set:

@@ -91,6 +91,7 @@ SUBMIT_CASES = [
     (["suspend", "x", "-n", "." * 3], "not a valid namespace"),
     (["resume", "x", "-n", "n" * 64], "not a valid namespace"),
     (["apply", "-f", "-", "-n", "../x"], "not a valid namespace"),
+    (["controller", "run", "-n", "default", "-n", "../x"], "-n/--namespace '../x': not a valid namespace"),
     # class 4: values JSON cannot carry
     (["submit", "pytorch", "--set", "metadata.annotations.day=2024-01-01", "--", "x"], "a timestamp (2024-01-01)"),
     (["submit", "pytorch", "--set", "metadata.annotations.b=!!binary aGk=", "--", "x"], "!!binary"),
@@ -234,6 +235,13 @@ def test_files_that_are_not_utf8_name_the_byte(cli):
     expected = "not UTF-8 (byte 0xe9 at offset 9): save it as UTF-8"
     assert_one_line_error(cli("submit", "pytorch", "--dry-run", "-f", str(latin1), "--", "x"), expected)
     assert_one_line_error(cli("apply", "--dry-run", "-f", str(latin1)), expected)
+
+
+def test_a_template_that_is_not_utf8_names_the_byte(cli):
+    template = cli.cwd / "latin1.yaml.j2"
+    template.write_bytes("# café\n".encode("latin-1"))
+    assert_one_line_error(cli("submit", "pytorch", "--dry-run", "--template", str(template), "--", "x"),
+                          "not UTF-8 (byte 0xe9 at offset 5): save it as UTF-8")
 
 
 def test_utf16_with_a_bom_is_read_as_the_yaml_spec_asks(cli):

@@ -14,6 +14,15 @@ controller_app = typer.Typer(
     rich_markup_mode=None,  # plain help: Rich help formatting costs ~130 ms at start-up
 )
 
+def _check_namespaces(values: list[str] | None) -> list[str] | None:
+    """Each -n is a DNS-1123 label, as on every other command (it becomes part of API paths)."""
+    from trainctl.validation import check_namespace
+
+    for value in values or []:
+        check_namespace(value, "-n/--namespace")
+    return values
+
+
 KINDS_HELP = "Job kinds to reconcile, comma-separated or repeated (default: all six). Example: --kinds pytorch,tf"
 
 
@@ -21,7 +30,8 @@ KINDS_HELP = "Job kinds to reconcile, comma-separated or repeated (default: all 
                                     "Example: trainctl controller run --leader-elect --namespace team-a")
 def run(
     namespace: Annotated[list[str] | None, typer.Option(
-        "--namespace", "-n", help="Watch only this namespace (repeatable; default: every namespace).")] = None,
+        "--namespace", "-n", help="Watch only this namespace (repeatable; default: every namespace).",
+        callback=_check_namespaces)] = None,
     kinds: Annotated[list[str] | None, typer.Option("--kinds", help=KINDS_HELP)] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256,
                                              help="Jobs reconciled in parallel.")] = 8,
