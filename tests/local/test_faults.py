@@ -194,7 +194,8 @@ def test_truncated_job_json_is_named_and_delete_still_stops_every_process(cli, s
     assert_deleted_without_trace(cli, "torn", uid)
 
 
-@pytest.mark.parametrize("content", ["{}", "[1, 2]", '{"kind": "PyTorchJob", "metadata": "x", "spec": {}}'])
+@pytest.mark.parametrize("content", ["{}", "[1, 2]", '{"kind": "PyTorchJob", "metadata": "x", "spec": {}}',
+                                     '{"kind": "PyTorchJob", "metadata": {}, "spec": {}, "status": {"conditions": 5}}'])
 def test_a_job_json_that_is_json_but_no_job_is_damaged_too(cli, scripts, content):
     uid = start_long_job(cli, "hollow")
     job_file = job_dir(cli, "hollow") / "job.json"
@@ -203,6 +204,21 @@ def test_a_job_json_that_is_json_but_no_job_is_damaged_too(cli, scripts, content
     listed = cli("list")
     assert listed.returncode == 0 and "Damaged" in listed.stdout, listed.stderr
     assert_deleted_without_trace(cli, "hollow", uid)
+
+
+def test_a_runtime_table_and_events_of_the_wrong_shape_are_reported_not_fatal(cli, scripts):
+    uid = start_long_job(cli, "tampered")
+    for pid in running(processes.SUPERVISOR_MARKER, uid):
+        os.kill(pid, signal.SIGKILL)  # so nobody rewrites the files
+    wait_until(lambda: not running(processes.SUPERVISOR_MARKER, uid), what="supervisor gone")
+    runtime_file = job_dir(cli, "tampered") / "runtime.json"
+    runtime_file.write_text(json.dumps({**json.loads(runtime_file.read_text()), "replicas": {"x": {"pid": 1}}}))
+    with open(job_dir(cli, "tampered") / "events.jsonl", "a") as events:
+        events.write('{"type": "Normal", "reason": 5, "message": ["a"]}\n[1]\n"text"\n')
+    report = cli("status", "tampered")
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+    assert str(runtime_file) in report.stdout and "lacks its name" in report.stdout
+    assert_deleted_without_trace(cli, "tampered", uid)
 
 
 def test_a_recorded_supervisor_pid_reused_by_another_process_is_not_taken_for_the_supervisor(cli, scripts):

@@ -32,7 +32,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainctl.errors import NotFound, UserError
@@ -41,9 +41,6 @@ from trainctl.errors import NotFound, UserError
 # store's own hidden files), nothing a terminal or rich markup would interpret.
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 LABEL_MAX = 63
-# What the commands rely on in each file; a file without it is damaged, however well-formed its JSON.
-JOB_FIELDS = {"kind": str, "metadata": dict, "spec": dict}  # all required
-RUNTIME_FIELDS = {"uid": str, "replicas": dict, "ports": dict, "gpus": dict}  # each optional
 
 
 class DamagedState(UserError):
@@ -91,6 +88,34 @@ def read_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"a JSON object was expected, found {type(data).__name__}")
     return data
+
+
+def job_problem(resource: dict) -> str | None:
+    """Why a parsed job.json cannot be used as a job (what every command relies on), or None."""
+    wrong = [key for key, kind in (("kind", str), ("metadata", dict), ("spec", dict))
+             if not isinstance(resource.get(key), kind)]
+    if wrong:
+        return f"no {', '.join(wrong)} of the right type: it is not a job resource"
+    status = resource.get("status", {})
+    if not isinstance(status, dict) or not _list_of_dicts(status.get("conditions", [])):
+        return "its status is not a status with a list of conditions"
+    return None
+
+
+def runtime_problem(runtime: dict) -> str | None:
+    """Why a parsed runtime.json cannot be used as the supervisor's table, or None."""
+    for key in ("replicas", "ports", "gpus"):
+        if not isinstance(runtime.get(key, {}), dict):
+            return f"{key} is not a mapping"
+    rows = runtime.get("replicas", {}).values()
+    if not all(isinstance(row, dict) and isinstance(row.get("name"), str) and isinstance(row.get("rtype"), str)
+               and isinstance(row.get("index"), int) for row in rows):
+        return "a replica row lacks its name, type or index"
+    return None
+
+
+def _list_of_dicts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
 
 
 def append_line(path: Path, line: str) -> None:
@@ -205,7 +230,7 @@ class JobDir:
     def read_job(self) -> dict:
         """The stored resource; NotFound without job.json, DamagedState when it cannot be parsed."""
         try:
-            return self._read(self.job_file, JOB_FIELDS, required=True)
+            return self._read(self.job_file, job_problem)
         except FileNotFoundError:
             raise self.not_found() from None
 
@@ -215,20 +240,21 @@ class JobDir:
     def read_runtime(self) -> dict:
         """The supervisor's table ({} before the first write); DamagedState when it cannot be parsed."""
         try:
-            return self._read(self.runtime_file, RUNTIME_FIELDS, required=False)
+            return self._read(self.runtime_file, runtime_problem)
         except FileNotFoundError:
             return {}
 
-    def _read(self, path: Path, fields: dict[str, type], required: bool) -> dict:
+    def _read(self, path: Path, problem: Callable[[dict], str | None]) -> dict:
+        """``path`` parsed; DamagedState if it is no JSON object or ``problem`` finds it unusable."""
         try:
             data = read_json(path)
         except FileNotFoundError:
             raise
         except (OSError, ValueError) as err:  # ValueError covers JSON and UTF-8 decoding
             raise DamagedState(self, path, getattr(err, "strerror", None) or err) from None
-        wrong = [key for key, kind in fields.items() if (required or key in data) and not isinstance(data.get(key), kind)]
-        if wrong:
-            raise DamagedState(self, path, f"{', '.join(wrong)} missing or not a {fields[wrong[0]].__name__}")
+        found = problem(data)
+        if found:
+            raise DamagedState(self, path, found)
         return data
 
     def uids(self) -> set[str]:
@@ -259,7 +285,8 @@ class JobDir:
         append_line(self.path / "events.jsonl", json.dumps(event))
 
     def events(self) -> list[dict]:
-        """The recorded events; a line cut short (a crash or a full disk mid-append) is skipped."""
+        """The recorded events; a line cut short (a crash or a full disk mid-append), or one that is
+        no event (not an object of strings), is skipped."""
         try:
             lines = (self.path / "events.jsonl").read_bytes().splitlines()
         except FileNotFoundError:
@@ -268,7 +295,7 @@ class JobDir:
         for line in lines:
             with contextlib.suppress(ValueError):
                 event = json.loads(line)
-                if isinstance(event, dict):
+                if isinstance(event, dict) and all(isinstance(value, str) for value in event.values()):
                     events.append(event)
         return events
 
