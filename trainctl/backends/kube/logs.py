@@ -3,9 +3,9 @@
 Without ``--follow`` each pod's log is read with ``timestamps=true``: kubelet puts the
 time it read each line in front of it, fixed width (``2006-01-02T15:04:05.000000000Z``),
 so the pods' logs are merged by comparing those prefixes as bytes. Lines of one pod within
-the same millisecond travel as one chunk (found by bisection, not line by line), and the
-prefixes are cut off again with one regular-expression pass per chunk unless
-``--timestamps`` asked for them. With ``--follow`` every pod streams in a thread of its
+the same millisecond travel as one chunk (found by bisection, not line by line), and unless
+``--timestamps`` asked for them the prefixes are sliced off again at that fixed width, in
+C (``map`` of a slice), not with a regular expression: that was 1 s per million lines. With ``--follow`` every pod streams in a thread of its
 own and lines are printed as they arrive, until the job ends: a pod that outlives its job
 (a TFJob's parameter servers, workers under cleanPodPolicy None) does not hold it open.
 """
@@ -15,11 +15,11 @@ from __future__ import annotations
 import bisect
 import heapq
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from operator import itemgetter
 
 from trainctl.backends.base import LogChunk
 from trainctl.kube.client import PODS, ApiError, Client
@@ -28,7 +28,6 @@ POLL_S = 0.5
 JOB_CHECK_S = 1.0  # how often a follow asks whether the job has ended
 DRAIN_S = 2.0  # after the job ended, how long lines still in flight may take to arrive
 STAMP_BUCKET = len("2006-01-02T15:04:05.000")  # lines of one millisecond stay in one chunk
-STAMP = re.compile(rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ", re.M)
 _DONE = object()
 
 Emit = Callable[[LogChunk], None]
@@ -45,9 +44,10 @@ def timed_chunks(client: Client, namespace: str, pod: str, query: dict, replica:
     last_time = 0.0
     try:
         for block in whole_lines(client.stream(PODS.path(namespace, pod, "log"), query, timeout=60, chunks=True)):
-            for stamp, data in split_by_stamp(block):
+            for stamp, lines in split_by_stamp(block):
                 last_time = stamp_time(stamp) or last_time
-                yield LogChunk(replica, data if keep_stamps else STAMP.sub(b"", data), last_time)
+                yield LogChunk(replica, b"\n".join(lines if keep_stamps else without_stamps(lines)) + b"\n",
+                               last_time)
     except (ApiError, OSError) as error:  # a pod that is gone or has no previous run
         yield LogChunk(replica, no_logs(error), last_time)
 
@@ -64,8 +64,8 @@ def log_query(container: str, *, follow: bool, timestamps: bool, tail: int | Non
     return query
 
 
-def split_by_stamp(block: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """Runs of lines sharing their timestamp's millisecond: ``(stamp, lines)``.
+def split_by_stamp(block: bytes) -> Iterator[tuple[bytes, list[bytes]]]:
+    """Runs of lines (without their newlines) sharing their timestamp's millisecond: ``(stamp, lines)``.
 
     A container's lines come in time order, so the end of each run is found by bisection.
     """
@@ -74,8 +74,14 @@ def split_by_stamp(block: bytes) -> Iterator[tuple[bytes, bytes]]:
     while start < len(lines):
         stamp = lines[start][:STAMP_BUCKET]
         end = max(start + 1, bisect.bisect_right(lines, stamp, lo=start, key=lambda line: line[:STAMP_BUCKET]))
-        yield stamp, b"\n".join(lines[start:end]) + b"\n"
+        yield stamp, lines[start:end]
         start = end
+
+
+def without_stamps(lines: list[bytes]) -> Iterator[bytes]:
+    """The lines of one run without kubelet's timestamp and its space (one width: kubelet's format is fixed)."""
+    width = lines[0].find(b" ") + 1
+    return map(itemgetter(slice(width, None)), lines)
 
 
 def stamp_time(stamp: bytes) -> float | None:
