@@ -112,7 +112,8 @@ def say_if_suspended(client, name: str, namespace: str | None) -> None:
 
 def follow_logs(client, name: str, namespace: str | None) -> None:
     """Print every replica's lines as they come until the job ends (for ``submit --follow``)."""
-    PrefixWriter(sys.stdout.buffer, color=stdout_is_terminal()).write_all(client.log_chunks(name, namespace, follow=True))
+    writer = PrefixWriter(sys.stdout.buffer, color=stdout_is_terminal())
+    writer.write_all(client.log_chunks(name, namespace, follow=True))
 
 
 def register(app: typer.Typer) -> None:

@@ -5,9 +5,11 @@ time it read each line in front of it, fixed width (``2006-01-02T15:04:05.000000
 so the pods' logs are merged by comparing those prefixes as bytes. Lines of one pod within
 the same millisecond travel as one chunk (found by bisection, not line by line), and unless
 ``--timestamps`` asked for them the prefixes are sliced off again at that fixed width, in
-C (``map`` of a slice), not with a regular expression: that was 1 s per million lines. With ``--follow`` every pod streams in a thread of its
-own and lines are printed as they arrive, until the job ends: a pod that outlives its job
-(a TFJob's parameter servers, workers under cleanPodPolicy None) does not hold it open.
+C (``map`` of a slice), not with a regular expression: that was 1 s per million lines.
+
+With ``--follow`` every pod streams in a thread of its own and lines are printed as they
+arrive, until the job ends: a pod that outlives its job (a TFJob's parameter servers,
+workers under cleanPodPolicy None) does not hold it open.
 """
 
 from __future__ import annotations
