@@ -32,6 +32,7 @@ def test_a_finished_jobs_logs_are_in_time_order_with_timestamps_and_pod_names(cl
     assert wait(cli, "turns") == 0
     out = cli("logs", "turns").stdout
     assert out.splitlines() == ["master-0 | first", "worker-0 | second", "master-0 | third"]
+    assert cli("logs", "-f", "turns").stdout == out  # following a finished job: the same merged lines
     stamped = cli("logs", "turns", "--timestamps").stdout.splitlines()
     assert all(re.fullmatch(r"\S+ \| \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \w+", line) for line in stamped), stamped
     by_pod = cli("logs", "turns", "--replica", "turns-worker-0")

@@ -134,7 +134,7 @@ class KubeBackend(Backend):
         if replica is not None:
             picked = pick_replica(replica, name, list(replicas))
             replicas = {picked: replicas[picked]}
-        if not follow:
+        if not follow or self.job_ended(job):  # a finished job's logs are merged in time order even with -f
             return pod_logs.merged([pod_logs.timed_chunks(self.client, namespace, pod, pod_logs.log_query(
                 container, follow=False, timestamps=True, tail=tail, since_seconds=since_seconds, previous=previous),
                 replica_id, keep_stamps=timestamps)

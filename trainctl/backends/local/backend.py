@@ -108,7 +108,7 @@ class LocalBackend(Backend):
         names = [job.replica_id(t, i) for t in job.replica_types for i in range(job.replicas(t))]
         if replica is not None:
             names = [pick_replica(replica, name, names)]
-        if follow:
+        if follow and not job_is_done(job_dir):  # a finished job's logs are merged in time order even with -f
             return follow_logs(job_dir, names, tail, since_seconds, lambda: job_is_done(job_dir), timestamps)
         return read_logs(job_dir, names, tail, previous, since_seconds, timestamps)
 
