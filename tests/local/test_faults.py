@@ -389,9 +389,14 @@ def test_apply_drops_a_status_block(cli, scripts):
 
 # ---- 9. one name, one job --------------------------------------------------------------------------
 
-def submit_after(barrier, results, resource: dict) -> None:
-    """One of the racing submitters (a process of its own): what its submit returned or raised."""
-    barrier.wait()
+def submit_at(start_at: float, results, resource: dict) -> None:
+    """One of the racing submitters (a process of its own): what its submit returned or raised.
+
+    Every racer spins until the same instant, so all twenty are runnable together and the
+    two cores switch between them in the middle of each other's submit.
+    """
+    while time.time() < start_at:
+        pass
     try:
         results.put(Client(backend="local").submit(resource)["metadata"]["uid"])
     except UserError as err:
@@ -403,9 +408,9 @@ def test_twenty_concurrent_submits_of_one_name_create_one_job(cli, scripts, monk
     monkeypatch.setenv("TRAINCTL_HOME", str(cli.home))
     monkeypatch.chdir(cli.cwd)
     resource = job_resource(cli, name)
-    context = multiprocessing.get_context("fork")  # already imported: they reach the barrier together
-    barrier, results = context.Barrier(20), context.Queue()
-    racers = [context.Process(target=submit_after, args=(barrier, results, resource)) for _ in range(20)]
+    context = multiprocessing.get_context("fork")  # already imported: nothing to load before the race
+    results, start_at = context.Queue(), time.time() + 1.0
+    racers = [context.Process(target=submit_at, args=(start_at, results, resource)) for _ in range(20)]
     for racer in racers:
         racer.start()
     outcomes = [results.get(timeout=60) for _ in racers]
