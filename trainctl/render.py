@@ -34,6 +34,10 @@ from trainctl.submit_options import (
 )
 
 LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
+# What `submit` writes as runPolicy.backoffLimit unless --backoff-limit or a values file says
+# otherwise: without one the operator (and PyTorchJob's default OnFailure) restarts a crashing
+# replica forever. A template that writes its own runPolicy keeps its value.
+DEFAULT_BACKOFF_LIMIT = 3
 # Characters JSON leaves raw but YAML does not read back as themselves: U+0085, U+2028 and
 # U+2029 are YAML line breaks (folded into a space inside quotes); DEL, the C1 controls, the
 # BOM and U+FFFE/U+FFFF are not allowed raw at all. Written as \uXXXX they survive exactly.
@@ -236,7 +240,8 @@ def resources(options: SubmitOptions, gpus: bool) -> dict:
 def run_policy(options: SubmitOptions, total_replicas: int) -> dict:
     policy = {
         "cleanPodPolicy": clean_pod_policy(options.clean_pod_policy),
-        "backoffLimit": positive(options.backoff_limit, "--backoff-limit", minimum=0),
+        "backoffLimit": DEFAULT_BACKOFF_LIMIT if options.backoff_limit is None
+        else positive(options.backoff_limit, "--backoff-limit", minimum=0),
         "activeDeadlineSeconds": positive(options.active_deadline, "--active-deadline", maximum=INT64_MAX),
         "ttlSecondsAfterFinished": positive(options.ttl_after_finished, "--ttl-after-finished", minimum=0),
         "suspend": options.suspend or None,

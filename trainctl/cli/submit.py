@@ -29,6 +29,7 @@ Examples:
   trainctl submit pytorch --workers 4 --gpus 1 -- python train.py --epochs 3
   trainctl submit tf --workers 2 --ps 1 --dry-run -o yaml -- python train.py
   trainctl submit mpi --workers 2 --slots-per-worker 2 -- python allreduce.py
+  trainctl submit pytorch --backoff-limit 0 -- python train.py   # fail on the first crash, no restart
 """
 
 
@@ -58,7 +59,7 @@ def submit(
     queue: Annotated[str | None, typer.Option(help="Scheduling queue (runPolicy.schedulingPolicy.queue).")] = None,
     gang: Annotated[bool | None, typer.Option("--gang", help="Gang-schedule: all replicas start together or none.")] = None,
     restart_policy: Annotated[str | None, typer.Option(help="Always, OnFailure, Never or ExitCode (default per kind).")] = None,
-    backoff_limit: Annotated[int | None, typer.Option(help="Restarts allowed before the job fails.")] = None,
+    backoff_limit: Annotated[int | None, typer.Option(help="Restarts allowed before the job fails (default 3).")] = None,
     active_deadline: Annotated[int | None, typer.Option(help="Fail the job after this many seconds running.")] = None,
     ttl_after_finished: Annotated[int | None, typer.Option(help="Delete the job this many seconds after it ends.")] = None,
     clean_pod_policy: Annotated[str | None, typer.Option(help="What to stop when the job ends: All, Running, None.")] = None,
