@@ -64,13 +64,15 @@ class Client:
 
         return check_namespace(self.default_namespace() if namespace is None else namespace, "namespace")
 
-    def submit(self, resource: dict, *, replace: bool = False) -> dict:
+    def submit(self, resource: dict, *, replace: bool = False, preflight: bool = True) -> dict:
+        """Create the job. ``preflight=False`` skips the checks that it can run at all (locally: that its
+        executable and script exist; on a cluster: that its CRD and namespace do), for when you know better."""
         from trainctl.validation import validate
 
         validate(resource)
         metadata = resource["metadata"]
         metadata["namespace"] = self._ns(metadata.get("namespace"))
-        return self.backend.create(resource, replace=replace)
+        return self.backend.create(resource, replace=replace, preflight=preflight)
 
     def get(self, name: str, namespace: str | None = None, kind: str | None = None) -> JobDetails:
         return self.backend.get(name, self._ns(namespace), kind)

@@ -91,8 +91,11 @@ class Backend(abc.ABC):
         return "default"
 
     @abc.abstractmethod
-    def create(self, resource: dict, replace: bool = False) -> dict:
-        """Store a validated job; return it as stored. Error if it exists and not replace."""
+    def create(self, resource: dict, replace: bool = False, preflight: bool = True) -> dict:
+        """Store a validated job; return it as stored. Error if it exists and not replace.
+
+        ``preflight``: first check what would keep the job from ever running here (locally: its
+        commands, scripts and volumes; on a cluster: its CRD, namespace, PriorityClass, queue)."""
 
     @abc.abstractmethod
     def get(self, name: str, namespace: str, kind: str | None = None) -> JobDetails:

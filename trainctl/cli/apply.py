@@ -27,6 +27,8 @@ def apply(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print; apply nothing.")] = False,
     output: Output = None,
     replace: Annotated[bool, typer.Option("--replace", help="Replace jobs that already exist.")] = False,
+    no_preflight: Annotated[bool, typer.Option(
+        "--no-preflight", help="Skip the checks that each job can start (local: its executable and script exist).")] = False,
     local: Local = False,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
@@ -44,7 +46,7 @@ def apply(
         return
     client = make_client(local, context, kubeconfig)
     for document in documents:
-        stored = client.submit(document, replace=replace)
+        stored = client.submit(document, replace=replace, preflight=not no_preflight)
         console().print(f"[green]applied[/] {stored['kind'].lower()}/[bold]{stored['metadata']['name']}[/] "
                         f"on {client.backend.description}")
 

@@ -72,6 +72,8 @@ def submit(
     replace: Annotated[bool, typer.Option("--replace", help="Replace a job of the same name.")] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the job ends; exit 1 if it failed.")] = False,
     follow: Annotated[bool, typer.Option("--follow", help="Stream every replica's logs until the job ends.")] = False,
+    no_preflight: Annotated[bool, typer.Option(
+        "--no-preflight", help="Skip the checks that the job can start (local: its executable and script exist).")] = False,
     local: Local = False,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
@@ -97,8 +99,8 @@ def submit(
         typer.echo(dump(resource, output or "yaml"), nl=False)
         return
     client = make_client(local, context, kubeconfig)
-    stored = client.submit(resource, replace=replace)
-    print_summary(client, stored, framework)
+    stored = client.submit(resource, replace=replace, preflight=not no_preflight)
+    print_summary(client, stored, framework, unenforced_options(options))
     if follow or wait:
         from trainctl.cli.logs import follow_logs
         from trainctl.cli.wait import wait_for
@@ -122,7 +124,16 @@ def topology_text(resource: dict, framework) -> str:
     return " + ".join(f"{rtype} {spec.get('replicas', 1)}" for rtype, spec in specs.items())
 
 
-def print_summary(client, resource: dict, framework) -> None:
+def unenforced_options(options) -> list[str]:
+    """The given options a local run cannot honour: processes share this machine, its scheduler and its /dev/shm."""
+    given = {"--cpu": options.cpu, "--memory": options.memory, "--gang": options.gang,
+             "--priority-class": options.priority_class, "--queue": options.queue,
+             "--node-selector": options.node_selector, "--toleration": options.toleration,
+             "--shm-size": options.shm_size}
+    return [flag for flag, value in given.items() if value]
+
+
+def print_summary(client, resource: dict, framework, unenforced: list[str]) -> None:
     name = resource["metadata"]["name"]
     out = console()
     out.print(f"[green]submitted[/] {framework.singular}/[bold]{name}[/] "
@@ -135,6 +146,9 @@ def print_summary(client, resource: dict, framework) -> None:
 
         out.print(escape(f"  note: replicas run as processes in {os.getcwd()}; the image ({', '.join(images)}) "
                          "is not used"), soft_wrap=True)
+        if unenforced:
+            out.print(escape(f"  note: the local backend does not enforce {', '.join(unenforced)} "
+                             "(they apply on Kubernetes)"), soft_wrap=True)
     out.print(f"  next: trainctl logs -f {name}   trainctl status {name}   trainctl wait {name}")
 
 

@@ -37,10 +37,11 @@ class KubeBackend(Backend):
         return api_errors(what, self.client)
 
     # ---- create ------------------------------------------------------------------------
-    def create(self, resource: dict, replace: bool = False) -> dict:
+    def create(self, resource: dict, replace: bool = False, preflight: bool = True) -> dict:
         framework = by_kind(resource["kind"])
         namespace, name = resource["metadata"]["namespace"], resource["metadata"]["name"]
-        self.preflight(resource)
+        if preflight:
+            self.preflight(resource)
         if self._exists(framework, namespace, name):
             if not replace:
                 raise UserError(f'{framework.singular} "{name}" already exists in namespace "{namespace}": '

@@ -41,16 +41,20 @@ class LocalBackend(Backend):
         return "default"
 
     # ---- create ----------------------------------------------------------------
-    def create(self, resource: dict, replace: bool = False) -> dict:
+    def create(self, resource: dict, replace: bool = False, preflight: bool = True) -> dict:
         metadata = resource["metadata"]
         job_dir = JobDir(metadata.get("namespace") or "default", metadata["name"])
+        job = Job(resource)
+        check_commands(job)
+        if preflight:  # before a replaced job is deleted: a failed check changes nothing
+            from trainctl.backends.local import preflight as checks
+
+            checks.check(job, os.getcwd())
         if job_dir.path.exists():
             if not replace:
                 raise AlreadyExists(job_dir)
             with contextlib.suppress(NotFound):  # another --replace of the same name deleted it first
                 self.delete(job_dir.name, job_dir.namespace)
-        job = Job(resource)
-        check_commands(job)
         gpus = assign_gpus(job)
         resource.pop("status", None)  # observed, never submitted: the API server drops it on create too
         metadata.update(namespace=job_dir.namespace, uid=str(uuid.uuid4()),
