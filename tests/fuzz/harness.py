@@ -122,8 +122,10 @@ def all_strings(node):
         yield node
 
 
-def home_snapshot(home: Path) -> list[tuple[str, int]]:
-    return sorted((str(path.relative_to(home)), path.stat().st_size) for path in home.rglob("*") if path.is_file())
+def files_under(directory: Path) -> list[tuple[str, int]]:
+    """Every file under ``directory`` with its size."""
+    return sorted((str(path.relative_to(directory)), path.stat().st_size)
+                  for path in directory.rglob("*") if path.is_file())
 
 
 @contextlib.contextmanager

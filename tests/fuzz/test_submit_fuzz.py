@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests.fuzz.harness import (
     all_strings,
     fuzz,
-    home_snapshot,
+    files_under,
     integer_values,
     json_documents,
     private_state,
@@ -123,12 +123,13 @@ def test_free_text_lands_as_one_string_and_never_changes_structure(kind, slot, v
 @fuzz(100)
 @given(kind=st.sampled_from(CLI_NAMES), options=option_arguments(), command=commands)
 def test_a_rejected_submit_leaves_nothing_behind(kind, options, command):
-    """Real submits (local backend, suspended so nothing runs): exit 2 changes no file."""
-    with private_state() as (_, home):
-        before = home_snapshot(home) if home.exists() else []
+    """Real submits (local backend, suspended so nothing runs): exit 2 changes no file, in
+    TRAINCTL_HOME or beside it (where a namespace like ../../x would have written)."""
+    with private_state() as (scratch, _):
+        before = files_under(scratch)
         result = run("submit", kind, "--name", "fuzz", "--suspend", *options, "--", *command)
         if result.code == 2:
-            assert (home_snapshot(home) if home.exists() else []) == before, result.stderr
+            assert files_under(scratch) == before, result.stderr
         else:
             from trainctl.api import Client
 
