@@ -39,8 +39,8 @@ VENV_PY=.venv/bin/python
 # Frameworks for the real distributed runs: pinned (plain `torch` would pull a multi-GB CUDA build).
 "$VENV_PY" -m pip install -q -r requirements/frameworks.txt
 # tf-keras declares a dependency on `tensorflow` (not -cpu); installing it with deps would
-# pull a second TensorFlow into the same directory.
-"$VENV_PY" -m pip install -q --no-deps tf-keras==2.21.0
+# pull a second TensorFlow into the same directory. examples/README.md gives these two installs.
+"$VENV_PY" -m pip install -q --no-deps -r requirements/frameworks-no-deps.txt
 # The Kubeflow Training Operator's own SDK, for its e2e managed_by test against our CRDs and controller:
 # it needs kubernetes<36 and the tests pin 37, so it gets a virtualenv of its own.
 if [ ! -x .venv-upstream-sdk/bin/python ]; then
