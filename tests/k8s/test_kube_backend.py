@@ -269,6 +269,11 @@ def test_preflight_names_the_fix(kube):
     missing_pc = kube("submit", "jax", "--name", "pf", "-n", kube.namespace, "--priority-class", "gold", "--",
                       "python", "t.py")
     assert missing_pc.returncode == 2 and 'PriorityClass "gold" does not exist' in missing_pc.stderr
+    # --no-preflight skips those checks (the API server itself accepts the job); local files are never
+    # checked on a cluster, where the command runs in the image (t.py exists nowhere here)
+    skipped = kube("submit", "jax", "--name", "pf", "-n", kube.namespace, "--priority-class", "gold",
+                   "--no-preflight", "--", "python", "t.py")
+    assert skipped.returncode == 0, skipped.stderr
 
 
 def test_the_cli_role_is_enough_and_no_rights_is_one_line(k8s_cluster, kube):
