@@ -30,6 +30,7 @@ object) and low enough that everything after loading stays well under a second.
 from __future__ import annotations
 
 import codecs
+import functools
 import math
 import sys
 
@@ -151,22 +152,18 @@ def _problem_of(err) -> str:
     return getattr(err, "problem", None) or str(err).splitlines()[0]
 
 
-_LOADER = None
-
-
+@functools.cache
 def _loader_class():
     """A safe loader (libyaml's when available) that builds JSON values only."""
-    global _LOADER
-    if _LOADER is None:
-        import yaml
+    import yaml
 
-        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        _LOADER = type("JSONValuesLoader", (base,), {})  # add_constructor copies the table: base stays as it is
-        for tag, description in NOT_JSON.items():
-            _LOADER.add_constructor(f"tag:yaml.org,2002:{tag}", _refuser(description))
-        _LOADER.add_constructor("tag:yaml.org,2002:int", _construct_int)
-        _LOADER.add_constructor("tag:yaml.org,2002:float", _construct_float)
-    return _LOADER
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = type("JSONValuesLoader", (base,), {})  # add_constructor copies the table: base stays as it is
+    for tag, description in NOT_JSON.items():
+        loader.add_constructor(f"tag:yaml.org,2002:{tag}", _refuser(description))
+    loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+    return loader
 
 
 def _refuser(description: str):
