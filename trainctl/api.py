@@ -11,17 +11,23 @@ caller can fix.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainctl.backends.base import Backend, JobDetails, LogChunk, LogLine
 from trainctl.errors import UserError
 
+if TYPE_CHECKING:
+    from trainctl.failures import FailureSummary
+
 BACKENDS = ("local", "kubernetes")  # the names trainctl.backends.load() knows
 TERMINAL = ("Succeeded", "Failed")
+WAIT_CONDITIONS = ("Succeeded", "Failed", "Running", "Suspended")
 WAIT_POLL_SECONDS = 0.2
 
 
@@ -96,13 +102,25 @@ class Client:
                                        since_seconds=since_seconds, previous=previous, timestamps=timestamps)
 
     def wait(self, name: str, namespace: str | None = None, *, until: str = "Succeeded",
-             timeout: float | None = None, on_progress: Callable[[dict], None] | None = None) -> dict:
+             timeout: float | None = None, on_progress: Callable[[dict], None] | None = None,
+             raise_on_failure: bool = False) -> dict:
         """Poll until condition ``until`` is True or the job ends otherwise; returns the job.
 
-        Raises TimeoutError when ``timeout`` seconds pass first.
+        ``until`` is a condition type in any case, also as kubectl spells it (``condition=Running``).
+        Raises TimeoutError when ``timeout`` seconds pass first, and with ``raise_on_failure``
+        :class:`~trainctl.errors.JobFailed` (carrying :meth:`failure_summary`) when the job failed
+        although ``until`` was not Failed.
         """
-        if until not in ("Succeeded", "Failed", "Running", "Suspended"):
-            raise UserError(f"--for {until!r}: use Succeeded, Failed, Running or Suspended")
+        until = condition_type(until)
+        resource = self._poll(name, namespace, until, timeout, on_progress)
+        if raise_on_failure and until != "Failed" and state_of(resource) == "Failed":
+            from trainctl.errors import JobFailed
+
+            raise JobFailed(self.failure_summary(name, namespace))
+        return resource
+
+    def _poll(self, name: str, namespace: str | None, until: str, timeout: float | None,
+              on_progress: Callable[[dict], None] | None) -> dict:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             resource = self.get(name, namespace).resource
@@ -114,6 +132,27 @@ class Client:
                 raise TimeoutError(f"job {name} did not reach {until} within {timeout:g}s (now {state_of(resource)})")
             time.sleep(WAIT_POLL_SECONDS)
 
+    def failure_summary(self, name: str, namespace: str | None = None, *,
+                        details: JobDetails | None = None) -> FailureSummary | None:
+        """Why the job failed, or which replicas failed although it succeeded; None when nothing failed.
+
+        It names the replica that failed first, its exit code and reason, and ends with the last
+        lines of that run's log (the previous run's when the replica was restarted since).
+        ``details``: what :meth:`get` just returned, so it is not read again.
+        """
+        from trainctl import failures
+
+        summary = failures.summarize(details or self.get(name, namespace))
+        if summary is None or summary.first is None:
+            return summary
+        run = summary.first
+        try:
+            lines = self.logs(name, namespace, replica=run.replica, tail=failures.LOG_TAIL_LINES,
+                              previous=run.previous)
+            return dataclasses.replace(summary, log_tail=[line.text for line in lines])
+        except UserError:  # the job went away meanwhile: the summary without its log
+            return summary
+
     def delete(self, name: str, namespace: str | None = None) -> None:
         self.backend.delete(name, self._ns(namespace))
 
@@ -122,6 +161,17 @@ class Client:
 
     def resume(self, name: str, namespace: str | None = None) -> dict:
         return self.backend.set_suspended(name, self._ns(namespace), False)
+
+
+def condition_type(text: str) -> str:
+    """``running``, ``Running`` or ``condition=Running`` -> ``Running``; anything else is a UserError."""
+    wanted = text.strip()
+    if wanted.lower().startswith("condition="):
+        wanted = wanted[len("condition="):]
+    for ctype in WAIT_CONDITIONS:
+        if ctype.lower() == wanted.lower():
+            return ctype
+    raise UserError(f"--for {text!r}: use one of {', '.join(WAIT_CONDITIONS)} (any case, or condition=NAME)")
 
 
 def conditions_of(resource: dict) -> list[dict]:

@@ -22,3 +22,17 @@ class UserError(Exception):
 
 class NotFound(UserError):
     """The named job (or other object) does not exist."""
+
+
+class JobFailed(Exception):
+    """A job the caller waited for failed; ``summary`` says which replica, how, and its last log lines.
+
+    Not a :class:`UserError`: the input was fine, the training was not. ``str()`` is the whole
+    multi-line summary (:class:`trainctl.failures.FailureSummary`), ready to print.
+    """
+
+    exit_code = 1
+
+    def __init__(self, summary) -> None:
+        super().__init__(str(summary))
+        self.summary = summary

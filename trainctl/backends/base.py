@@ -29,6 +29,11 @@ class ReplicaRow:
     node: str = ""
     started: str | None = None  # RFC 3339
     finished: str | None = None
+    # the run before the current one, for a replica restarted in place (kubectl's lastState):
+    # a crash-looping replica's failure lives here while its new run waits or runs
+    last_exit_code: int | None = None
+    last_reason: str = ""
+    last_finished: str | None = None
 
 
 @dataclass(frozen=True)

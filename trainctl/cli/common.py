@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from trainctl.api import Client
+    from trainctl.failures import FailureSummary
 
 def _check_namespace(value: str | None) -> str | None:
     """Every command's -n is a DNS-1123 label (it also names a directory of the local store)."""
@@ -113,6 +116,29 @@ def detached_message(name: str, namespace: str | None = None) -> str:
     namespace_flag = f" -n {namespace}" if namespace else ""
     return (f"stopped watching {name}; the job keeps running: trainctl status {name}{namespace_flag} to check, "
             f"trainctl delete {name}{namespace_flag} to stop it")
+
+
+@contextmanager
+def watching(name: str, namespace: str | None = None) -> Iterator[None]:
+    """Around ``--wait``/``--follow``: Ctrl-C ends the watching with :func:`detached_message`, exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        from rich.markup import escape
+
+        console(stderr=True).print(f"\n{escape(detached_message(name, namespace))}", soft_wrap=True)
+        raise typer.Exit(130) from None  # 128 + SIGINT, as shells report it
+
+
+def print_failure(summary: FailureSummary, out: Console) -> None:
+    """A job's failure summary (trainctl/failures.py), log lines escaped so they never act as markup."""
+    from rich.markup import escape
+
+    headline, *rest = summary.lines()
+    color = "red" if summary.state == "Failed" else "yellow"
+    out.print(f"[{color}]{'note: ' if summary.state != 'Failed' else ''}{escape(headline)}[/]", soft_wrap=True)
+    for line in rest:
+        out.print(escape(line), soft_wrap=True, highlight=False)
 
 
 def stdout_is_terminal() -> bool:

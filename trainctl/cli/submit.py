@@ -105,9 +105,13 @@ def submit(
         from trainctl.cli.logs import follow_logs
         from trainctl.cli.wait import wait_for
 
-        if follow:
-            follow_logs(client, stored["metadata"]["name"], stored["metadata"].get("namespace"))
-        raise typer.Exit(wait_for(client, stored["metadata"]["name"], stored["metadata"].get("namespace")))
+        from trainctl.cli.common import watching
+
+        job_name, job_namespace = stored["metadata"]["name"], stored["metadata"].get("namespace")
+        with watching(job_name, job_namespace):  # Ctrl-C leaves the job running, and says so
+            if follow:
+                follow_logs(client, job_name, job_namespace)
+            raise typer.Exit(wait_for(client, job_name, job_namespace))  # a failure ends with its summary
 
 
 def load_values(path: Path) -> dict:

@@ -1,4 +1,11 @@
-"""``wait``: block until a job reaches a state, with progress on stderr."""
+"""``wait``: block until jobs reach a state, with progress on stderr, and say why a job failed.
+
+``--for`` takes a condition type in any case, or kubectl's ``condition=NAME``. Several jobs
+are waited for under one ``--timeout``; the exit status is 0 only when every one reached the
+state. A job that failed instead ends with its failure summary (trainctl/failures.py): which
+replica failed first, its exit code and reason, and the last lines of its log. Ctrl-C stops
+the waiting only, and says so (common.watching).
+"""
 
 from __future__ import annotations
 
@@ -7,20 +14,38 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, console, make_client
-from trainctl.cli.formatting import Name, colored_state, parse_duration
+from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, console, make_client, print_failure,
+                                 watching)
+from trainctl.cli.formatting import colored_state, parse_duration
+
+Names = Annotated[list[str], typer.Argument(help="One or more job names (see trainctl list).", show_default=False)]
 
 
-def wait(name: Name, namespace: Namespace = None,
-         for_: Annotated[str, typer.Option("--for", help="Succeeded, Failed, Running or Suspended.")] = "Succeeded",
+def wait(names: Names, namespace: Namespace = None,
+         for_: Annotated[str, typer.Option("--for", help="Succeeded, Failed, Running or Suspended (any case; "
+                                                         "condition=NAME as in kubectl).")] = "Succeeded",
          timeout: Annotated[str | None, typer.Option(help="Give up after this long (e.g. 10m); exit 1.")] = None,
          local: Local = False, context: Context = None, kubeconfig: Kubeconfig = None) -> None:
+    from trainctl.api import condition_type
+
+    until = condition_type(for_)  # a bad --for fails before anything is read
+    seconds = parse_duration(timeout, "--timeout")
     client = make_client(local, context, kubeconfig)
-    raise typer.Exit(wait_for(client, name, namespace, for_, parse_duration(timeout, "--timeout")))
+    deadline = None if seconds is None else time.monotonic() + seconds
+    worst = 0
+    for name in dict.fromkeys(names):
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        with watching(name, namespace):
+            worst = max(worst, wait_for(client, name, namespace, until, left))
+    raise typer.Exit(worst)
 
 
 def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded", timeout: float | None = None) -> int:
-    """Wait with a progress line on stderr; 0 when ``until`` is reached, 1 otherwise."""
+    """Wait with a progress line on stderr; 0 when ``until`` is reached, 1 otherwise.
+
+    A job that ended Failed (when that was not awaited) is explained by its failure summary;
+    one that succeeded although some replica failed gets a note naming it.
+    """
     from trainctl.api import reached, state_of
 
     err = console(stderr=True)
@@ -38,9 +63,13 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
     ok = reached(resource, until)
     err.print(f"{name}: {colored_state(final)} on {client.backend.description}"
               f"{'' if ok else f' (waited for {until})'}")
+    if final in ("Failed", "Succeeded") and until != "Failed":
+        summary = client.failure_summary(name, namespace)
+        if summary is not None:
+            print_failure(summary, err)
     return 0 if ok else 1
 
 
 def register(app: typer.Typer) -> None:
-    app.command(help="Wait for a job's state; exit 0 when reached, 1 otherwise. "
-                     "Example: trainctl wait mnist --for Succeeded --timeout 30m")(wait)
+    app.command(help="Wait for jobs' state; exit 0 when every one reached it, 1 otherwise (a failed job's "
+                     "summary says why). Example: trainctl wait mnist --for succeeded --timeout 30m")(wait)

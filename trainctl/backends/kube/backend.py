@@ -97,7 +97,10 @@ class KubeBackend(Backend):
         with self.errors(f"read pods of {name}"):
             pods = self.client.list(kube.PODS, namespace, selector=f"{LABEL_JOB_NAME}={name}")["items"]
             events = self.client.list(kube.EVENTS, namespace, field_selector=f"involvedObject.name={name}")["items"]
-        rows = sorted((replica_row(pod) for pod in pods), key=lambda r: (r.replica_type, r.index or 0))
+        job = Job(resource)
+        order = job.replica_types
+        rows = [replica_row(pod, order) for pod in pods] + podless_rows(job, pods)
+        rows.sort(key=lambda r: (order.index(r.replica_type) if r.replica_type in order else len(order), r.index or 0))
         recent = sorted(events, key=event_time)[-RECENT_EVENTS:]
         return JobDetails(resource=resource, replicas=rows, events=[
             {"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"), "time": event_time(e)}
@@ -231,25 +234,54 @@ def priority_classes(resource: dict) -> set[str]:
     return {n for n in names if n}
 
 
-def replica_row(pod: dict) -> ReplicaRow:
-    """A pod as `status` shows it: phase, restarts, exit code and the reason that matters."""
+def replica_row(pod: dict, replica_types: list[str]) -> ReplicaRow:
+    """A pod as ``status`` shows it, as kubectl would: its phase, or why it waits (CrashLoopBackOff,
+    ImagePullBackOff); restarts; its current run's exit code and reason; and, once kubelet restarted
+    it in place, the run before (lastState), where a crash-looping replica's failure lives."""
     meta, status = pod["metadata"], pod.get("status") or {}
     labels = meta.get("labels") or {}
     statuses = status.get("containerStatuses") or []
-    restarts = sum(s.get("restartCount", 0) for s in statuses)
-    exit_code, reason, state = None, "", status.get("phase") or "Pending"
-    for container in statuses:
-        current, last = container.get("state") or {}, container.get("lastState") or {}
-        if "terminated" in current:
-            exit_code, reason = current["terminated"].get("exitCode"), current["terminated"].get("reason") or ""
-        elif (current.get("waiting") or {}).get("reason"):
-            reason = current["waiting"]["reason"]  # ImagePullBackOff, CrashLoopBackOff ...
-        elif not reason and "terminated" in last:
-            reason = f"last: {last['terminated'].get('reason')}"
+    ended = telling_termination((s.get("state") or {}).get("terminated") for s in statuses)
+    last = telling_termination((s.get("lastState") or {}).get("terminated") for s in statuses)
+    waiting = next((w["reason"] for s in statuses if (w := (s.get("state") or {}).get("waiting") or {}).get("reason")),
+                   "")
+    state = status.get("phase") or "Pending"
+    if waiting and state in ("Pending", "Running"):
+        state = waiting
     if meta.get("deletionTimestamp"):
         state = "Terminating"
-    index = labels.get(LABEL_REPLICA_INDEX)
-    return ReplicaRow(name=meta["name"], replica_type=labels.get(LABEL_REPLICA_TYPE, "").capitalize(),
-                      index=int(index) if index and index.isdigit() else None, state=state, restarts=restarts,
-                      exit_code=exit_code, reason=reason, node=(pod.get("spec") or {}).get("nodeName") or "",
-                      started=status.get("startTime"))
+    label_type, index = labels.get(LABEL_REPLICA_TYPE, ""), labels.get(LABEL_REPLICA_INDEX)
+    return ReplicaRow(name=meta["name"], replica_type=canonical_type(label_type, replica_types),
+                      index=int(index) if index and index.isdigit() else None, state=state,
+                      restarts=sum(s.get("restartCount", 0) for s in statuses), exit_code=ended.get("exitCode"),
+                      reason=ended.get("reason") or status.get("reason") or "",
+                      node=(pod.get("spec") or {}).get("nodeName") or "", started=status.get("startTime"),
+                      finished=ended.get("finishedAt"), last_exit_code=last.get("exitCode"),
+                      last_reason=last.get("reason") or "", last_finished=last.get("finishedAt"))
+
+
+def telling_termination(terminations) -> dict:
+    """Of the containers' terminations, the one that explains most: a failed one, else any."""
+    ended = [t for t in terminations if t]
+    return next((t for t in ended if t.get("exitCode")), ended[0] if ended else {})
+
+
+def canonical_type(label: str, replica_types: list[str]) -> str:
+    """The spec's spelling of a replica-type label: ``ps`` -> ``PS``."""
+    return next((rtype for rtype in replica_types if rtype.lower() == label), label.capitalize())
+
+
+def podless_rows(job: Job, pods: list[dict]) -> list[ReplicaRow]:
+    """A row for each replica of the spec without a pod: not created yet, or removed after the job ended.
+
+    Removed pods take their exit codes with them; the job's events and conditions still tell
+    why it ended. With the default cleanPodPolicy (None) a finished job keeps every pod.
+    """
+    present = {pod["metadata"]["name"] for pod in pods}
+    finished = any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
+                   for c in (job.resource.get("status") or {}).get("conditions") or [])
+    state, reason = (("Deleted", f"pod removed (cleanPodPolicy {job.run_policy['cleanPodPolicy']})") if finished
+                     else ("Pending", "no pod yet"))
+    return [ReplicaRow(name=job.pod_name(rtype, index), replica_type=rtype, index=index, state=state, reason=reason)
+            for rtype in job.replica_types for index in range(job.replicas(rtype))
+            if job.pod_name(rtype, index) not in present]

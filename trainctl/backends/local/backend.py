@@ -312,7 +312,9 @@ def replica_row(row: dict, runtime: dict) -> ReplicaRow:
             state, reason = "Ended (unsupervised)", "exit code unknown: supervisor lost"
     return ReplicaRow(name=row["name"], replica_type=row["rtype"], index=row["index"], state=state,
                       restarts=row.get("restarts", 0), exit_code=row.get("exit_code"), reason=reason,
-                      node="localhost", started=row.get("started"), finished=row.get("finished"))
+                      node="localhost", started=row.get("started"), finished=row.get("finished"),
+                      last_exit_code=row.get("last_exit_code"), last_reason=row.get("last_reason", ""),
+                      last_finished=row.get("last_finished"))
 
 
 def job_is_done(job_dir: JobDir) -> bool:

@@ -31,6 +31,7 @@ from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, Recor
 from trainctl.core.network import LocalNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile, rfc3339
+from trainctl.failures import CRASH_LOOP
 from trainctl.job import Job
 
 TICK_SECONDS = 0.1  # how often process exits are noticed; the deadline is met within this
@@ -43,8 +44,10 @@ TROUBLE_RETRY_SECONDS = 0.5  # after a failed write or an unreadable job.json
 class Replica:
     """A replica process this supervisor started (or the record of one that ended)."""
 
-    def __init__(self, action: CreateReplica, process: subprocess.Popen, restarts: int, replica_id: str) -> None:
+    def __init__(self, action: CreateReplica, process: subprocess.Popen, restarts: int, replica_id: str,
+                 last_run: dict | None = None) -> None:
         self.action, self.process, self.restarts = action, process, restarts
+        self.last_run = last_run or {}  # the run before this one (as_last_run()), shown like kubectl's lastState
         self.replica_id = replica_id  # e.g. worker-1: names its log files
         self.indexed_size = 0
         self.started_at = rfc3339(datetime.now(timezone.utc))
@@ -67,7 +70,12 @@ class Replica:
         return {"name": self.action.name, "rtype": self.action.rtype, "index": self.action.index,
                 "pid": self.process.pid, "state": self.observed().phase, "exit_code": self.exit_code,
                 "restarts": self.restarts, "started": self.started_at, "finished": self.finished_at,
-                "reason": self.observed().reason}
+                "reason": self.observed().reason, **self.last_run}
+
+    def as_last_run(self) -> dict:
+        """This ended run as the row fields of the run before the next one."""
+        return {"last_exit_code": self.exit_code, "last_reason": self.observed().reason,
+                "last_finished": self.finished_at}
 
 
 def cpu_share(replicas: int) -> int:
@@ -92,6 +100,7 @@ class Supervisor:
         self.replicas: dict[str, Replica] = {}
         self.deleted: dict[str, dict] = {}  # rows of replicas that ended and were cleaned up
         self.restarts: dict[str, int] = {}
+        self.last_runs: dict[str, dict] = {}  # per replica name: its run before the current one
         self.not_before: dict[str, float] = {}  # restart back-off per replica name
         self.last_heartbeat = 0.0
         self.stopping = False
@@ -184,7 +193,8 @@ class Supervisor:
                     log.write(f"trainctl: cannot start {command[0]!r}: {err.strerror}\n".encode())
                 process = subprocess.Popen(["false"])  # an exited replica the core will see as failed
         self.deleted.pop(action.name, None)
-        self.replicas[action.name] = Replica(action, process, self.restarts.get(action.name, 0), replica_id)
+        self.replicas[action.name] = Replica(action, process, self.restarts.get(action.name, 0), replica_id,
+                                             self.last_runs.get(action.name))
 
     def extra_env(self, action: CreateReplica, resource: dict) -> dict[str, str]:
         """What a pod would get from its node and not from the operator: GPUs, a private Paddle log dir, MPI as root."""
@@ -210,6 +220,10 @@ class Supervisor:
             delay = min(RESTART_DELAY_SECONDS * 2 ** replica.restarts, RESTART_DELAY_MAX_SECONDS)
             self.not_before[action.name] = time.monotonic() + delay
             self.dir.rotate_logs(replica.replica_id)
+            # until it runs again it shows as kubelet shows a pod waiting to restart, with the failed run's code
+            self.last_runs[action.name] = replica.as_last_run()
+            self.deleted[action.name] = {**replica.row(), **self.last_runs[action.name], "state": CRASH_LOOP,
+                                         "exit_code": None, "reason": "", "restarts": self.restarts[action.name]}
         else:
             self.deleted[action.name] = {**replica.row(), "state": "Deleted" if action.reason != "Cleanup"
                                          else replica.row()["state"]}
