@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, make_client
+from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, make_client, print_failure
 from trainctl.cli.formatting import Name, colored_state, replica_specs, since
 
 
@@ -15,7 +15,7 @@ def status(name: Name, namespace: Namespace = None, output: Output = None, local
     from rich.markup import escape
     from rich.table import Table
 
-    from trainctl.api import state_of
+    from trainctl.api import TERMINAL, state_of
 
     client = make_client(local, context, kubeconfig)
     details = client.get(name, namespace)
@@ -35,12 +35,27 @@ def status(name: Name, namespace: Namespace = None, output: Output = None, local
     table = Table("REPLICA", "STATE", "RESTARTS", "EXIT", "REASON", "NODE", "DURATION", box=None)
     for row in details.replicas:
         table.add_row(row.name, colored_state(row.state), str(row.restarts),
-                      "" if row.exit_code is None else str(row.exit_code), escape(row.reason), row.node,
+                      exit_cell(row), escape(reason_cell(row)), row.node,
                       since(row.started, row.finished))
     out.print(table if details.replicas else "  no replicas")
     for event in details.events[-8:]:
         out.print(f"  [dim]{event.get('time', '')}[/] {event.get('type', '')} {escape(event.get('reason', ''))}: "
                   f"{escape(event.get('message', ''))}", soft_wrap=True)
+    if state_of(resource) in TERMINAL:  # why it failed, or which replica failed although it succeeded
+        summary = client.failure_summary(name, namespace, details=details)
+        if summary is not None:
+            print_failure(summary, out)
+
+
+def exit_cell(row) -> str:
+    """The current run's exit code; for a restarted replica still going, the last run's, marked so."""
+    if row.exit_code is not None:
+        return str(row.exit_code)
+    return "" if row.last_exit_code is None else f"{row.last_exit_code} (last run)"
+
+
+def reason_cell(row) -> str:
+    return row.reason or (f"last: {row.last_reason}" if row.last_reason else "")
 
 
 def list_jobs(namespace: Namespace = None,
