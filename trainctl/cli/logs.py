@@ -9,6 +9,7 @@ own, undecoded, so invalid UTF-8 or escape sequences come out exactly as ``cat``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterable
@@ -16,8 +17,7 @@ from typing import Annotated, BinaryIO
 
 import typer
 
-from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, detached_message, make_client,
-                                 stdout_is_terminal)
+from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, make_client, stdout_is_terminal, watching
 from trainctl.cli.formatting import PREFIX_COLORS, Name, parse_duration
 from trainctl.errors import UserError
 
@@ -47,13 +47,9 @@ def logs(name: Name, namespace: Namespace = None,
     writer = PrefixWriter(sys.stdout.buffer, color=stdout_is_terminal())
     if follow:
         say_if_suspended(client, name, namespace)
-    try:
+    # following, Ctrl-C prints one line saying the job keeps running (exit 130)
+    with watching(name, namespace) if follow else contextlib.nullcontext():
         writer.write_all(chunks)
-    except KeyboardInterrupt:
-        if not follow:
-            raise
-        note(detached_message(name, namespace))
-        raise typer.Exit(130) from None
     note(f"{writer.lines} line(s) of {name} on {client.backend.description}", dim=True)
 
 
