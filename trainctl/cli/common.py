@@ -48,21 +48,25 @@ Local = Annotated[
     typer.Option("--local", help="Use the local backend (processes on this machine) even if a cluster is configured."),
 ]
 OUTPUT_FORMATS = ("yaml", "json")
+LISTING_FORMATS = (*OUTPUT_FORMATS, "name", "wide")  # list and status also print names or wider tables
 
 
-def _check_output_format(value: str | None) -> str | None:
-    if value is not None and value not in OUTPUT_FORMATS:
-        from trainctl.errors import UserError
+def output_option(formats: tuple[str, ...], help: str):
+    """``-o/--output`` accepting only ``formats``: anything else is a one-line error listing them."""
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in formats:
+            from trainctl.errors import UserError
 
-        raise UserError(f"unknown output format {value!r} for -o/--output: use yaml or json")
-    return value
+            raise UserError(f"unknown output format {value!r} for -o/--output: use "
+                            f"{', '.join(formats[:-1])} or {formats[-1]}")
+        return value
+
+    return typer.Option("--output", "-o", help=help, callback=check)
 
 
-Output = Annotated[
-    str | None,
-    typer.Option("--output", "-o", help="Print the full resource as yaml or json instead of a table.",
-                 callback=_check_output_format),
-]
+Output = Annotated[str | None, output_option(OUTPUT_FORMATS, "Print the full resource as yaml or json.")]
+ListingOutput = Annotated[str | None, output_option(
+    LISTING_FORMATS, "yaml or json: the full resources; name: kind.kubeflow.org/NAME only; wide: more columns.")]
 
 _consoles: dict[bool, Console] = {}
 
@@ -72,7 +76,9 @@ def console(stderr: bool = False) -> Console:
     if stderr not in _consoles:
         from rich.console import Console
 
-        _consoles[stderr] = Console(stderr=stderr, highlight=False)
+        # piped output is not wrapped at 80 columns: scripts get whole lines
+        stream = sys.stderr if stderr else sys.stdout
+        _consoles[stderr] = Console(stderr=stderr, highlight=False, soft_wrap=not stream.isatty())
     return _consoles[stderr]
 
 

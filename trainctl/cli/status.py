@@ -1,26 +1,50 @@
-"""``status`` and ``list``: what became of jobs, as tables or as resources."""
+"""``status`` (alias ``get``) and ``list``: what became of jobs, as tables, names or resources.
+
+Both keep kubectl's habits: ``status KIND/NAME``; ``-o name`` (``pytorchjob.kubeflow.org/NAME``),
+``-o wide`` (more columns), ``-o yaml|json``; ``list -w`` prints a line per change until Ctrl-C;
+``-l`` takes set-based selectors (trainctl/selectors.py). Tables are plain, whole columns when
+piped (formatting.print_table).
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, make_client, print_failure
-from trainctl.cli.formatting import Name, colored_state, replica_specs, since
+from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOutput, Local, Namespace, console, dump,
+                                 make_client, print_failure)
+from trainctl.cli.formatting import (colored_state, column_widths, plain_lines, print_table, replica_specs,
+                                     resource_name, since, split_kind)
+
+JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False,
+                                             help="Job name, or KIND/NAME such as pytorchjob/mnist (see trainctl list).")]
+Selector = Annotated[str | None, typer.Option(
+    "--selector", "-l", help="Label selector, e.g. team=nlp or 'team in (nlp,cv),!spot' (Kubernetes syntax).")]
+LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION"]
+WIDE_LIST_COLUMNS = ["TYPES", "IMAGES"]
+REPLICA_COLUMNS = ["REPLICA", "STATE", "RESTARTS", "EXIT", "REASON", "NODE", "DURATION"]
+WIDE_REPLICA_COLUMNS = ["IMAGE", "STARTED", "FINISHED"]
+WATCH_POLL_S = 1.0
+WATCH_MIN_WIDTHS = {"NAMESPACE": 12, "NAME": 24, "KIND": 11, "STATE": 10}  # rows printed later still line up
+CHANGING_COLUMNS = ("AGE", "DURATION")  # a clock tick is not a change worth a line in list -w
 
 
-def status(name: Name, namespace: Namespace = None, output: Output = None, local: Local = False,
+def status(name: JobReference, namespace: Namespace = None, output: ListingOutput = None, local: Local = False,
            context: Context = None, kubeconfig: Kubeconfig = None) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     from trainctl.api import TERMINAL, state_of
 
+    kind, name = split_kind(name)
     client = make_client(local, context, kubeconfig)
-    details = client.get(name, namespace)
+    details = client.get(name, namespace, kind)
     resource = details.resource
-    if output:
+    if output == "name":
+        typer.echo(resource_name(resource))
+        return
+    if output in OUTPUT_FORMATS:
         typer.echo(dump(resource, output), nl=False)
         return
     out = console()
@@ -32,12 +56,10 @@ def status(name: Name, namespace: Namespace = None, output: Output = None, local
     for condition in job_status.get("conditions") or []:
         out.print(f"  {condition['type']:<11} {condition['status']:<5} {escape(condition.get('reason', ''))}: "
                   f"{escape(condition.get('message', ''))}", soft_wrap=True)
-    table = Table("REPLICA", "STATE", "RESTARTS", "EXIT", "REASON", "NODE", "DURATION", box=None)
-    for row in details.replicas:
-        table.add_row(row.name, colored_state(row.state), str(row.restarts),
-                      exit_cell(row), escape(reason_cell(row)), row.node,
-                      since(row.started, row.finished))
-    out.print(table if details.replicas else "  no replicas")
+    if details.replicas:
+        print_replicas(resource, details.replicas, wide=output == "wide")
+    else:
+        out.print("  no replicas")
     for event in details.events[-8:]:
         out.print(f"  [dim]{event.get('time', '')}[/] {event.get('type', '')} {escape(event.get('reason', ''))}: "
                   f"{escape(event.get('message', ''))}", soft_wrap=True)
@@ -45,6 +67,18 @@ def status(name: Name, namespace: Namespace = None, output: Output = None, local
         summary = client.failure_summary(name, namespace, details=details)
         if summary is not None:
             print_failure(summary, out)
+
+
+def print_replicas(resource: dict, replicas: list, wide: bool) -> None:
+    images = {rtype.lower(): image for rtype, image in replica_images(resource).items()}
+    rows = []
+    for row in replicas:
+        cells = [row.name, row.state, str(row.restarts), exit_cell(row), reason_cell(row), row.node,
+                 since(row.started, row.finished)]
+        if wide:
+            cells += [images.get(row.replica_type.lower(), ""), row.started or "", row.finished or ""]
+        rows.append(cells)
+    print_table(REPLICA_COLUMNS + (WIDE_REPLICA_COLUMNS if wide else []), rows)
 
 
 def exit_cell(row) -> str:
@@ -58,35 +92,108 @@ def reason_cell(row) -> str:
     return row.reason or (f"last: {row.last_reason}" if row.last_reason else "")
 
 
+def replica_images(resource: dict) -> dict[str, str]:
+    """Replica type -> the image of the container the operator wires (Job.main_container)."""
+    from trainctl.job import Job
+
+    job = Job(resource)
+    specs = job.replica_specs
+    return {rtype: (job.main_container(((specs[rtype].get("template") or {}).get("spec") or {}).get("containers") or [])
+                    or {}).get("image", "") for rtype in job.replica_types}
+
+
 def list_jobs(namespace: Namespace = None,
               all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Jobs of every namespace.")] = False,
-              selector: Annotated[str | None, typer.Option("--selector", "-l", help="Label selector, e.g. team=nlp.")] = None,
-              output: Output = None, local: Local = False, context: Context = None,
-              kubeconfig: Kubeconfig = None) -> None:
-    from rich.table import Table
+              selector: Selector = None, output: ListingOutput = None,
+              watch: Annotated[bool, typer.Option("--watch", "-w", help="After the list, print a line per change "
+                                                  "until Ctrl-C.")] = False,
+              local: Local = False, context: Context = None, kubeconfig: Kubeconfig = None) -> None:
+    client = make_client(local, context, kubeconfig)
 
+    def fetch() -> list[dict]:
+        return client.list(namespace, all_namespaces=all_namespaces, selector=selector)
+
+    jobs = fetch()
+    if watch:
+        watch_jobs(fetch, jobs, output)
+    elif output == "name":
+        for resource in jobs:
+            typer.echo(resource_name(resource))
+    elif output in OUTPUT_FORMATS:
+        typer.echo(dump({"apiVersion": "v1", "kind": "List", "items": jobs}, output), nl=False)
+    elif not jobs:
+        console().print(f"no jobs ({client.backend.description})")
+    else:
+        print_table(list_columns(output == "wide"), [job_row(resource, output == "wide") for resource in jobs])
+        console(stderr=True).print(f"[dim]{len(jobs)} job(s) on {client.backend.description}[/]")
+
+
+def list_columns(wide: bool) -> list[str]:
+    return LIST_COLUMNS + (WIDE_LIST_COLUMNS if wide else [])
+
+
+def job_row(resource: dict, wide: bool) -> list[str]:
     from trainctl.api import state_of
 
-    client = make_client(local, context, kubeconfig)
-    jobs = client.list(namespace, all_namespaces=all_namespaces, selector=selector)
-    if output:
-        typer.echo(dump({"apiVersion": "v1", "kind": "List", "items": jobs}, output), nl=False)
-        return
-    if not jobs:
-        console().print(f"no jobs ({client.backend.description})")
-        return
-    table = Table("NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION", box=None)
-    for resource in jobs:
-        replicas = sum((s or {}).get("replicas", 1) for s in replica_specs(resource).values())
-        job_status = resource.get("status") or {}
-        table.add_row(resource["metadata"].get("namespace", ""), resource["metadata"]["name"], resource["kind"],
-                      colored_state(state_of(resource)), str(replicas),
-                      since(resource["metadata"].get("creationTimestamp")),
-                      since(job_status.get("startTime"), job_status.get("completionTime")))
-    console().print(table)
-    console(stderr=True).print(f"[dim]{len(jobs)} job(s) on {client.backend.description}[/]")
+    specs = replica_specs(resource)
+    job_status = resource.get("status") or {}
+    row = [resource["metadata"].get("namespace", ""), resource["metadata"]["name"], resource["kind"],
+           state_of(resource), str(sum((spec or {}).get("replicas", 1) for spec in specs.values())),
+           since(resource["metadata"].get("creationTimestamp")),
+           since(job_status.get("startTime"), job_status.get("completionTime"))]
+    if wide:  # no spaces inside a cell: piped output splits on whitespace
+        row += [",".join(f"{rtype}:{(spec or {}).get('replicas', 1)}" for rtype, spec in specs.items()),
+                ",".join(sorted(set(replica_images(resource).values()) - {""}))]
+    return row
+
+
+def watch_jobs(fetch, jobs: list[dict], output: str | None) -> None:
+    """Print the jobs, then each change (new, changed state, deleted) as it is seen, like kubectl get -w.
+
+    Polls the backend every WATCH_POLL_S; Ctrl-C ends it with exit status 0.
+    """
+    columns = list_columns(output == "wide")
+    changing = [columns.index(c) for c in CHANGING_COLUMNS]
+    minimum = [WATCH_MIN_WIDTHS.get(c, len(c)) for c in columns]
+    widths = column_widths(columns, [job_row(job, output == "wide") for job in jobs], minimum)
+    seen: dict[tuple, tuple] = {}
+
+    def emit(resource: dict, deleted: bool = False) -> None:
+        row = job_row(resource, output == "wide")
+        if deleted:
+            row[columns.index("STATE")] = "Deleted"
+        key = (row[0], row[2], row[1])
+        fingerprint = tuple(cell for i, cell in enumerate(row) if i not in changing)
+        if seen.get(key) == fingerprint:
+            return
+        seen[key] = fingerprint
+        if output == "name":
+            typer.echo(resource_name(resource))
+        elif output in OUTPUT_FORMATS:
+            typer.echo(("---\n" if output == "yaml" else "") + dump(resource, output), nl=False)
+        else:
+            typer.echo(plain_lines(None, [row], widths)[0])
+
+    try:
+        if output not in (*OUTPUT_FORMATS, "name"):
+            typer.echo(plain_lines(columns, [], widths)[0])
+        current = {}
+        while True:
+            previous, current = current, {(j["metadata"].get("namespace"), j["kind"], j["metadata"]["name"]): j
+                                          for j in jobs}
+            for resource in current.values():
+                emit(resource)
+            for key in previous.keys() - current.keys():
+                emit(previous[key], deleted=True)
+            time.sleep(WATCH_POLL_S)
+            jobs = fetch()
+    except KeyboardInterrupt:
+        return  # the way to end a watch, not an error
 
 
 def register(app: typer.Typer) -> None:
-    app.command(help="Show a job's conditions, replicas and events. Example: trainctl status mnist")(status)
-    app.command("list", help="List jobs of every kind. Example: trainctl list -A")(list_jobs)
+    app.command(help="Show a job's conditions, replicas and events. "
+                     "Example: trainctl status mnist, or trainctl status tfjob/mnist -o wide")(status)
+    app.command("get", help="The same as status (kubectl habit). Example: trainctl get pytorchjob/mnist -o yaml")(status)
+    app.command("list", help="List jobs of every kind. "
+                             "Example: trainctl list -A -l 'team in (nlp,cv)' -o wide; trainctl list -w")(list_jobs)

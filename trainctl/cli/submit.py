@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, make_client
 from trainctl.errors import UserError
@@ -100,7 +101,10 @@ def submit(
         return
     client = make_client(local, context, kubeconfig)
     stored = client.submit(resource, replace=replace, preflight=not no_preflight)
-    print_summary(client, stored, framework, unenforced_options(options))
+    if output:  # like kubectl create -o yaml: the created resource on stdout, the summary aside
+        typer.echo(dump(stored, output), nl=False)
+    print_summary(client, stored, framework, same_target_flags(namespace, local, context, kubeconfig),
+                  console(stderr=bool(output)), unenforced_options(options))
     if follow or wait:
         from trainctl.cli.logs import follow_logs
         from trainctl.cli.wait import wait_for
@@ -128,6 +132,15 @@ def topology_text(resource: dict, framework) -> str:
     return " + ".join(f"{rtype} {spec.get('replicas', 1)}" for rtype, spec in specs.items())
 
 
+def same_target_flags(namespace: str | None, local: bool, context: str | None, kubeconfig: str | None) -> str:
+    """The flags the user gave to pick the job's place, repeated in every suggested command."""
+    import shlex
+
+    flags = [("-n", namespace), ("--context", context), ("--kubeconfig", kubeconfig)]
+    words = [f"{flag} {shlex.quote(value)}" for flag, value in flags if value] + (["--local"] if local else [])
+    return "".join(f" {word}" for word in words)
+
+
 def unenforced_options(options) -> list[str]:
     """The given options a local run cannot honour: processes share this machine, its scheduler and its /dev/shm."""
     given = {"--cpu": options.cpu, "--memory": options.memory, "--gang": options.gang,
@@ -137,24 +150,54 @@ def unenforced_options(options) -> list[str]:
     return [flag for flag, value in given.items() if value]
 
 
-def print_summary(client, resource: dict, framework, unenforced: list[str]) -> None:
+def print_summary(client, resource: dict, framework, flags: str, out, unenforced: list[str]) -> None:
+    """What was submitted and the commands to follow it, one per line so they fit 80 columns."""
+    from rich.markup import escape
+
     name = resource["metadata"]["name"]
-    out = console()
     out.print(f"[green]submitted[/] {framework.singular}/[bold]{name}[/] "
               f"([dim]{topology_text(resource, framework)}[/]) on {client.backend.description}")
     out.print(f"  --workers means {framework.workers_help}")
     if client.backend_name == "local":
         images = sorted({c.get("image") for spec in resource["spec"][framework.replica_spec_field].values()
                          for c in spec["template"]["spec"]["containers"]} - {None})
-        from rich.markup import escape
-
-        out.print(escape(f"  note: replicas run as processes in {os.getcwd()}; the image ({', '.join(images)}) "
-                         "is not used"), soft_wrap=True)
+        out.print(escape(f"  note: replicas run as processes in {os.getcwd()};"), soft_wrap=True)
+        out.print(escape(f"        the image ({', '.join(images)}) is not used"), soft_wrap=True)
         if unenforced:
             out.print(escape(f"  note: the local backend does not enforce {', '.join(unenforced)} "
                              "(they apply on Kubernetes)"), soft_wrap=True)
-    out.print(f"  next: trainctl logs -f {name}   trainctl status {name}   trainctl wait {name}")
+    out.print("  next:")
+    for command in ("logs -f", "status", "wait"):
+        out.print(escape(f"    trainctl {command} {name}{flags}"), soft_wrap=True)
+
+
+class SubmitCommand(TyperCommand):
+    """``submit`` as click parses it, plus the one mistake everyone makes once: no ``--`` before the command.
+
+    Without ``--``, click takes the command's options for trainctl's (``--epochs``: no such
+    option; ``--workers``: silently trainctl's), so the command must follow ``--``.
+    """
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        from typer._click.exceptions import NoSuchOption, UsageError
+
+        separated = "--" in args  # before parsing: the parser consumes the list
+        try:
+            rest = super().parse_args(ctx, args)
+        except NoSuchOption as error:
+            if separated:
+                raise
+            raise UsageError(f"{error.message}; if {error.option_name} is an option of the job's command, "
+                             "put -- before the command: trainctl submit KIND [OPTIONS] -- COMMAND [ARGS...]",
+                             ctx) from None
+        if ctx.params.get("command") and not separated:
+            import shlex
+
+            raise UsageError(f"the job's command goes after --, so that its options are not taken for trainctl's: "
+                             f"trainctl submit {ctx.params.get('kind')} [OPTIONS] -- {shlex.join(ctx.params['command'])}",
+                             ctx)
+        return rest
 
 
 def register(app: typer.Typer) -> None:
-    app.command(help=HELP)(submit)
+    app.command(help=HELP, cls=SubmitCommand)(submit)
