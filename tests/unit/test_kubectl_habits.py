@@ -25,3 +25,144 @@ def test_a_mistyped_kind_gets_did_you_mean(cli, typo, suggestion):
 def test_a_kind_far_from_any_has_no_guess(cli):
     result = cli("submit", "caffe", "--dry-run", "--", "x")
     assert_one_line_error(result, "unknown job kind 'caffe': use one of pytorch, tensorflow")
+
+
+SLEEP = ["--", "python", "-c", "import time; time.sleep(120)"]
+LONG_NAME = "a-rather-long-job-name-that-must-never-be-cut-x"  # 47 characters
+
+
+@pytest.fixture
+def jobs(cli):
+    """Two running jobs in two namespaces with labels; deleted afterwards."""
+    made = [("team1", LONG_NAME, "pytorch", "team=nlp"), ("other", "tf1", "tf", "team=cv")]
+    for namespace, name, kind, label in made:
+        result = cli("submit", kind, "--name", name, "-n", namespace, "--label", label, "--label", "tier=a", *SLEEP)
+        assert result.returncode == 0, result.stderr
+    yield made
+    for namespace, name, _, _ in made:
+        cli("delete", name, "-n", namespace)
+
+
+def test_list_forms_name_wide_and_plain_columns_when_piped(cli, jobs):
+    names = cli("list", "-A", "-o", "name")
+    assert sorted(names.stdout.split()) == ["pytorchjob.kubeflow.org/" + LONG_NAME, "tfjob.kubeflow.org/tf1"]
+    cli.env["COLUMNS"] = "40"  # a pipe has no width: nothing may be cut or wrapped anyway
+    wide = cli("list", "-A", "-o", "wide")
+    assert "\x1b[" not in wide.stdout
+    header, *rows = wide.stdout.splitlines()
+    assert header.split() == ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION", "TYPES", "IMAGES"]
+    by_name = {row.split()[1]: row.split() for row in rows}
+    assert by_name[LONG_NAME][7] == "Master:1,Worker:1" and by_name[LONG_NAME][8].startswith("docker.io/pytorch/")
+    assert by_name["tf1"][2] == "TFJob" and len(by_name["tf1"]) == 9
+
+
+def test_status_kind_slash_name_get_alias_and_output_forms(cli, jobs):
+    assert cli("status", "tfjob/tf1", "-n", "other", "-o", "name").stdout.strip() == "tfjob.kubeflow.org/tf1"
+    for spelling in ("TFJob", "tfjobs", "tfjob.kubeflow.org", "tensorflow"):
+        assert cli("get", f"{spelling}/tf1", "-n", "other", "-o", "name").stdout.strip() == "tfjob.kubeflow.org/tf1"
+    assert cli("get", "tf1", "-n", "other", "-o", "json").stdout == cli("status", "tf1", "-n", "other", "-o", "json").stdout
+    wide = cli("status", f"pytorchjob/{LONG_NAME}", "-n", "team1", "-o", "wide").stdout
+    replica_header = next(line for line in wide.splitlines() if line.startswith("REPLICA"))
+    assert replica_header.split()[-3:] == ["IMAGE", "STARTED", "FINISHED"]
+    assert f"{LONG_NAME}-master-0" in wide
+    assert_one_line_error(cli("status", "pytorchjob/tf1", "-n", "other"), '"tf1" is a TFJob')
+    assert_one_line_error(cli("status", "pytorchjo/tf1", "-n", "other"), "did you mean pytorch?")
+    assert_one_line_error(cli("status", "tfjob/", "-n", "other"), "write NAME or KIND/NAME")
+
+
+def test_on_a_terminal_the_name_is_never_cut(cli, jobs):
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    primary, secondary = pty.openpty()
+    env = {**cli.env, "COLUMNS": "60", "TERM": "xterm"}
+    process = subprocess.run([sys.executable, "-m", "trainctl", "list", "-A"], stdout=secondary, stderr=subprocess.PIPE,
+                             env=env, cwd=cli.cwd, timeout=60)
+    os.close(secondary)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(primary)
+    assert process.returncode == 0
+    assert LONG_NAME in output.decode()  # whole, on one line, although the terminal is 60 columns wide
+
+
+@pytest.mark.parametrize("args", [["list", "-o", "xml"], ["status", "x", "-o", "table"],
+                                  ["submit", "pytorch", "--dry-run", "-o", "wide", "--", "x"],
+                                  ["apply", "-f", "-", "-o", "name"], ["crds", "print", "-o", "wide"]])
+def test_output_forms_only_where_they_mean_something(cli, args):
+    assert_one_line_error(cli(*args, input=""), "unknown output format")
+
+
+def test_set_based_selectors_on_the_local_backend(cli, jobs):
+    def selected(selector):
+        return sorted(line.rsplit("/", 1)[1] for line in cli("list", "-A", "-l", selector, "-o", "name").stdout.split())
+
+    assert selected("team in (nlp, cv)") == sorted([LONG_NAME, "tf1"])
+    assert selected("team notin (nlp)") == ["tf1"]
+    assert selected("team==nlp,tier") == [LONG_NAME]
+    assert selected("!tier") == []
+    assert selected("team!=cv") == [LONG_NAME]
+    for command in (["list"], ["delete", "--all"]):
+        assert_one_line_error(cli(*command, "-l", "team in nlp"), "-l/--selector 'team in nlp'")
+    assert len(cli("list", "-A", "-o", "name").stdout.split()) == 2  # the bad delete removed nothing
+
+
+def test_list_watch_prints_changes_until_ctrl_c(cli, jobs):
+    import signal
+    import threading
+    import time
+
+    watcher = cli.popen("list", "-A", "-w")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(watcher.stdout.readline, "")), daemon=True)
+    reader.start()
+
+    def wait_for(text):
+        deadline = time.monotonic() + 60
+        while not any(text in line for line in lines):
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.2)
+
+    wait_for("tf1")
+    assert cli("delete", "tf1", "-n", "other").returncode == 0
+    wait_for("Deleted")
+    watcher.send_signal(signal.SIGINT)
+    assert watcher.wait(timeout=30) == 0
+    assert "Traceback" not in watcher.stderr.read()
+    assert lines[0].split()[:2] == ["NAMESPACE", "NAME"]
+    deleted = next(line for line in lines if "Deleted" in line).split()
+    assert deleted[:4] == ["other", "tf1", "TFJob", "Deleted"]
+
+
+def test_submit_prints_the_created_job_with_o_and_hints_that_fit(cli):
+    import yaml
+
+    result = cli("submit", "jax", "--name", "created", "-n", "ns1", "-o", "yaml", *SLEEP)
+    try:
+        assert result.returncode == 0, result.stderr
+        stored = yaml.safe_load(result.stdout)
+        assert stored["metadata"]["namespace"] == "ns1" and stored["metadata"]["uid"]  # as stored, not as rendered
+        hints = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("trainctl ")]
+        assert hints == ["trainctl logs -f created -n ns1", "trainctl status created -n ns1",
+                         "trainctl wait created -n ns1"]
+        assert all(len(line) <= 80 for line in result.stderr.splitlines() if "note:" not in line and "image" not in line)
+    finally:
+        cli("delete", "created", "-n", "ns1")
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["python", "train.py", "--epochs", "3"], "No such option: --epochs; if --epochs is an option of the job's command, "
+                                              "put -- before the command"),
+    (["python", "train.py"], "the job's command goes after --"),
+])
+def test_a_missing_double_dash_is_explained(cli, args, expected):
+    assert_one_line_error(cli("submit", "pytorch", "--dry-run", *args), expected)
