@@ -127,7 +127,7 @@ def failing_run(row: ReplicaRow, job_name: str) -> FailedRun | None:
     replica = row.name.removeprefix(f"{job_name}-")
     if row.state == "Failed":
         return FailedRun(replica, row.exit_code, row.reason, row.finished, previous=False, restarts=row.restarts)
-    if row.last_exit_code not in (None, 0):
+    if row.last_exit_code not in (None, 0) and row.state != "Succeeded":  # a retry that worked clears it
         return FailedRun(replica, row.last_exit_code, row.last_reason, row.last_finished, previous=True,
                          restarts=row.restarts)
     return None

@@ -72,6 +72,8 @@ def test_a_success_with_a_failed_worker_is_a_note_and_a_clean_success_is_none():
     assert note.state == "Succeeded" and note.headline() == "pytorchjob/demo succeeded, but worker-0 failed: exit code 2"
     assert summarize(JobDetails(job("Succeeded", "done"), [row("master-0", "Succeeded", 0)])) is None
     assert summarize(JobDetails(job("Running", "running"), failed_worker)) is None  # still going: status says it
+    retried = [row("master-0", "Succeeded", 0, restarts=2, last_exit_code=1, last_reason="Error")]
+    assert summarize(JobDetails(job("Succeeded", "done"), retried)) is None  # the retry that worked clears it
 
 
 def test_a_failure_without_a_replica_to_blame_says_the_jobs_own_message():
