@@ -120,3 +120,15 @@ def test_wait_conditions_in_any_case_and_kubectls_spelling(text):
 def test_an_unknown_wait_condition_names_the_choices():
     with pytest.raises(UserError, match="use one of Succeeded, Failed, Running, Suspended"):
         condition_type("complete")
+
+
+def test_a_local_replica_left_waiting_to_restart_when_its_job_ended_is_deleted_with_its_failure_kept():
+    from trainctl.backends.local.backend import replica_row as local_row
+
+    waiting = {"name": "demo-worker-0", "rtype": "Worker", "index": 0, "pid": None, "state": "CrashLoopBackOff",
+               "restarts": 2, "last_exit_code": 137, "last_reason": "Killed", "last_finished": "2026-01-01T00:00:04Z"}
+    assert local_row(waiting, {}, job_finished=False).state == "CrashLoopBackOff"
+    ended = local_row(waiting, {}, job_finished=True)
+    assert ended.state == "Deleted" and ended.last_exit_code == 137
+    summary = summarize(JobDetails(job(), [ended]))
+    assert summary.first.replica == "worker-0" and summary.first.previous

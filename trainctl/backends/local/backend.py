@@ -25,6 +25,7 @@ from trainctl.backends.local.store import AlreadyExists, DamagedState, JobDir, a
 from trainctl.core import conditions as cond
 from trainctl.core.reconcile import rfc3339
 from trainctl.errors import NotFound, UserError
+from trainctl.failures import CRASH_LOOP
 from trainctl.job import Job
 
 SUPERVISOR_START_GRACE_SECONDS = 10.0
@@ -87,7 +88,8 @@ class LocalBackend(Backend):
             events.append({"type": "Warning", "reason": "StateDamaged", "message": damage.message,
                            "time": rfc3339(datetime.now(timezone.utc))})
         resource = with_lost_supervisor(resource, runtime)
-        rows = [replica_row(row, runtime) for row in (runtime.get("replicas") or {}).values()]
+        finished = cond.finished((resource.get("status") or {}).get("conditions") or [])
+        rows = [replica_row(row, runtime, finished) for row in (runtime.get("replicas") or {}).values()]
         order = Job(resource).replica_types
         rows.sort(key=lambda r: (order.index(r.replica_type) if r.replica_type in order else 99, r.index or 0))
         return JobDetails(resource=resource, replicas=rows, events=events)
@@ -302,9 +304,11 @@ def with_lost_supervisor(resource: dict, runtime: dict) -> dict:
     return {**resource, "status": status}
 
 
-def replica_row(row: dict, runtime: dict) -> ReplicaRow:
+def replica_row(row: dict, runtime: dict, job_finished: bool = False) -> ReplicaRow:
     """One replica as the supervisor last recorded it, corrected by /proc when no supervisor watches it."""
     state, reason = row.get("state", "Pending"), row.get("reason", "")
+    if state == CRASH_LOOP and job_finished:  # the job ended while it waited to restart: it never will
+        state = "Deleted"
     if state == "Running" and not supervisor_alive(runtime):
         if processes.alive(row.get("pid")):
             state = "Running (unsupervised)"
