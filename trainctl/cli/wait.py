@@ -19,7 +19,7 @@ from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, console,
 from trainctl.cli.formatting import colored_state, parse_duration
 
 Names = Annotated[list[str], typer.Argument(help="One or more job names (see trainctl list).", show_default=False,
-                                            metavar="NAME...")]
+                                            metavar="NAME")]
 
 
 def wait(names: Names, namespace: Namespace = None,
