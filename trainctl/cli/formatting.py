@@ -14,9 +14,11 @@ from typing import Annotated
 import typer
 
 from trainctl import API_GROUP
+from trainctl.cli import completers
 from trainctl.errors import UserError
 
-Name = Annotated[str, typer.Argument(help="Job name (see trainctl list).", show_default=False)]
+Name = Annotated[str, typer.Argument(help="Job name (see trainctl list).", show_default=False,
+                                     autocompletion=completers.job_names)]
 PREFIX_COLORS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 STATE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "cyan", "Restarting": "yellow",
                 "Suspended": "yellow", "Created": "white", "Pending": "white"}

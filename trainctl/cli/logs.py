@@ -17,6 +17,7 @@ from typing import Annotated, BinaryIO
 
 import typer
 
+from trainctl.cli import completers
 from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, make_client, stdout_is_terminal, watching
 from trainctl.cli.formatting import PREFIX_COLORS, Name, parse_duration
 from trainctl.errors import UserError
@@ -28,7 +29,8 @@ ANSI_CODES = {"cyan": 36, "magenta": 35, "green": 32, "yellow": 33, "blue": 34,
 
 def logs(name: Name, namespace: Namespace = None,
          replica: Annotated[str | None, typer.Option(
-             help="Only this replica: worker-1, or the pod name status shows (mnist-worker-1).")] = None,
+             help="Only this replica: worker-1, or the pod name status shows (mnist-worker-1).",
+             autocompletion=completers.replica_names)] = None,
          follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,
          tail: Annotated[int | None, typer.Option(help="Only the last N lines of each replica.")] = None,
          since_: Annotated[str | None, typer.Option("--since", help="Only lines newer than this (e.g. 5m).")] = None,

@@ -15,10 +15,11 @@ import typer
 
 from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOutput, Local, Namespace, console, dump,
                                  make_client, print_failure)
+from trainctl.cli.completers import job_names
 from trainctl.cli.formatting import (colored_state, column_widths, plain_lines, print_table, replica_specs,
                                      resource_name, since, split_kind)
 
-JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False,
+JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False, autocompletion=job_names,
                                              help="Job name, or KIND/NAME such as pytorchjob/mnist (see trainctl list).")]
 Selector = Annotated[str | None, typer.Option(
     "--selector", "-l", help="Label selector, e.g. team=nlp or 'team in (nlp,cv),!spot' (Kubernetes syntax).")]

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand
 
+from trainctl.cli.completers import job_kinds
 from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, make_client
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, CLI_NAMES
@@ -35,7 +36,8 @@ Examples:
 
 
 def submit(
-    kind: Annotated[str, typer.Argument(help=f"Job kind: {', '.join(CLI_NAMES)}.", show_default=False)],
+    kind: Annotated[str, typer.Argument(help=f"Job kind: {', '.join(CLI_NAMES)}.", show_default=False,
+                                        autocompletion=job_kinds)],
     command: Annotated[list[str] | None, typer.Argument(help="The command after --.", show_default=False)] = None,
     name: Annotated[str | None, typer.Option("--name", help="Job name (DNS-1035); default <kind>-<random>.")] = None,
     namespace: Namespace = None,

@@ -14,12 +14,14 @@ from typing import Annotated
 
 import typer
 
+from trainctl.cli import completers
 from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, console, make_client, print_failure,
                                  watching)
 from trainctl.cli.formatting import colored_state, parse_duration
 
 Names = Annotated[list[str], typer.Argument(help="One or more job names (see trainctl list).", show_default=False,
-                                            metavar="NAME")]
+                                            metavar="NAME",
+                                            autocompletion=completers.job_names)]
 
 
 def wait(names: Names, namespace: Namespace = None,
