@@ -36,7 +36,8 @@ def choose_backend(backend: str | None, context: str | None, kubeconfig: str | N
     choice = backend or os.environ.get("TRAINCTL_BACKEND") or None
     if choice is not None:
         if choice not in BACKENDS:
-            raise UserError(f"backend {choice!r} (TRAINCTL_BACKEND or --backend): use one of {', '.join(BACKENDS)}")
+            raise UserError(f"backend {choice!r} (TRAINCTL_BACKEND or Client(backend=...)): "
+                            f"use one of {', '.join(BACKENDS)}")
         if choice == "local" and (context or kubeconfig):
             raise UserError("--local cannot be combined with --context or --kubeconfig: pick one")
         return choice

@@ -33,5 +33,5 @@ def load(name: str, **options: object) -> Backend:
         if missing.name is None or not module_name.startswith(missing.name):
             raise  # a bug inside the backend, not a missing backend
         raise UserError(f"the {name} backend is not available in this trainctl build: "
-                        "run with --local or TRAINCTL_BACKEND=local") from None
+                        "run jobs locally with TRAINCTL_BACKEND=local") from None
     return getattr(module, class_name)(**options)

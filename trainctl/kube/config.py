@@ -85,7 +85,7 @@ def from_kubeconfig(context: str | None, kubeconfig: str | None) -> ClusterConfi
         document = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except OSError as error:
         raise UserError(f"kubeconfig {path}: {error.strerror or error}; create one (kubectl config) "
-                        "or run with --local") from None
+                        "or run jobs locally (TRAINCTL_BACKEND=local)") from None
     except yaml.YAMLError as error:
         raise UserError(f"kubeconfig {path}: not valid YAML ({str(error).splitlines()[0]}); fix it") from None
     if not isinstance(document, dict):

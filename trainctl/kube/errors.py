@@ -20,7 +20,7 @@ def api_errors(what: str, client: Client, forbidden_hint: str = CLI_ROLE_HINT) -
         raise UserError(describe(error, what, client, forbidden_hint)) from None
     except OSError as error:
         raise UserError(f"{what}: cannot reach {client.config.server} ({type(error).__name__}); "
-                        "is the cluster up? (or run with --local)") from None
+                        "is the cluster up? (or run jobs locally: TRAINCTL_BACKEND=local)") from None
 
 
 def describe(error: ApiError, what: str, client: Client, forbidden_hint: str = CLI_ROLE_HINT) -> str:

@@ -45,7 +45,7 @@ class KubeBackend(Backend):
         if self._exists(framework, namespace, name):
             if not replace:
                 raise UserError(f'{framework.singular} "{name}" already exists in namespace "{namespace}": '
-                                "delete it first, pick another --name, or use --replace")
+                                "delete it first, pick another name, or use --replace")
             self.delete(name, namespace, framework.kind)
         with self.errors(f"create {framework.singular} {name} in namespace {namespace}"):
             return self.client.create(job_resource(framework), resource, namespace)
@@ -69,7 +69,7 @@ class KubeBackend(Backend):
         ]
         for priority_class in sorted(priority_classes(resource)):
             checks.append((kube.PRIORITY_CLASSES, priority_class,
-                           f'PriorityClass "{priority_class}" does not exist: create it or drop --priority-class'))
+                           f'PriorityClass "{priority_class}" does not exist: create it or pick an existing one'))
         queue = (Job(resource).run_policy.get("schedulingPolicy") or {}).get("queue")
         with self.errors("preflight"):
             if queue and self._volcano_installed():

@@ -134,6 +134,7 @@ class LocalBackend(Backend):
 
     def set_suspended(self, name: str, namespace: str, suspend: bool, kind: str | None = None) -> dict:
         job_dir = JobDir(namespace, name)
+        job_dir.read_job()  # NotFound before the lock, whose file lives in the job's directory
         with job_dir.locked():
             resource = job_dir.read_job()
             if supervisor_lost(resource, job_dir.read_runtime()):
@@ -230,7 +231,7 @@ def assign_gpus(job: Job) -> dict[str, list[str]]:
     available = visible_gpus()
     if sum(wanted.values()) > len(available):
         raise UserError(f"the job asks for {sum(wanted.values())} GPUs ({GPU_RESOURCE} per replica) but this machine "
-                        f"has {len(available)}: lower --gpus or --workers, or run it on a cluster")
+                        f"has {len(available)}: ask for fewer GPUs or replicas, or run it on a cluster")
     slices, position = {}, 0
     for name, count in wanted.items():
         slices[name] = available[position:position + count]

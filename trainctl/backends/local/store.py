@@ -56,7 +56,7 @@ class AlreadyExists(UserError):
 
     def __init__(self, job: JobDir) -> None:
         super().__init__(f'job "{job.name}" already exists in namespace "{job.namespace}" (local): '
-                         "delete it first, pick another --name, or use --replace")
+                         "delete it first, pick another name, or use --replace")
 
 
 def home() -> Path:
