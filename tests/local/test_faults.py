@@ -257,6 +257,33 @@ def test_delete_needs_neither_job_json_nor_runtime_json_nor_the_supervisor(cli, 
     assert_deleted_without_trace(cli, "wrecked", uid)
 
 
+def test_delete_does_not_wait_forever_on_a_supervisor_that_holds_the_lock(cli, scripts):
+    uid = start_long_job(cli, "stuck")
+    holder = subprocess.Popen(["python", "-c", HOLD_LOCK, str(job_dir(cli, "stuck") / ".lock")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"  # a supervisor hung inside its critical section
+        assert_deleted_without_trace(cli, "stuck", uid)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+HOLD_LOCK = """
+import fcntl, sys, time
+handle = open(sys.argv[1], "a")
+fcntl.flock(handle, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(300)
+"""
+
+
+def test_more_replicas_than_a_machine_can_run_is_refused_before_anything_starts(cli, scripts):
+    result = cli("submit", "pytorch", "--name", "huge", "--workers", "100000", "--", "python", "long.py")
+    assert_one_line_error(result, "100000 replicas", "--workers")
+    assert not job_dir(cli, "huge").exists()
+
+
 def test_a_damaged_runtime_table_never_fails_a_healthy_job(cli, scripts):
     uid = start_long_job(cli, "healthy")
     time.sleep(10)  # past the grace a just-started supervisor gets before it can be called lost

@@ -29,6 +29,10 @@ from trainctl.failures import CRASH_LOOP
 from trainctl.job import Job
 
 SUPERVISOR_START_GRACE_SECONDS = 10.0
+DELETE_LOCK_WAIT_SECONDS = 5.0
+# Every local replica is a process on this one machine; past this a job is a typo (or a generator's
+# int32), not a plan, and would only fork until the machine stops answering.
+MAX_LOCAL_REPLICAS = 256
 GPU_RESOURCE = "nvidia.com/gpu"
 # The supervisor runs `python -m` from here, so it imports this very trainctl even when it
 # is not installed (a source checkout); replicas still get the submitter's own environment.
@@ -46,6 +50,7 @@ class LocalBackend(Backend):
         metadata = resource["metadata"]
         job_dir = JobDir(metadata.get("namespace") or "default", metadata["name"])
         job = Job(resource)
+        check_replica_count(job)
         check_commands(job)
         if preflight:  # before a replaced job is deleted: a failed check changes nothing
             from trainctl.backends.local import preflight as checks
@@ -125,7 +130,9 @@ class LocalBackend(Backend):
         if not job_dir.path.is_dir():
             raise job_dir.not_found()
         uids = job_dir.uids()  # from the uid file even when job.json and runtime.json are damaged
-        with job_dir.locked():
+        # A supervisor that holds the lock too long (hung, or busy) must not keep delete from stopping it:
+        # past the wait the processes are stopped anyway, and nothing is left to write the files again.
+        with job_dir.locked(timeout=DELETE_LOCK_WAIT_SECONDS):
             job_dir.job_file.unlink(missing_ok=True)  # the supervisor sees the job is gone and stops its replicas
         for uid in uids:
             processes.stop_all(processes.SUPERVISOR_MARKER, uid)
@@ -154,6 +161,12 @@ class LocalBackend(Backend):
 
 
 # ---- helpers ----------------------------------------------------------------------------
+
+def check_replica_count(job: Job) -> None:
+    if job.total_replicas > MAX_LOCAL_REPLICAS:
+        raise UserError(f'job "{job.name}" has {job.total_replicas} replicas; the local backend runs at most '
+                        f"{MAX_LOCAL_REPLICAS} processes on this machine: use fewer --workers, or a cluster (--context)")
+
 
 def check_commands(job: Job) -> None:
     """Locally there is no image entrypoint: every replica that runs must have a command."""

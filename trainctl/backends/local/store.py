@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -145,13 +146,30 @@ def check_component(what: str, value: object) -> str:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path, timeout: float | None = None) -> Iterator[bool]:
+    """Hold ``path``'s exclusive lock; yields whether it is held (False once ``timeout`` seconds pass first)."""
     with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        held = acquire(handle, timeout)
         try:
-            yield
+            yield held
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            if held:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def acquire(handle, timeout: float | None) -> bool:
+    if timeout is None:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        return True
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
 
 class JobDir:
@@ -271,9 +289,9 @@ class JobDir:
     def write_runtime(self, runtime: dict) -> None:
         write_json(self.runtime_file, runtime)
 
-    def locked(self) -> contextlib.AbstractContextManager[None]:
+    def locked(self, timeout: float | None = None) -> contextlib.AbstractContextManager[bool]:
         """This job's lock: the CLI and the supervisor never write job.json at the same time."""
-        return file_lock(self.path / ".lock")
+        return file_lock(self.path / ".lock", timeout)
 
     @staticmethod
     def locked_home(name: str) -> contextlib.AbstractContextManager[None]:
