@@ -4,6 +4,9 @@
     python -m tests.cluster up       # start etcd + kube-apiserver, print the KUBECONFIG line
     python -m tests.cluster status
     python -m tests.cluster down     # stop what `up` started (from any shell)
+
+    python -m tests.cluster up --real     # as root: the real node's skeleton (tests/cluster/realnode.py;
+    python -m tests.cluster down --real   # not wired into the tests yet): prints NETNS= and CONTAINERD=
 """
 
 from __future__ import annotations
@@ -60,12 +63,34 @@ def build() -> int:
     return subprocess.run(["bash", str(REPO / "scripts" / "build-apiserver.sh")]).returncode
 
 
+def up_real() -> int:
+    from tests.cluster import images, realnode
+
+    try:
+        node = realnode.up()
+    except (images.SetupStepError, RuntimeError) as error:
+        print(f"real node: {error}", file=sys.stderr)
+        return 2
+    print(f"NETNS={realnode.NETNS}\nCONTAINERD={node.containerd_socket}")
+    return 0
+
+
+def down_real() -> int:
+    from tests.cluster import realnode
+
+    realnode.down()
+    print("stopped")
+    return 0
+
+
 def main() -> int:
-    commands = {"up": up, "down": down, "status": status, "build": build}
-    if len(sys.argv) != 2 or sys.argv[1] not in commands:
+    commands = {("up",): up, ("down",): down, ("status",): status, ("build",): build,
+                ("up", "--real"): up_real, ("down", "--real"): down_real}
+    command = commands.get(tuple(sys.argv[1:]))
+    if command is None:
         print(__doc__, file=sys.stderr)
         return 2
-    return commands[sys.argv[1]]()
+    return command()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,238 @@
+"""A real Kubernetes node in a network namespace of its own (issue 14). SKELETON, NOT WIRED YET:
+no test uses it and scripts/test.sh does not start it; `python -m tests.cluster up --real` / `down --real`
+run it by hand (as root).
+
+What it does so far: creates the network namespace ``trainctl-node`` (loopback up) and, inside it
+only, the pod bridge with its address; records the host sysctls a kubelet changes; starts
+containerd inside the namespace with the CRI settings docs/real-node.md found necessary (its own
+root/state/socket, the local pause image as sandbox image, ``restrict_oom_score_adj``, cgroupfs)
+and a bridge + portmap CNI config with IP masquerading off; imports the locally built images
+(tests/cluster/images.py). Teardown kills every process in the namespace, unmounts what containerd
+mounted under the node's directory, deletes the namespace (taking the bridge, routes, iptables
+rules and net sysctls with it) and restores the recorded host sysctls.
+
+Left for the rest of issue 14: etcd + kube-apiserver inside the namespace (127.0.0.1 for clients,
+the bridge address for pods), kubelet, kube-scheduler, kube-controller-manager, kube-proxy, the
+dnsmasq DNS and its Service poller, and pod clean-up before containerd stops.
+
+Rules it keeps (docs/real-node.md, "Limits and rules"): every non-loopback address lives in the
+namespace this module creates; no route leaves it; the machine's own network namespace is never
+changed (all ``ip`` commands name the node's namespace with ``-n``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.cluster import images
+
+NETNS = "trainctl-node"
+BRIDGE = "trainctl0"
+BRIDGE_ADDRESS = "10.88.0.1"
+POD_SUBNET = "10.88.0.0/24"
+# Host-wide (not per-namespace) sysctls the kubelet sets: recorded before, restored after.
+HOST_SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops",
+                "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes")
+STATE = Path(tempfile.gettempdir()) / "trainctl-real-node.json"
+RUN_CONTAINERD = Path("/run/containerd")
+# cgroup v1 parents that containers of the k8s.io containerd namespace (and later the kubelet's pods) live in
+CGROUP_PARENTS = ("k8s.io", "kubepods")
+READY_TIMEOUT_S = 60
+
+
+def _sysctl_path(name: str) -> Path:
+    return Path("/proc/sys") / name.replace(".", "/")
+
+
+def _run(argv: list[str]) -> str:
+    return images.run_step(" ".join(argv[:4]), argv).stdout
+
+
+def in_netns(argv: list[str]) -> list[str]:
+    """``argv`` run inside the node's network namespace. nsenter, not ``ip netns exec``: that one also
+    makes a new mount namespace with a fresh /sys, which hides /sys/fs/cgroup, and runc then fails
+    every container with "no cgroup mount found in mountinfo"."""
+    return ["nsenter", f"--net=/run/netns/{NETNS}", "--", *argv]
+
+
+def toml(table: dict, path: tuple[str, ...] = ()) -> str:
+    """containerd's config as TOML from nested dicts (keys first, then sub-tables, as TOML requires).
+    Values are str, bool, int or lists of str; strings are written as JSON strings, valid TOML."""
+    def value(item) -> str:
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        return json.dumps(item)
+
+    scalars = [f"{key} = {value(item)}" for key, item in table.items() if not isinstance(item, dict)]
+    lines = ([f"[{'.'.join(json.dumps(part) if '.' in part else part for part in path)}]"] if path else []) + scalars
+    tables = [toml(item, (*path, key)) for key, item in table.items() if isinstance(item, dict)]
+    return "\n".join(part.rstrip("\n") for part in ["\n".join(lines), *tables]) + "\n"
+
+
+@dataclass
+class RealNode:
+    """The node's namespace, directory and daemons; ``state()`` lets ``down`` run from another shell."""
+
+    workdir: Path
+    sysctls: dict[str, str] = field(default_factory=dict)
+    pids: list[int] = field(default_factory=list)
+    images: dict[str, str] = field(default_factory=dict)
+    # containerd's shims always put sockets and fifos under /run/containerd, whatever its config says
+    made_run_containerd: bool = False
+    made_cgroups: list[str] = field(default_factory=list)
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.workdir / "containerd" / "containerd.sock"
+
+    def state(self) -> dict:
+        return {"workdir": str(self.workdir), "sysctls": self.sysctls, "pids": self.pids, "images": self.images,
+                "made_run_containerd": self.made_run_containerd, "made_cgroups": self.made_cgroups}
+
+    def start(self) -> RealNode:
+        self.sysctls = {name: _sysctl_path(name).read_text().strip() for name in HOST_SYSCTLS}
+        self.made_run_containerd = not RUN_CONTAINERD.exists()
+        self.made_cgroups = [str(path) for path in _cgroup_parents() if not path.exists()]
+        try:
+            self._network()
+            archives = {kind: images.BUILDERS[kind]() for kind in ("pause", "python", "controller")}
+            self.images = {kind: _archive_image_name(archive) for kind, archive in archives.items()}
+            self._containerd()
+            for archive in archives.values():
+                _run(in_netns(["ctr", "-a", str(self.containerd_socket), "-n", "k8s.io", "images", "import",
+                               str(archive)]))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _network(self) -> None:
+        _run(["ip", "netns", "add", NETNS])
+        _run(["ip", "-n", NETNS, "link", "set", "lo", "up"])
+        # made before anything starts: the API server will listen on this address for pods
+        _run(["ip", "-n", NETNS, "link", "add", BRIDGE, "type", "bridge"])
+        _run(["ip", "-n", NETNS, "addr", "add", f"{BRIDGE_ADDRESS}/24", "dev", BRIDGE])
+        _run(["ip", "-n", NETNS, "link", "set", BRIDGE, "up"])
+
+    def _containerd(self) -> None:
+        directory = self.workdir / "containerd"
+        cni = self.workdir / "cni"
+        cni.mkdir(parents=True)
+        (cni / "10-trainctl.conflist").write_text(json.dumps({
+            "cniVersion": "0.4.0", "name": "trainctl", "plugins": [
+                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]],
+                          "routes": [{"dst": "0.0.0.0/0"}]}},
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ]}, indent=2))
+        cri = {
+            "sandbox_image": self.images["pause"],
+            # the VM lacks CAP_SYS_RESOURCE: a negative oom_score_adj would fail every sandbox
+            "restrict_oom_score_adj": True,
+            "cni": {"bin_dir": "/usr/lib/cni", "conf_dir": str(cni)},
+            "containerd": {"runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
+                                                 "options": {"SystemdCgroup": False}}}},
+        }
+        config = {"version": 2, "root": str(directory / "root"), "state": str(directory / "state"),
+                  "grpc": {"address": str(self.containerd_socket)},
+                  "plugins": {"io.containerd.grpc.v1.cri": cri}}
+        directory.mkdir(parents=True)
+        (directory / "config.toml").write_text(toml(config))
+        log = open(directory / "containerd.log", "wb")
+        process = subprocess.Popen(in_netns(["containerd", "--config", str(directory / "config.toml")]),
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.pids.append(process.pid)
+        self._wait_cri_ready()
+
+    def _wait_cri_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        plugins = ["ctr", "-a", str(self.containerd_socket), "plugins", "ls"]
+        while time.monotonic() < deadline:
+            listing = subprocess.run(plugins, capture_output=True, text=True).stdout
+            if any(line.split()[:2] == ["io.containerd.grpc.v1", "cri"] and line.split()[-1] == "ok"
+                   for line in listing.splitlines()):
+                return
+            time.sleep(0.5)
+        log = (self.workdir / "containerd" / "containerd.log").read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"containerd's CRI plugin did not start:\n{log}")
+
+    def stop(self) -> None:
+        for pid in self.pids:
+            _signal_group(pid, signal.SIGTERM)
+        _kill_namespace_processes()
+        _unmount_under(self.workdir)
+        if NETNS in _run(["ip", "netns", "list"]).split():
+            _run(["ip", "netns", "delete", NETNS])
+        for name, value in self.sysctls.items():
+            if _sysctl_path(name).read_text().strip() != value:
+                _sysctl_path(name).write_text(value)
+        subprocess.run(["rm", "-rf", str(self.workdir)], check=True)
+        for cgroup in map(Path, self.made_cgroups):  # empty once every container has exited
+            if cgroup.exists():
+                subprocess.run(["find", str(cgroup), "-depth", "-type", "d", "-delete"], check=True)
+        if self.made_run_containerd and RUN_CONTAINERD.exists():  # only empty directories are left there
+            subprocess.run(["find", str(RUN_CONTAINERD), "-depth", "-type", "d", "-empty", "-delete"], check=True)
+
+
+def _cgroup_parents() -> list[Path]:
+    hierarchies = [path for path in Path("/sys/fs/cgroup").iterdir() if path.is_dir() and not path.is_symlink()]
+    return [hierarchy / parent for hierarchy in hierarchies for parent in CGROUP_PARENTS]
+
+
+def _archive_image_name(archive: Path) -> str:
+    kind, key = archive.name.removesuffix(".oci.tar").rsplit("-", 1)
+    return images.image_name(kind, key)
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _kill_namespace_processes() -> None:
+    """TERM, then KILL, every process left in the node's namespace (containerd's shims included)."""
+    listing = subprocess.run(["ip", "netns", "pids", NETNS], capture_output=True, text=True).stdout
+    pids = [int(pid) for pid in listing.split()]
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while pids and time.monotonic() < deadline:
+            pids = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+            time.sleep(0.2)
+
+
+def _unmount_under(directory: Path) -> None:
+    """Unmount everything mounted below ``directory`` (containerd's snapshots), deepest first."""
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for mount_point in sorted((m for m in mounts if m.startswith(f"{directory}/")), key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", mount_point], check=True)
+
+
+def up() -> RealNode:
+    if STATE.exists():
+        raise RuntimeError(f"a real node is already up ({STATE}): run python -m tests.cluster down --real first")
+    node = RealNode(Path(tempfile.mkdtemp(prefix="trainctl-real-node-"))).start()
+    STATE.write_text(json.dumps(node.state()))
+    return node
+
+
+def down() -> None:
+    if not STATE.exists():
+        return
+    state = json.loads(STATE.read_text())
+    RealNode(Path(state["workdir"]), state["sysctls"], state["pids"], state["images"],
+             state["made_run_containerd"], state["made_cgroups"]).stop()
+    STATE.unlink()
