@@ -29,7 +29,8 @@ those mounts vanish with the process whatever happens.
 
 Archives are cached by content under ~/.cache/trainctl/images/: the file name carries a digest of
 every input (recipe version, Debian packages, pins, source files), so a changed input builds a
-new image and an unchanged one is reused.
+new image and an unchanged one is reused; building one removes the older archive of its kind. The
+Debian root filesystem the python and controller images start from is cached there too, as a tar.
 """
 
 from __future__ import annotations
@@ -154,6 +155,10 @@ def _cached_build(kind: str, key: str, build_layer, config: ImageConfig) -> Path
         layer = Path(work) / "layer.tar"
         build_layer(layer, Path(work))
         write_oci_archive(layer, config, image_name(kind, key), out)
+    # one archive per kind: the controller's changes with every edit of trainctl/, and each is 250+ MB
+    for stale in CACHE.glob(f"{kind}-*.oci.tar"):
+        if stale != out:
+            stale.unlink()
     return out
 
 
