@@ -134,6 +134,7 @@ def write_oci_archive(layer: Path, config: ImageConfig, name: str, out: Path) ->
 
 
 def run_step(step: str, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run ``argv``; on failure raise SetupStepError naming ``step`` with the last lines of its output."""
     result = subprocess.run(argv, capture_output=True, text=True, **kwargs)
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
@@ -146,7 +147,7 @@ def _content_key(*inputs: object) -> str:
 
 
 def _cached_build(kind: str, key: str, build_layer, config: ImageConfig) -> Path:
-    """Return the archive for (kind, key), building its layer with ``build_layer(path)`` if missing."""
+    """Return the archive for (kind, key); if missing, ``build_layer(layer, workdir)`` writes its layer tar."""
     out = CACHE / f"{kind}-{key}.oci.tar"
     if out.exists():
         return out
@@ -170,7 +171,7 @@ def image_name(kind: str, key: str) -> str:
 def _tar_directory(rootfs: Path, layer: Path) -> None:
     # GNU tar keeps device nodes, hard links and numeric owners exactly as mmdebstrap made them.
     run_step("tar of the root filesystem", ["tar", "--numeric-owner", "--xattrs", "--sort=name",
-                                         "-C", str(rootfs), "-cf", str(layer), "."])
+                                            "-C", str(rootfs), "-cf", str(layer), "."])
 
 
 # --- pause ------------------------------------------------------------------------------------
