@@ -71,6 +71,12 @@ def test_pytorch_elastic_pinned_table():
         "PET_NNODES": "1:3"}
 
 
+def test_rdzv_conf_items_without_key_or_value_format_as_empty_strings_like_upstream():
+    elastic = {"minReplicas": 1, "maxReplicas": 2, "rdzvConf": [{"value": "v"}, {"key": "k"}]}
+    env = created(job("PyTorchJob", "el", {"Worker": 1}, elasticPolicy=elastic))["el-worker-0"].env
+    assert env["PET_RDZV_CONF"] == "=v,k="
+
+
 def test_tf_config_byte_for_byte():
     pods = created(job("TFJob", "dist", {"PS": 1, "Worker": 2}, namespace="kubeflow"))
     assert pods["dist-worker-1"].env["TF_CONFIG"] == (

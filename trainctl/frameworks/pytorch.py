@@ -79,7 +79,8 @@ class PyTorch(Framework):
                     ("PET_RDZV_ID", elastic.get("rdzvId"))]
         env += [env_var(name, value) for name, value in optional if value is not None]
         if elastic.get("rdzvConf") is not None:
-            conf = ",".join(f"{item['key']}={item['value']}" for item in elastic["rdzvConf"])
+            # The CRD requires neither field; upstream formats a missing one as Go's empty string.
+            conf = ",".join(f"{item.get('key', '')}={item.get('value', '')}" for item in elastic["rdzvConf"])
             env.append(env_var("PET_RDZV_CONF", conf))
         if elastic.get("standalone"):
             env.append(env_var("PET_STANDALONE", ""))

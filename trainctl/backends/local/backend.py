@@ -165,7 +165,7 @@ class LocalBackend(Backend):
 def check_replica_count(job: Job) -> None:
     if job.total_replicas > MAX_LOCAL_REPLICAS:
         raise UserError(f'job "{job.name}" has {job.total_replicas} replicas; the local backend runs at most '
-                        f"{MAX_LOCAL_REPLICAS} processes on this machine: use fewer --workers, or a cluster (--context)")
+                        f"{MAX_LOCAL_REPLICAS} processes on this machine: lower its replica count, or run it on a cluster")
 
 
 def check_commands(job: Job) -> None:
