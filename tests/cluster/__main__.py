@@ -6,7 +6,8 @@
     python -m tests.cluster down     # stop what `up` started (from any shell)
 
     python -m tests.cluster up --real     # as root: the real node's skeleton (tests/cluster/realnode.py;
-    python -m tests.cluster down --real   # not wired into the tests yet): prints NETNS= and CONTAINERD=
+    python -m tests.cluster down --real   # not wired into the tests yet): prints KUBECONFIG=, NETNS=,
+                                          # CONTAINERD=; run clients as nsenter --net=/run/netns/NETNS ...
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def up_real() -> int:
     except (images.SetupStepError, RuntimeError) as error:
         print(f"real node: {error}", file=sys.stderr)
         return 2
-    print(f"NETNS={realnode.NETNS}\nCONTAINERD={node.containerd_socket}")
+    print(f"KUBECONFIG={node.kubeconfig}\nNETNS={realnode.NETNS}\nCONTAINERD={node.containerd_socket}")
     return 0
 
 

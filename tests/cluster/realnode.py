@@ -7,13 +7,16 @@ only, the pod bridge with its address; records the host sysctls a kubelet change
 containerd inside the namespace with the CRI settings docs/real-node.md found necessary (its own
 root/state/socket, the local pause image as sandbox image, ``restrict_oom_score_adj``, cgroupfs)
 and a bridge + portmap CNI config with IP masquerading off; imports the locally built images
-(tests/cluster/images.py). Teardown kills every process in the namespace, unmounts what containerd
+(tests/cluster/images.py); starts etcd (the namespace's loopback) and kube-apiserver (port 6443 on
+the namespace's loopback for clients and on the bridge address for pods; Node,RBAC authorization,
+NodeRestriction, client certificates from a CA made for the node, kubelet client certificate for
+logs/exec) and writes an admin kubeconfig. Teardown kills every process in the namespace, unmounts what containerd
 mounted under the node's directory, deletes the namespace (taking the bridge, routes, iptables
 rules and net sysctls with it) and restores the recorded host sysctls.
 
-Left for the rest of issue 14: etcd + kube-apiserver inside the namespace (127.0.0.1 for clients,
-the bridge address for pods), kubelet, kube-scheduler, kube-controller-manager, kube-proxy, the
-dnsmasq DNS and its Service poller, and pod clean-up before containerd stops.
+Left for the rest of issue 14: kubelet, kube-scheduler, kube-controller-manager, kube-proxy (and
+its --cleanup), the dnsmasq DNS and its Service poller, pod clean-up before containerd stops, the
+pytest fixture and the test tier.
 
 Rules it keeps (docs/real-node.md, "Limits and rules"): every non-loopback address lives in the
 namespace this module creates; no route leaves it; the machine's own network namespace is never
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.cluster import images
+from tests.cluster.server import cached_apiserver
 
 NETNS = "trainctl-node"
 BRIDGE = "trainctl0"
@@ -45,6 +49,9 @@ RUN_CONTAINERD = Path("/run/containerd")
 # cgroup v1 parents that containers of the k8s.io containerd namespace (and later the kubelet's pods) live in
 CGROUP_PARENTS = ("k8s.io", "kubepods")
 READY_TIMEOUT_S = 60
+SERVICE_RANGE = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+API_PORT = 6443  # fixed: the namespace is the node's own, nothing else listens in it
 
 
 def _sysctl_path(name: str) -> Path:
@@ -105,6 +112,7 @@ class RealNode:
             archives = {kind: images.BUILDERS[kind]() for kind in ("pause", "python", "controller")}
             self.images = {kind: _archive_image_name(archive) for kind, archive in archives.items()}
             self._containerd()
+            self._control_plane()
             for archive in archives.values():
                 _run(in_netns(["ctr", "-a", str(self.containerd_socket), "-n", "k8s.io", "images", "import",
                                str(archive)]))
@@ -151,6 +159,58 @@ class RealNode:
         self.pids.append(process.pid)
         self._wait_cri_ready()
 
+    def _control_plane(self) -> None:
+        """etcd on the namespace's loopback and kube-apiserver on all its addresses: 127.0.0.1 for
+        clients run in the namespace, the bridge address for pods (and kubelet client certs)."""
+        pki = self.workdir / "pki"
+        _certificates(pki)
+        apiserver = cached_apiserver()
+        if apiserver is None:
+            raise RuntimeError("no cached kube-apiserver/etcd: run bash scripts/build-apiserver.sh")
+        self._daemon("etcd", ["etcd", "--data-dir", str(self.workdir / "etcd"),
+                              "--listen-client-urls", "http://127.0.0.1:2379",
+                              "--advertise-client-urls", "http://127.0.0.1:2379",
+                              "--listen-peer-urls", "http://127.0.0.1:2380"])
+        self._daemon("kube-apiserver", [
+            str(apiserver), "--etcd-servers=http://127.0.0.1:2379", "--bind-address=0.0.0.0",
+            f"--advertise-address={BRIDGE_ADDRESS}", f"--secure-port={API_PORT}", "--insecure-port=0",
+            f"--client-ca-file={pki / 'ca.crt'}", f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'kubelet-client.key'}",
+            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+            f"--service-cluster-ip-range={SERVICE_RANGE}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}"])
+        self.kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "node",
+            "clusters": [{"name": "node", "cluster": {"server": f"https://127.0.0.1:{API_PORT}",
+                                                      "certificate-authority": str(pki / "ca.crt")}}],
+            "users": [{"name": "admin", "user": {"client-certificate": str(pki / "admin.crt"),
+                                                 "client-key": str(pki / "admin.key")}}],
+            "contexts": [{"name": "node", "context": {"cluster": "node", "user": "admin"}}],
+        }, indent=2))
+        self._wait_until(in_netns(["kubectl", "--kubeconfig", str(self.kubeconfig), "get", "--raw", "/readyz"]),
+                         "kube-apiserver did not become ready", self.workdir / "kube-apiserver.log")
+
+    @property
+    def kubeconfig(self) -> Path:
+        """Admin credentials; the server address is the namespace's loopback (clients run in it)."""
+        return self.workdir / "kubeconfig"
+
+    def _daemon(self, name: str, argv: list[str]) -> None:
+        log = open(self.workdir / f"{name}.log", "wb")
+        process = subprocess.Popen(in_netns(argv), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.pids.append(process.pid)
+
+    def _wait_until(self, probe: list[str], failure: str, log: Path) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if subprocess.run(probe, capture_output=True).returncode == 0:
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"{failure}:\n{log.read_text(errors='replace')[-2000:]}")
+
     def _wait_cri_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         plugins = ["ctr", "-a", str(self.containerd_socket), "plugins", "ls"]
@@ -184,6 +244,33 @@ class RealNode:
 def _cgroup_parents() -> list[Path]:
     hierarchies = [path for path in Path("/sys/fs/cgroup").iterdir() if path.is_dir() and not path.is_symlink()]
     return [hierarchy / parent for hierarchy in hierarchies for parent in CGROUP_PARENTS]
+
+
+def _certificates(pki: Path) -> None:
+    """A CA and the certificates the control plane needs, by openssl (EC keys: fast to make)."""
+    pki.mkdir(parents=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _run(["openssl", "req", "-x509", *ec, "-keyout", str(pki / "ca.key"), "-out", str(pki / "ca.crt"),
+          "-days", "7", "-subj", "/CN=trainctl-real-node-ca"])
+    service_names = ["kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                     "kubernetes.default.svc.cluster.local"]
+    serving = ",".join([f"IP:{ip}" for ip in ("127.0.0.1", BRIDGE_ADDRESS, KUBERNETES_SERVICE_IP)]
+                       + [f"DNS:{name}" for name in service_names])
+    leaves = {  # name: (subject, extensions)
+        "apiserver": ("/CN=kube-apiserver", f"subjectAltName={serving}\nextendedKeyUsage=serverAuth"),
+        "kubelet-client": ("/O=system:masters/CN=kube-apiserver-kubelet-client", "extendedKeyUsage=clientAuth"),
+        "admin": ("/O=system:masters/CN=trainctl-admin", "extendedKeyUsage=clientAuth"),
+    }
+    for name, (subject, extensions) in leaves.items():
+        (pki / f"{name}.ext").write_text(extensions + "\n")
+        _run(["openssl", "req", "-new", *ec, "-keyout", str(pki / f"{name}.key"), "-out", str(pki / f"{name}.csr"),
+              "-subj", subject])
+        _run(["openssl", "x509", "-req", "-in", str(pki / f"{name}.csr"), "-CA", str(pki / "ca.crt"),
+              "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "7", "-out", str(pki / f"{name}.crt"),
+              "-extfile", str(pki / f"{name}.ext")])
+    # service account tokens: RSA, the algorithm every client library verifies
+    _run(["openssl", "genrsa", "-out", str(pki / "sa.key"), "2048"])
+    _run(["openssl", "rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub")])
 
 
 def _archive_image_name(archive: Path) -> str:
