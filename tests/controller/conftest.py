@@ -86,3 +86,16 @@ def managed_namespace(namespace, kube_node):
     """A namespace whose pods the node fixture binds and starts (Running) as they appear."""
     kube_node.manage(namespace)
     return namespace
+
+
+@pytest.fixture
+def trainctl(k8s_cluster):
+    """The CLI as a user runs it, as the cluster's admin: ``trainctl("status", "x", "-n", ns)``."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KUBECONFIG": str(k8s_cluster.kubeconfig("admin")),
+           "COLUMNS": "200"}
+    env.pop("TRAINCTL_BACKEND", None)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "trainctl", *args], env=env, capture_output=True, text=True,
+                              timeout=60, cwd=REPO)
+    return run

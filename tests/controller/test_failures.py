@@ -7,13 +7,8 @@ server from the (fake) kubelet's log endpoint, exactly as on the local backend.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import REPO
 from tests.controller.jobs import wait_for
 from trainctl.api import Client
 from trainctl.errors import JobFailed
@@ -24,18 +19,6 @@ TRACEBACK = ("Traceback (most recent call last):\n"
              '  File "/workspace/train.py", line 12, in <module>\n'
              "    loss = model(batch)\n"
              "ValueError: expected input of shape (8, 3), got (8, 4)\n")
-
-
-@pytest.fixture
-def trainctl(k8s_cluster):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "KUBECONFIG": str(k8s_cluster.kubeconfig("admin")),
-           "COLUMNS": "200"}
-    env.pop("TRAINCTL_BACKEND", None)
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "trainctl", *args], env=env, capture_output=True, text=True,
-                              timeout=60, cwd=REPO)
-    return run
 
 
 def submit_running(trainctl, ns: str, name: str, *options: str) -> None:

@@ -127,18 +127,10 @@ def test_bad_flags_are_one_line_errors(k8s_cluster):
         assert culprit in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
-def test_submit_to_status_and_logs_end_to_end(k8s_cluster, kube_node, start_controller, managed_namespace):
+def test_submit_to_status_and_logs_end_to_end(kube_node, start_controller, managed_namespace, trainctl):
     """A user's round trip: trainctl submit, the controller makes pods, the node runs them, trainctl reports."""
     ns = managed_namespace
     start_controller(ns)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "KUBECONFIG": str(k8s_cluster.kubeconfig("admin")),
-           "COLUMNS": "200"}
-    env.pop("TRAINCTL_BACKEND", None)
-
-    def trainctl(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "trainctl", *args], env=env, capture_output=True, text=True,
-                              timeout=60, cwd=REPO)
-
     submitted = trainctl("submit", "pytorch", "--workers", "2", "--name", "e2e", "-n", ns, "--image", "busybox",
                          "--", "python", "train.py")
     assert submitted.returncode == 0, submitted.stderr

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.fuzz.harness import all_strings
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, by_name
 from trainctl.render import render
@@ -21,18 +22,6 @@ PAYLOADS = [
 
 def render_with(kind="pytorch", **options):
     return render(by_name(kind), SubmitOptions(command=["python", "train.py"], name="job", **options))
-
-
-def all_strings(node):
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield key
-            yield from all_strings(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from all_strings(item)
-    elif isinstance(node, str):
-        yield node
 
 
 def assert_harmless(resource):
