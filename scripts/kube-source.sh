@@ -3,9 +3,10 @@
 # downloaded and patched source tree, kept in the cache and reused:
 #
 #   ~/.cache/trainctl/kubernetes-source/<source version>/
-#     kubernetes-<upstream version>/   the patched tree (GOPATH layout under .go/, outputs in _output/)
-#     gocache/                         Go's build cache: the second binary reuses the packages the
-#                                      first one compiled (client-go, apimachinery, ...)
+#     kubernetes-<upstream version>/   the patched tree (GOPATH layout under .go/); _output/ holds the
+#                                      binaries and Go's build cache (hack/lib/golang.sh sets GOCACHE to
+#                                      _output/local/go/cache), so a second binary reuses the packages
+#                                      the first one compiled: kube-apiserver after the node's, 62 s
 #     .ready                           written last: a half-extracted or half-patched tree is redone
 #
 # Provides: SOURCE_VERSION, CACHE_ROOT, SUDO, log, apt_install, kube_source_tree, kube_make.
@@ -83,7 +84,7 @@ kube_make() {
       ionice -c3 -p "$BASHPID"
     fi
     cd "$src/.go/src/k8s.io/kubernetes"
-    export GOPATH=$src/.go GO111MODULE=off CGO_ENABLED=0 GOCACHE=$KUBE_SOURCE_DIR/gocache
+    export GOPATH=$src/.go GO111MODULE=off CGO_ENABLED=0
     make WHAT="$what" GOFLAGS="$goflags" >"$logfile" 2>&1 || { tail -30 "$logfile" >&2; exit 1; }
   )
 }
