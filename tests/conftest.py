@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,22 @@ pytest_plugins = ["tests.cluster.fixtures"]
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = REPO.parent / "shared" / "kubeflow-v1"
+
+
+class OutputLines:
+    """The lines a long-running command (``list -w``, ``logs -f``) prints, collected as they come."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        threading.Thread(target=lambda: self.lines.extend(iter(process.stdout.readline, "")), daemon=True).start()
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        """The first line holding ``text``, once it is printed."""
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.lines):
+            assert time.monotonic() < deadline, self.lines
+            time.sleep(0.2)
+        return next(line for line in self.lines if text in line)
 
 
 class CLI:

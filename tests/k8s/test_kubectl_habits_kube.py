@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tests.conftest import OutputLines
 from tests.k8s.test_kube_backend import KubeCLI, kube  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.k8s
@@ -73,26 +74,15 @@ def test_job_names_complete_from_the_cluster(kube):
 
 def test_list_watch_on_kubernetes_prints_changes_until_ctrl_c(kube):
     import signal
-    import threading
-    import time
 
     watcher = kube.popen("list", "-n", kube.namespace, "-w")
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(iter(watcher.stdout.readline, "")), daemon=True).start()
-
-    def wait_for(text):
-        deadline = time.monotonic() + 60
-        while not any(text in line for line in lines):
-            assert time.monotonic() < deadline, lines
-            time.sleep(0.2)
-
-    wait_for("NAMESPACE")
+    printed = OutputLines(watcher)
+    printed.wait_for("NAMESPACE")
     assert kube("submit", "paddle", "--name", "watched", "-n", kube.namespace, *SLEEP).returncode == 0
-    wait_for("watched")
+    printed.wait_for("watched")
     assert kube("delete", "watched", "-n", kube.namespace).returncode == 0
-    wait_for("Deleted")
+    deleted = printed.wait_for("Deleted")
     watcher.send_signal(signal.SIGINT)
     assert watcher.wait(timeout=30) == 0
     assert "Traceback" not in watcher.stderr.read()
-    assert next(line for line in lines if "Deleted" in line).split()[:4] == [kube.namespace, "watched", "PaddleJob",
-                                                                            "Deleted"]
+    assert deleted.split()[:4] == [kube.namespace, "watched", "PaddleJob", "Deleted"]

@@ -6,6 +6,7 @@ Everything runs the real CLI in a subprocess against real local jobs (tests/conf
 
 import pytest
 
+from tests.conftest import OutputLines
 from tests.unit.test_bad_input import assert_one_line_error
 from trainctl.frameworks import by_name
 
@@ -118,29 +119,17 @@ def test_set_based_selectors_on_the_local_backend(cli, jobs):
 
 def test_list_watch_prints_changes_until_ctrl_c(cli, jobs):
     import signal
-    import threading
-    import time
 
     watcher = cli.popen("list", "-A", "-w")
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(watcher.stdout.readline, "")), daemon=True)
-    reader.start()
-
-    def wait_for(text):
-        deadline = time.monotonic() + 60
-        while not any(text in line for line in lines):
-            assert time.monotonic() < deadline, lines
-            time.sleep(0.2)
-
-    wait_for("tf1")
+    printed = OutputLines(watcher)
+    printed.wait_for("tf1")
     assert cli("delete", "tf1", "-n", "other").returncode == 0
-    wait_for("Deleted")
+    deleted = printed.wait_for("Deleted")
     watcher.send_signal(signal.SIGINT)
     assert watcher.wait(timeout=30) == 0
     assert "Traceback" not in watcher.stderr.read()
-    assert lines[0].split()[:2] == ["NAMESPACE", "NAME"]
-    deleted = next(line for line in lines if "Deleted" in line).split()
-    assert deleted[:4] == ["other", "tf1", "TFJob", "Deleted"]
+    assert printed.lines[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert deleted.split()[:4] == ["other", "tf1", "TFJob", "Deleted"]
 
 
 def test_submit_prints_the_created_job_with_o_and_hints_that_fit(cli):
