@@ -23,20 +23,20 @@ def expected_children(names: list[str]) -> set[str]:
 
 
 def test_sigkill_mid_reconcile_leaves_no_duplicate_and_nothing_missing(rest, start_controller, namespace):
-    first = start_controller(namespace, "--concurrency", "4")
-    names = [f"k{i:02d}" for i in range(20)]
-    for name in names:
+    names = [f"k{i:02d}" for i in range(40)]
+    for name in names:  # all there before the controller starts: its pace alone decides when the kill lands
         create(rest, job("PyTorchJob", name, namespace, {"Master": 1, "Worker": 3}))
+    first = start_controller(namespace, "--concurrency", "4")
     wait_for(lambda: len(pods(rest, namespace)) >= 8, what="reconciling under way")
     first.stop(signal.SIGKILL)
     made_before = len(pods(rest, namespace))
-    assert made_before < 80, "the kill came too late to test anything"
+    assert made_before < 4 * len(names), "the kill came too late to test anything"
     start_controller(namespace, "--concurrency", "4")
     expected = expected_children(names)
     wait_for(lambda: set(pods(rest, namespace)) == expected and set(services(rest, namespace)) == expected,
              timeout=60, what="every pod and service")
     # deterministic names make a duplicate impossible to store; check nothing else was made either
-    assert len(rest.list(PODS, namespace)["items"]) == 80
+    assert len(rest.list(PODS, namespace)["items"]) == 4 * len(names)
     for name in names:
         created = [e for e in rest.list(EVENTS, namespace, field_selector=f"involvedObject.name={name}")["items"]]
         assert all(e["reason"] != "FailedCreatePod" for e in created)

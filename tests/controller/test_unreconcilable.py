@@ -30,12 +30,6 @@ def launcher_without_containers(namespace):
     return body
 
 
-def rendezvous_option_without_key(namespace):
-    body = job("PyTorchJob", "no-key", namespace, {"Worker": 2})
-    body["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3, "rdzvConf": [{"value": "x"}]}
-    return body
-
-
 def port_out_of_range(namespace):  # the pod API rejects it (422) on every create
     body = job("PyTorchJob", "bad-port", namespace, {"Master": 1, "Worker": 1})
     for spec in body["spec"]["pytorchReplicaSpecs"].values():
@@ -43,7 +37,7 @@ def port_out_of_range(namespace):  # the pod API rejects it (422) on every creat
     return body
 
 
-@pytest.mark.parametrize("make", [launcher_without_containers, rendezvous_option_without_key, port_out_of_range])
+@pytest.mark.parametrize("make", [launcher_without_containers, port_out_of_range])
 def test_a_spec_it_cannot_reconcile_fails_the_job_once_with_a_warning(rest, controller, managed_namespace, make):
     ns, body = managed_namespace, make(managed_namespace)
     kind, name = body["kind"], body["metadata"]["name"]
