@@ -10,13 +10,17 @@ and a bridge + portmap CNI config with IP masquerading off; imports the locally 
 (tests/cluster/images.py); starts etcd (the namespace's loopback) and kube-apiserver (port 6443 on
 the namespace's loopback for clients and on the bridge address for pods; Node,RBAC authorization,
 NodeRestriction, client certificates from a CA made for the node, kubelet client certificate for
-logs/exec) and writes an admin kubeconfig. Teardown kills every process in the namespace, unmounts what containerd
-mounted under the node's directory, deletes the namespace (taking the bridge, routes, iptables
-rules and net sysctls with it) and restores the recorded host sysctls.
+logs/exec) and writes an admin kubeconfig. kube-scheduler and kube-controller-manager (admin credentials) and the kubelet (a node
+certificate; cgroupfs, Ready in about a second) start too, so pods run, log and get a bridge address.
+Teardown kills every process in the namespace and in the cgroups the node made (containers live in
+their pods' own namespaces), deletes the pods' CNI namespaces, unmounts what containerd mounted
+under the node's directory, deletes the node's namespace (taking the bridge, routes, iptables rules
+and net sysctls with it), restores the recorded host sysctls and removes what the node made outside
+its directory (MACHINE_PATHS, the cgroup parents).
 
-Left for the rest of issue 14: kubelet, kube-scheduler, kube-controller-manager, kube-proxy (and
-its --cleanup), the dnsmasq DNS and its Service poller, pod clean-up before containerd stops, the
-pytest fixture and the test tier.
+Left for the rest of issue 14: kube-proxy (ClusterIP Services; its --cleanup), the dnsmasq DNS
+and its Service poller (the kubelet already points pods at the bridge address for DNS), deleting
+pods through the API before the kubelet stops, the pytest fixture and the test tier.
 
 Rules it keeps (docs/real-node.md, "Limits and rules"): every non-loopback address lives in the
 namespace this module creates; no route leaves it; the machine's own network namespace is never
@@ -35,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.cluster import images
-from tests.cluster.server import cached_apiserver
+from tests.cluster.server import SOURCE_VERSION, cached_apiserver
 
 NETNS = "trainctl-node"
 BRIDGE = "trainctl0"
@@ -45,13 +49,19 @@ POD_SUBNET = "10.88.0.0/24"
 HOST_SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops",
                 "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes")
 STATE = Path(tempfile.gettempdir()) / "trainctl-real-node.json"
-RUN_CONTAINERD = Path("/run/containerd")
+# Where containerd's shims, the kubelet and CNI write whatever their settings say (shim sockets,
+# device-plugin socket, CNI results, pod logs): those the node made are removed at teardown.
+# /run/netns too: iproute2's first `ip netns add` makes it and bind-mounts it onto itself.
+MACHINE_PATHS = ("/run/containerd", "/var/lib/kubelet", "/var/lib/cni", "/var/log/pods", "/var/log/containers",
+                 "/run/netns")
 # cgroup v1 parents that containers of the k8s.io containerd namespace (and later the kubelet's pods) live in
 CGROUP_PARENTS = ("k8s.io", "kubepods")
 READY_TIMEOUT_S = 60
 SERVICE_RANGE = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 API_PORT = 6443  # fixed: the namespace is the node's own, nothing else listens in it
+NODE_NAME = "trainctl-node"
+NODE_BINARIES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainctl" / "node" / SOURCE_VERSION
 
 
 def _sysctl_path(name: str) -> Path:
@@ -91,9 +101,9 @@ class RealNode:
     sysctls: dict[str, str] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
     images: dict[str, str] = field(default_factory=dict)
-    # containerd's shims always put sockets and fifos under /run/containerd, whatever its config says
-    made_run_containerd: bool = False
+    made_paths: list[str] = field(default_factory=list)
     made_cgroups: list[str] = field(default_factory=list)
+    netns_before: list[str] = field(default_factory=list)
 
     @property
     def containerd_socket(self) -> Path:
@@ -101,11 +111,12 @@ class RealNode:
 
     def state(self) -> dict:
         return {"workdir": str(self.workdir), "sysctls": self.sysctls, "pids": self.pids, "images": self.images,
-                "made_run_containerd": self.made_run_containerd, "made_cgroups": self.made_cgroups}
+                "made_paths": self.made_paths, "made_cgroups": self.made_cgroups, "netns_before": self.netns_before}
 
     def start(self) -> RealNode:
         self.sysctls = {name: _sysctl_path(name).read_text().strip() for name in HOST_SYSCTLS}
-        self.made_run_containerd = not RUN_CONTAINERD.exists()
+        self.made_paths = [path for path in MACHINE_PATHS if not Path(path).exists()]
+        self.netns_before = [line.split()[0] for line in _run(["ip", "netns", "list"]).splitlines() if line]
         self.made_cgroups = [str(path) for path in _cgroup_parents() if not path.exists()]
         try:
             self._network()
@@ -113,6 +124,7 @@ class RealNode:
             self.images = {kind: _archive_image_name(archive) for kind, archive in archives.items()}
             self._containerd()
             self._control_plane()
+            self._node_daemons()
             for archive in archives.values():
                 _run(in_netns(["ctr", "-a", str(self.containerd_socket), "-n", "k8s.io", "images", "import",
                                str(archive)]))
@@ -136,7 +148,9 @@ class RealNode:
         (cni / "10-trainctl.conflist").write_text(json.dumps({
             "cniVersion": "0.4.0", "name": "trainctl", "plugins": [
                 {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False,
+                 # leases in the node's directory, not the machine's /var/lib/cni
                  "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]],
+                          "dataDir": str(self.workdir / "cni" / "leases"),
                           "routes": [{"dst": "0.0.0.0/0"}]}},
                 {"type": "portmap", "capabilities": {"portMappings": True}},
             ]}, indent=2))
@@ -178,20 +192,62 @@ class RealNode:
             f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
             f"--kubelet-client-key={pki / 'kubelet-client.key'}",
+            "--kubelet-preferred-address-types=InternalIP",  # no DNS name for the node: its bridge address
             "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
             f"--service-cluster-ip-range={SERVICE_RANGE}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}"])
-        self.kubeconfig.write_text(json.dumps({
+        self._write_kubeconfig(self.kubeconfig, "admin")
+        self._wait_until(in_netns(["kubectl", "--kubeconfig", str(self.kubeconfig), "get", "--raw", "/readyz"]),
+                         "kube-apiserver did not become ready", self.workdir / "kube-apiserver.log")
+
+    def _write_kubeconfig(self, path: Path, certificate: str) -> None:
+        pki = self.workdir / "pki"
+        path.write_text(json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "node",
             "clusters": [{"name": "node", "cluster": {"server": f"https://127.0.0.1:{API_PORT}",
                                                       "certificate-authority": str(pki / "ca.crt")}}],
-            "users": [{"name": "admin", "user": {"client-certificate": str(pki / "admin.crt"),
-                                                 "client-key": str(pki / "admin.key")}}],
-            "contexts": [{"name": "node", "context": {"cluster": "node", "user": "admin"}}],
+            "users": [{"name": certificate, "user": {"client-certificate": str(pki / f"{certificate}.crt"),
+                                                     "client-key": str(pki / f"{certificate}.key")}}],
+            "contexts": [{"name": "node", "context": {"cluster": "node", "user": certificate}}],
         }, indent=2))
-        self._wait_until(in_netns(["kubectl", "--kubeconfig", str(self.kubeconfig), "get", "--raw", "/readyz"]),
-                         "kube-apiserver did not become ready", self.workdir / "kube-apiserver.log")
+
+    def _node_daemons(self) -> None:
+        """kube-scheduler and kube-controller-manager (admin credentials, no leader election) and the
+        kubelet (its own node certificate, so the Node authorizer and NodeRestriction apply)."""
+        pki = self.workdir / "pki"
+        self._daemon("kube-scheduler", [str(NODE_BINARIES / "kube-scheduler"), f"--kubeconfig={self.kubeconfig}",
+                                        "--leader-elect=false", "--port=0"])
+        self._daemon("kube-controller-manager", [
+            str(NODE_BINARIES / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
+            "--use-service-account-credentials", f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}", "--port=0"])
+        kubelet_dir = self.workdir / "kubelet"
+        kubelet_dir.mkdir()
+        self._write_kubeconfig(kubelet_dir / "kubeconfig", "node")
+        (kubelet_dir / "resolv.conf").write_text(f"nameserver {BRIDGE_ADDRESS}\n")
+        (kubelet_dir / "config.json").write_text(json.dumps({
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "cgroupDriver": "cgroupfs", "failSwapOn": False, "address": BRIDGE_ADDRESS,
+            "tlsCertFile": str(pki / "kubelet.crt"), "tlsPrivateKeyFile": str(pki / "kubelet.key"),
+            "authentication": {"x509": {"clientCAFile": str(pki / "ca.crt")}, "webhook": {"enabled": True},
+                               "anonymous": {"enabled": False}},
+            "authorization": {"mode": "Webhook"},
+            "clusterDNS": [BRIDGE_ADDRESS], "clusterDomain": "cluster.local",
+            "resolvConf": str(kubelet_dir / "resolv.conf"),
+            # a test machine's disk is often fuller than the defaults allow; images are never pulled again
+            "evictionHard": {"memory.available": "1%", "nodefs.available": "1%", "imagefs.available": "1%"},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "nodeStatusUpdateFrequency": "1s",  # Ready in about a second instead of 10-23
+        }, indent=2))
+        self._daemon("kubelet", [
+            str(NODE_BINARIES / "kubelet"), f"--config={kubelet_dir / 'config.json'}",
+            f"--kubeconfig={kubelet_dir / 'kubeconfig'}", f"--root-dir={kubelet_dir / 'root'}",
+            "--container-runtime=remote", f"--container-runtime-endpoint=unix://{self.containerd_socket}",
+            f"--hostname-override={NODE_NAME}", f"--node-ip={BRIDGE_ADDRESS}"])
+        ready = ["kubectl", "--kubeconfig", str(self.kubeconfig), "wait", "--for=condition=Ready",
+                 f"node/{NODE_NAME}", "--timeout=5s"]
+        self._wait_until(in_netns(ready), "the kubelet's node did not become Ready", self.workdir / "kubelet.log")
 
     @property
     def kubeconfig(self) -> Path:
@@ -224,9 +280,21 @@ class RealNode:
         raise RuntimeError(f"containerd's CRI plugin did not start:\n{log}")
 
     def stop(self) -> None:
+        self._stop_processes()
+        self._restore_machine()
+
+    def _stop_processes(self) -> None:
         for pid in self.pids:
             _signal_group(pid, signal.SIGTERM)
         _kill_namespace_processes()
+        # Containers live in their pods' own namespaces, not the node's: kill them by cgroup, and
+        # remove the pod network namespaces CNI made (no kubelet is left to tear them down).
+        _kill_cgroup_processes([Path(cgroup) for cgroup in self.made_cgroups])
+        for name in set(_run(["ip", "netns", "list"]).split()) - set(self.netns_before):
+            if name.startswith("cni-"):
+                _run(["ip", "netns", "delete", name])
+
+    def _restore_machine(self) -> None:
         _unmount_under(self.workdir)
         if NETNS in _run(["ip", "netns", "list"]).split():
             _run(["ip", "netns", "delete", NETNS])
@@ -237,8 +305,9 @@ class RealNode:
         for cgroup in map(Path, self.made_cgroups):  # empty once every container has exited
             if cgroup.exists():
                 subprocess.run(["find", str(cgroup), "-depth", "-type", "d", "-delete"], check=True)
-        if self.made_run_containerd and RUN_CONTAINERD.exists():  # only empty directories are left there
-            subprocess.run(["find", str(RUN_CONTAINERD), "-depth", "-type", "d", "-empty", "-delete"], check=True)
+        for path in set(self.made_paths) & set(_mount_points()):
+            subprocess.run(["umount", path], check=True)
+        subprocess.run(["rm", "-rf", *self.made_paths], check=True)
 
 
 def _cgroup_parents() -> list[Path]:
@@ -260,6 +329,8 @@ def _certificates(pki: Path) -> None:
         "apiserver": ("/CN=kube-apiserver", f"subjectAltName={serving}\nextendedKeyUsage=serverAuth"),
         "kubelet-client": ("/O=system:masters/CN=kube-apiserver-kubelet-client", "extendedKeyUsage=clientAuth"),
         "admin": ("/O=system:masters/CN=trainctl-admin", "extendedKeyUsage=clientAuth"),
+        "node": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "extendedKeyUsage=clientAuth"),
+        "kubelet": (f"/CN={NODE_NAME}", f"subjectAltName=IP:{BRIDGE_ADDRESS}\nextendedKeyUsage=serverAuth"),
     }
     for name, (subject, extensions) in leaves.items():
         (pki / f"{name}.ext").write_text(extensions + "\n")
@@ -301,10 +372,29 @@ def _kill_namespace_processes() -> None:
             time.sleep(0.2)
 
 
+def _kill_cgroup_processes(cgroups: list[Path]) -> None:
+    """SIGKILL every process in these cgroups (all controllers' copies) until none is left."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        pids = {int(pid) for cgroup in cgroups if cgroup.exists()
+                for procs in cgroup.rglob("cgroup.procs") for pid in procs.read_text().split()}
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+
+
+def _mount_points() -> list[str]:
+    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+
+
 def _unmount_under(directory: Path) -> None:
     """Unmount everything mounted below ``directory`` (containerd's snapshots), deepest first."""
-    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    for mount_point in sorted((m for m in mounts if m.startswith(f"{directory}/")), key=len, reverse=True):
+    for mount_point in sorted((m for m in _mount_points() if m.startswith(f"{directory}/")), key=len, reverse=True):
         subprocess.run(["umount", "--lazy", mount_point], check=True)
 
 
@@ -321,5 +411,5 @@ def down() -> None:
         return
     state = json.loads(STATE.read_text())
     RealNode(Path(state["workdir"]), state["sysctls"], state["pids"], state["images"],
-             state["made_run_containerd"], state["made_cgroups"]).stop()
+             state["made_paths"], state["made_cgroups"], state["netns_before"]).stop()
     STATE.unlink()
