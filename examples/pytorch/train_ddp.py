@@ -79,6 +79,9 @@ def main() -> None:
     report("pytorch", rank, world_size, total.item(), parameter_hash(params),
            steps=steps, steps_per_second=round(steps / elapsed, 2), samples_per_second=round(steps * args.global_batch / elapsed, 1))
     if distributed:
+        # Rank 0 hosts the rendezvous store: a rank still tearing down when it exits aborts (exit 134)
+        # after its work is done, and its restart then waits for a master that is gone.
+        dist.barrier()
         dist.destroy_process_group()
 
 
