@@ -32,6 +32,10 @@ WATCH_MIN_WIDTHS = {"NAMESPACE": 12, "NAME": 24, "KIND": 11, "STATE": 10}  # row
 CHANGING_COLUMNS = ("AGE", "DURATION")  # a clock tick is not a change worth a line in list -w
 
 
+# Waiting reasons of a container whose image the node does not have and cannot get.
+IMAGE_PULL_STATES = ("ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName")
+
+
 def status(name: JobReference, namespace: Namespace = None, output: ListingOutput = None, local: Local = False,
            context: Context = None, kubeconfig: Kubeconfig = None) -> None:
     from rich.markup import escape
@@ -59,6 +63,8 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
                   f"{escape(condition.get('message', ''))}", soft_wrap=True)
     if details.replicas:
         print_replicas(resource, details.replicas, wide=output == "wide")
+        for hint in image_hints(resource, details.replicas):
+            out.print(f"  [yellow]{escape(hint)}[/]", soft_wrap=True)
     else:
         out.print("  no replicas")
     for event in details.events[-8:]:
@@ -80,6 +86,19 @@ def print_replicas(resource: dict, replicas: list, wide: bool) -> None:
             cells += [images.get(row.replica_type.lower(), ""), row.started or "", row.finished or ""]
         rows.append(cells)
     print_table(REPLICA_COLUMNS + (WIDE_REPLICA_COLUMNS if wide else []), rows)
+
+
+def image_hints(resource: dict, replicas: list) -> list[str]:
+    """One line per image the node cannot get (ImagePullBackOff and its kin), saying how to fix it:
+    such a replica waits for ever, and the pod's events are one ``kubectl describe`` away."""
+    images = {rtype.lower(): image for rtype, image in replica_images(resource).items()}
+    stuck: dict[tuple[str, str], list[str]] = {}
+    for row in replicas:
+        if row.state in IMAGE_PULL_STATES:
+            stuck.setdefault((images.get(row.replica_type.lower(), ""), row.state), []).append(row.name)
+    return [f"{', '.join(names)}: image {image!r} cannot be pulled ({state}): check its name and tag, that the "
+            f"cluster can reach its registry (imagePullSecrets for a private one); then delete the job and "
+            f"submit again with --image" for (image, state), names in stuck.items()]
 
 
 def exit_cell(row) -> str:
