@@ -1,6 +1,10 @@
 """trainctl: run Kubeflow kubeflow.org/v1 training jobs locally or on Kubernetes.
 
-The package is layered so that the CLI stays a thin shell over a Python API:
+    from trainctl import Client
+    job = Client().run(train, args={"lr": 0.1}, framework="pytorch", workers=3)
+    job.wait(); print(job.result())
+
+(docs/python-api.md is the walkthrough.) The package is layered so that the CLI stays a thin shell over a Python API:
 
 * ``trainctl.frameworks``: one small module per framework holding only what
   differs between kinds (replica types, container name, port, env, success rule).
@@ -12,6 +16,26 @@ Heavy dependencies (the kubernetes client, any ML framework) are imported only
 inside the functions that need them, so ``trainctl --help`` stays fast.
 """
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from trainctl.api import Client
+    from trainctl.errors import InvalidArgument, JobFailed, UserError
+    from trainctl.handle import JobHandle
+
 __version__ = "0.1.0"
 API_GROUP = "kubeflow.org"
 API_VERSION = "kubeflow.org/v1"
+
+# The public API, loaded on first use so `import trainctl` (and the CLI's start-up) stays light.
+__all__ = ["Client", "InvalidArgument", "JobFailed", "JobHandle", "UserError"]
+_EXPORTS = {"Client": "trainctl.api", "JobHandle": "trainctl.handle", "JobFailed": "trainctl.errors",
+            "InvalidArgument": "trainctl.errors", "UserError": "trainctl.errors"}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'trainctl' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

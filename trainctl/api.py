@@ -24,6 +24,7 @@ from trainctl.errors import UserError
 
 if TYPE_CHECKING:
     from trainctl.failures import FailureSummary
+    from trainctl.handle import JobHandle
 
 BACKENDS = ("local", "kubernetes")  # the names trainctl.backends.load() knows
 TERMINAL = ("Succeeded", "Failed")
@@ -162,6 +163,40 @@ class Client:
 
     def resume(self, name: str, namespace: str | None = None) -> dict:
         return self.backend.set_suspended(name, self._ns(namespace), False)
+
+    # ---- the data scientist's API: jobs as handles ----------------------------------------------
+    def run(self, target: Callable | list[str], *, framework: str = "pytorch", workers: int | None = None,
+            gpus: int | None = None, args: dict | None = None, packages: list[str] | None = None,
+            env: dict | list[str] | None = None, name: str | None = None, namespace: str | None = None,
+            replace: bool = False, preflight: bool = True, **submit_options) -> JobHandle:
+        """Run a function (``train(**args)`` in every replica) or a command list as a job; returns its handle.
+
+        ``framework``: pytorch, tensorflow, xgboost, mpi, paddle or jax. Every other keyword is the
+        ``trainctl submit`` option of that name (``backoff_limit=0`` is ``--backoff-limit 0``) with its
+        meaning and checks; anything unknown or bad raises :class:`~trainctl.errors.InvalidArgument`
+        before anything is created. docs/python-api.md says what of a function travels.
+        """
+        from trainctl.running import run
+
+        keywords = {"workers": workers, "gpus": gpus, "env": env, "name": name, "namespace": namespace,
+                    **submit_options}
+        return run(self, target, framework=framework, args=args, packages=packages, replace=replace,
+                   preflight=preflight, keywords=keywords)
+
+    def job(self, name: str, namespace: str | None = None) -> JobHandle:
+        """The handle of an existing job (NotFound if there is none by that name)."""
+        from trainctl.handle import JobHandle
+
+        resource = self.get(name, namespace).resource
+        return JobHandle(self, name, resource["metadata"]["namespace"], resource["kind"])
+
+    def jobs(self, namespace: str | None = None, all_namespaces: bool = False,
+             selector: str | None = None) -> list[JobHandle]:
+        """A handle per job (in the namespace, or all), optionally only those matching a label ``selector``."""
+        from trainctl.handle import JobHandle
+
+        return [JobHandle(self, r["metadata"]["name"], r["metadata"]["namespace"], r["kind"])
+                for r in self.list(namespace, all_namespaces, selector)]
 
 
 def condition_type(text: str) -> str:

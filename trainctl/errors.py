@@ -24,6 +24,10 @@ class NotFound(UserError):
     """The named job (or other object) does not exist."""
 
 
+class InvalidArgument(UserError):
+    """A Python API call's argument is unknown or bad (``Client.run(workers=0)``); nothing was created."""
+
+
 class JobFailed(Exception):
     """A job the caller waited for failed; ``summary`` says which replica, how, and its last log lines.
 

@@ -85,11 +85,13 @@ class SubmitOptions:
                 raise UserError(f"{source}: unknown key {raw_key!r}: use the long option names of "
                                 "`trainctl submit --help` (e.g. workers, env, gpus)")
             if getattr(merged, key) in (None, []):
-                setattr(merged, key, _coerce(value, known[key].type, f"{source}: {raw_key}"))
+                setattr(merged, key, coerce(value, known[key].type, f"{source}: {raw_key}"))
         return merged
 
 
-def _coerce(value: object, annotation: str, where: str) -> object:
+def coerce(value: object, annotation: str, where: str) -> object:
+    """A values file's (or a Python keyword's) value as the field's type: a list from one item or a dict
+    (K=V), strict integers and booleans; anything else one line naming ``where``."""
     if annotation.startswith("list"):
         items = value if isinstance(value, list) else [value]
         if isinstance(value, dict):

@@ -42,6 +42,9 @@ class LogLine:
     text: str
     time: float | None = None  # Unix seconds by which it was written, where the backend knows it
 
+    def __str__(self) -> str:
+        return f"{self.replica} | {self.text}"  # as trainctl logs prints it
+
 
 @dataclass(frozen=True)
 class LogChunk:

@@ -1,0 +1,73 @@
+"""Functions that tests run as jobs with ``Client.run``: each really synchronises its ranks.
+
+Frameworks are imported inside the functions, as docs/python-api.md tells users to: pytest
+imports this module too, and TensorFlow must never load in the pytest process.
+"""
+
+import os
+
+SCALE = 10  # a module global: travels with the module's source
+
+
+def torch_allreduce(offset: float = 0.0) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")  # MASTER_ADDR/PORT, RANK, WORLD_SIZE from the PyTorchJob env
+    total = torch.tensor([dist.get_rank() + 1.0])
+    dist.all_reduce(total)
+    print(f"torch rank {dist.get_rank()}/{dist.get_world_size()} local_rank {os.environ['LOCAL_RANK']} "
+          f"sum {total.item():g}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    return {"sum": total.item() * SCALE + offset, "world_size": int(os.environ["WORLD_SIZE"])}
+
+
+def tensorflow_allreduce() -> float:
+    import json
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    task = json.loads(os.environ["TF_CONFIG"])["task"]
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+
+    def rank_plus_one():
+        context = tf.distribute.get_replica_context()
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.constant(float(task["index"] + 1)))
+
+    total = float(strategy.experimental_local_results(strategy.run(rank_plus_one))[0])
+    print(f"tensorflow {task['type']} {task['index']} sum {total:g}", flush=True)
+    return total
+
+
+def xgboost_allreduce(rounds: int = 2) -> dict:
+    import numpy as np
+    import xgboost
+    from xgboost import collective
+    from xgboost.tracker import RabitTracker
+
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    tracker = None
+    if rank == 0:
+        tracker = RabitTracker(n_workers=world_size, host_ip=host, port=port, sortby="task", timeout=120)
+        tracker.start()
+    with collective.CommunicatorContext(dmlc_tracker_uri=host, dmlc_tracker_port=port, dmlc_task_id=str(rank),
+                                        dmlc_retry=20, dmlc_timeout=120):
+        total = float(collective.allreduce(np.array([rank + 1.0]), collective.Op.SUM)[0])
+        features = np.random.default_rng(rank).normal(size=(200, 4))
+        booster = xgboost.train({"tree_method": "hist", "max_depth": 2},
+                                xgboost.DMatrix(features, label=features[:, 0] > 0), num_boost_round=rounds)
+        print(f"xgboost rank {collective.get_rank()} sum {total:g}", flush=True)
+    if tracker is not None:
+        tracker.wait_for()
+    return {"sum": total, "trees": len(booster.get_dump())}
+
+
+def raises(message: str) -> None:
+    if os.environ.get("RANK") == "1":
+        raise ValueError(message)
+    import time
+
+    time.sleep(30)  # the other ranks outlive the failing one: the job fails because of it

@@ -1,0 +1,80 @@
+"""Client.run with real frameworks on the local backend: functions as multi-replica jobs.
+
+Each function really synchronises its ranks (gloo all-reduce, TensorFlow's collective
+all-reduce, XGBoost's Rabit): a wrong env contract hangs or fails the job instead of passing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from tests.local import function_jobs
+from trainctl import Client, JobFailed
+
+pytestmark = [pytest.mark.framework, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def client(cli, monkeypatch) -> Client:
+    monkeypatch.setenv("TRAINCTL_HOME", str(cli.home))
+    monkeypatch.chdir(cli.cwd)
+    return Client("local")
+
+
+def needs(package: str) -> None:
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(f"{package} is not installed here (pip install -r requirements/frameworks.txt)")
+
+
+def texts(job) -> list[str]:
+    return [str(line) for line in job.logs()]
+
+
+def test_pytorch_function_allreduces_on_three_workers(client):
+    needs("torch")
+    job = client.run(function_jobs.torch_allreduce, args={"offset": 0.5}, framework="pytorch", workers=3,
+                     name="fn-torch", backoff_limit=0)
+    assert job.wait(timeout=180).status == "Succeeded"
+    assert job.result() == {"sum": 60.5, "world_size": 3}  # (1 + 2 + 3) * SCALE + offset, from rank 0
+    lines = texts(job)
+    for replica, rank in (("master-0", 0), ("worker-0", 1), ("worker-1", 2)):
+        assert f"{replica} | torch rank {rank}/3 local_rank 0 sum 6" in lines, lines
+    assert not any("trainctl-result" in line for line in lines)  # the result line is plumbing, not output
+    assert client.job("fn-torch").result() == job.result()  # a handle made later reads the same result
+    job.delete()
+
+
+def test_tensorflow_function_allreduces(client):
+    needs("tensorflow")
+    job = client.run(function_jobs.tensorflow_allreduce, framework="tensorflow", workers=2, name="fn-tf",
+                     backoff_limit=0)
+    assert job.result(timeout=180) == 3.0
+    lines = texts(job)
+    assert {"worker-0 | tensorflow worker 0 sum 3", "worker-1 | tensorflow worker 1 sum 3"} <= set(lines), lines
+    job.delete()
+
+
+def test_xgboost_function_allreduces(client):
+    needs("xgboost")
+    job = client.run(function_jobs.xgboost_allreduce, args={"rounds": 3}, framework="xgboost", workers=2,
+                     name="fn-xgb", backoff_limit=0)
+    assert job.result(timeout=180) == {"sum": 3.0, "trees": 3}
+    lines = texts(job)
+    assert {"master-0 | xgboost rank 0 sum 3", "worker-0 | xgboost rank 1 sum 3"} <= set(lines), lines
+    job.delete()
+
+
+def test_a_raising_function_fails_wait_naming_the_replica_and_the_exception(client):
+    job = client.run(function_jobs.raises, args={"message": "loss is NaN"}, workers=2, name="fn-raise",
+                     backoff_limit=0)
+    with pytest.raises(JobFailed) as failed:
+        job.wait(timeout=60)
+    text = str(failed.value)
+    assert failed.value.summary.first.replica == "worker-0"
+    assert text.startswith("worker-0 failed first: exit code 1"), text
+    assert "trainctl: raises() raised ValueError: loss is NaN" in text, text
+    with pytest.raises(JobFailed):
+        job.result()
+    job.delete()

@@ -1,0 +1,129 @@
+"""What every replica of a function job runs: ``python trainctl_function.py`` beside ``call.json``.
+
+:mod:`trainctl.functions` writes this file's source next to the call it describes (the
+function's module source, its name, the pickled arguments) and makes it the replica's
+command. It must run where trainctl is not installed (a cluster image has only Python and
+the framework), so it imports nothing but the standard library, and trainctl imports it
+back for the few facts both sides share (the result line's marker and signature).
+
+In the replica it builds the function's module from the shipped source (under the module's
+own name, so pickled arguments and results that refer to its classes resolve), fills in the
+launcher environment a PyTorch script expects from torchrun when none ran it (``LOCAL_RANK``
+...), calls ``func(**args)`` and, on rank 0 only, prints the pickled return value as one
+signed line on stdout: :data:`MARKER`, an HMAC-SHA256 of the payload under the job's own key,
+and the payload in base64. The client reads it back from the logs (``JobHandle.result``), so
+the result travels the same way locally and on a cluster; the key keeps a line that only
+looks like a result (printed data) from ever being unpickled.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import importlib
+import json
+import linecache
+import os
+import pickle
+import sys
+import traceback
+import types
+from pathlib import Path
+
+MARKER = "trainctl-result:v1"
+# Pickled bytes of a return value: enough for metrics, a path, a small array; a model belongs in storage.
+MAX_RESULT_BYTES = 1024 * 1024
+CALL_FILE, GLOBALS_FILE, ARGS_FILE = "call.json", "globals.pickle", "args.pickle"
+
+
+def sign(key: str, payload: bytes) -> str:
+    return hmac.new(bytes.fromhex(key), payload, hashlib.sha256).hexdigest()
+
+
+def result_line(key: str, value: object) -> str:
+    payload = pickle.dumps(value, protocol=4)  # 4: readable by every Python trainctl supports
+    if len(payload) > MAX_RESULT_BYTES:
+        raise ValueError(f"the return value is {len(payload):,} bytes pickled, more than the {MAX_RESULT_BYTES:,} "
+                         "a result may have: save it to storage and return its path")
+    return f"{MARKER} {sign(key, payload)} {base64.b64encode(payload).decode()}"
+
+
+def is_rank_zero(kind: str, env: os._Environ | dict) -> bool:
+    """Whether this process is the job's rank 0, from the environment each kind's launcher sets."""
+    if kind in ("PyTorchJob", "XGBoostJob"):
+        return env.get("RANK", "0") == "0"
+    if kind == "JAXJob":
+        return env.get("PROCESS_ID", "0") == "0"
+    if kind == "PaddleJob":
+        return env.get("PADDLE_TRAINER_ID", "0") == "0"
+    if kind == "MPIJob":
+        ranks = [env.get(name) for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")]
+        return next((rank for rank in ranks if rank is not None), "0") == "0"
+    if kind == "TFJob":
+        return tf_rank_zero(env.get("TF_CONFIG"))
+    return False
+
+
+def tf_rank_zero(tf_config: str | None) -> bool:
+    """The chief (or master) if the cluster has one, else worker 0; a single replica has no TF_CONFIG."""
+    if not tf_config:
+        return True
+    config = json.loads(tf_config)
+    task, cluster = config.get("task") or {}, config.get("cluster") or {}
+    leader = next((role for role in ("chief", "master") if cluster.get(role)), "worker")
+    return task.get("type") == leader and int(task.get("index", 0)) == 0
+
+
+def torchrun_env(env: os._Environ | dict) -> None:
+    """What torchrun gives each process, for one process per replica, unless a launcher gave it."""
+    rank, world = env.get("RANK", "0"), env.get("WORLD_SIZE", "1")
+    for name, value in (("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "1"), ("GROUP_RANK", rank),
+                        ("GROUP_WORLD_SIZE", world), ("ROLE_RANK", rank), ("ROLE_WORLD_SIZE", world),
+                        ("ROLE_NAME", "default"), ("TORCHELASTIC_RESTART_COUNT", "0")):
+        env.setdefault(name, value)
+
+
+def load_module(call: dict, directory: Path) -> types.ModuleType:
+    """The function's module, built from the shipped source under its own name.
+
+    A function from ``__main__`` (a script or notebook) comes with only the sources it
+    needs, and they become this process's ``__main__``: what it returns pickles as
+    ``__main__.X``, which the notebook that reads the result has.
+    """
+    name, filename, source = call["module"], call["filename"], call["source"]
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    module.__package__ = name.rpartition(".")[0] if name != "__main__" else None
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show lines
+    sys.modules[name] = module
+    for alias, imported in call["imports"].items():  # what a __main__ function's code names
+        setattr(module, alias, importlib.import_module(imported))
+    module.__dict__.update(pickle.loads((directory / GLOBALS_FILE).read_bytes()))
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def main(directory: Path) -> int:
+    call = json.loads((directory / CALL_FILE).read_text())
+    sys.path.insert(0, os.getcwd())  # the job's working directory: the user's sibling modules
+    if call["kind"] == "PyTorchJob":
+        torchrun_env(os.environ)
+    target = load_module(call, directory)
+    for part in call["qualname"].split("."):
+        target = getattr(target, part)
+    args = pickle.loads((directory / ARGS_FILE).read_bytes())
+    try:
+        value = target(**args)
+        line = result_line(call["result_key"], value) if is_rank_zero(call["kind"], os.environ) else None
+    except Exception as error:  # the job fails with the traceback and one line naming what was raised
+        traceback.print_exc()
+        print(f"trainctl: {call['qualname']}() raised {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        return 1
+    if line is not None:
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(__file__).resolve().parent))

@@ -1,0 +1,132 @@
+"""``Client.run``: a function or a command line becomes a job, through ``trainctl submit``'s own checks.
+
+Every keyword of ``run`` except ``framework``, ``args``, ``packages`` and ``replace`` is a field
+of :class:`~trainctl.submit_options.SubmitOptions`, the one parsed form of every ``trainctl submit``
+option, and the job is rendered by the same :func:`~trainctl.render.render`: a keyword means what
+its option means and is refused for what the option is refused for. Python values are converted as
+a values file's are (``env={"LR": 0.1}`` is ``-e LR=0.1``; ``workers="3"`` is an error, not 3).
+Every refusal is one :class:`~trainctl.errors.InvalidArgument` naming the keyword, raised before
+anything is written or created.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import sys
+from typing import TYPE_CHECKING
+
+from trainctl.errors import InvalidArgument, UserError
+
+if TYPE_CHECKING:
+    from trainctl.api import Client
+    from trainctl.handle import JobHandle
+    from trainctl.submit_options import SubmitOptions
+
+FUNCTION_ANNOTATION = "trainctl.io/function"  # module:qualname of a function job
+RESULT_KEY_ANNOTATION = "trainctl.io/result-key"  # signs its rank-0 result line (trainctl.function_runner)
+NOT_KEYWORDS = ("command",)  # run()'s first argument
+FLAG = re.compile(r"--([a-z][a-z-]*[a-z])")
+
+
+def run(client: Client, target: object, *, framework: str, args: dict | None, packages: list[str] | None,
+        replace: bool, preflight: bool, keywords: dict) -> JobHandle:
+    from trainctl.handle import JobHandle
+
+    kind = checked(framework_named, framework)
+    if packages:
+        raise InvalidArgument(f"packages={packages!r}: installing packages for a job is not supported yet: "
+                              "install them where the job runs (locally: in this Python environment)")
+    if isinstance(target, (list, tuple)):
+        if args is not None:
+            raise InvalidArgument("args= is for functions: put a command's arguments in its list, "
+                                  "e.g. ['python', 'train.py', '--lr', '0.1']")
+        resource = rendered(kind, options_from(keywords, checked_command(target)))
+        stored = client.submit(resource, replace=replace, preflight=preflight)
+    else:
+        stored = run_function(client, kind, target, args, keywords, replace, preflight)
+    return JobHandle(client, stored["metadata"]["name"], stored["metadata"]["namespace"], stored["kind"])
+
+
+def run_function(client: Client, kind, func: object, args: dict | None, keywords: dict, replace: bool,
+                 preflight: bool) -> dict:
+    """Ship ``func``, render its job, write its files, submit; nothing stays behind if a step fails."""
+    from trainctl import functions
+
+    shipment = functions.ship(func, args, kind.kind)
+    if client.backend_name != "local":
+        raise InvalidArgument(f"run({func.__name__}) on Kubernetes: functions travel to a cluster in trainctl's "
+                              "code snapshot, which this version does not have yet; run it locally "
+                              "(Client('local')), or put the code in the image and run(['python', 'train.py'], "
+                              "image=...)")
+    from trainctl.backends.local.store import home
+
+    root = home() / "functions"
+    runner_path = root / shipment.digest / functions.RUNNER_FILE
+    options = options_from(keywords, functions.command(kind.kind, sys.executable, str(runner_path),
+                                                       keywords.get("nproc_per_node")))
+    options.annotation += [f"{FUNCTION_ANNOTATION}={shipment.function}",
+                           f"{RESULT_KEY_ANNOTATION}={shipment.result_key}"]
+    resource = rendered(kind, options)
+    runner_path, new = functions.place_locally(shipment, root)
+    try:
+        return client.submit(resource, replace=replace, preflight=preflight)
+    except BaseException:
+        if new:
+            import shutil
+
+            shutil.rmtree(runner_path.parent, ignore_errors=True)
+        raise
+
+
+def framework_named(name: str):
+    from trainctl.frameworks import by_name
+
+    if not isinstance(name, str):
+        raise UserError(f"framework={name!r}: give a name such as 'pytorch'")
+    return by_name(name)
+
+
+def checked_command(words: list | tuple) -> list[str]:
+    if not words or not all(isinstance(word, str) for word in words):
+        raise InvalidArgument(f"command {list(words)!r}: give the words as strings, e.g. ['python', 'train.py']")
+    return list(words)
+
+
+def options_from(keywords: dict, command: list[str]) -> SubmitOptions:
+    """The options ``keywords`` give, each converted as a values file's value is; None means "not given"."""
+    from trainctl.submit_options import SubmitOptions, coerce
+
+    known = {field.name: field for field in dataclasses.fields(SubmitOptions) if field.name not in NOT_KEYWORDS}
+    options = SubmitOptions(command=command)
+    for key, value in keywords.items():
+        if key not in known:
+            guess = difflib.get_close_matches(key, list(known) + ["framework", "args", "packages", "replace"], n=1)
+            hint = f"did you mean {guess[0]}? " if guess else ""
+            raise InvalidArgument(f"run() got an unknown keyword {key!r}: {hint}the keywords are the long options "
+                                  "of `trainctl submit --help` with _ for - (workers, gpus, env, backoff_limit ...)")
+        if value is not None:
+            setattr(options, key, checked(coerce, value, known[key].type, key))
+    return options
+
+
+def rendered(kind, options: SubmitOptions) -> dict:
+    from trainctl.render import render
+
+    return checked(render, kind, options)
+
+
+def checked(step, *arguments):
+    """``step(*arguments)``, its UserError as an InvalidArgument that names keywords, not flags."""
+    try:
+        return step(*arguments)
+    except InvalidArgument:
+        raise
+    except UserError as error:
+        raise InvalidArgument(as_keywords(error.message)) from None
+
+
+def as_keywords(message: str) -> str:
+    """``--backoff-limit -1: must be at least 0`` -> ``backoff_limit -1: must be at least 0``."""
+    return FLAG.sub(lambda match: match.group(1).replace("-", "_"), message)
