@@ -73,3 +73,25 @@ def test_plain_conversion_keeps_one_line_errors_and_typer_keeps_ranges():
     assert resource["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     env = resource["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]
     assert [e for e in env if e["name"] in ("A", "B")] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+
+
+SDK_PROBE = """
+import json, sys
+import trainctl
+light = sorted(sys.modules)
+from trainctl import Client, JobFailed, JobHandle
+Client("local")
+print(json.dumps([light, sorted(sys.modules)]))
+"""
+
+
+def test_import_trainctl_and_the_sdk_names_stay_light():
+    """A notebook's `import trainctl` loads no framework, no Kubernetes client and no CLI or rendering
+    machinery; even `from trainctl import Client` (and making one) loads none of them."""
+    result = subprocess.run([sys.executable, "-c", SDK_PROBE], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    after_import, after_client = (set(modules) for modules in json.loads(result.stdout))
+    heavy = ["torch", "tensorflow", "kubernetes", "jinja2", "rich", "typer", "yaml", "xgboost", "jax"]
+    assert [name for name in heavy if name in after_import] == []
+    assert [name for name in heavy if name in after_client] == []
+    assert not any(name.startswith("trainctl.") for name in after_import), "import trainctl loads only itself"

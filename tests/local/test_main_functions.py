@@ -1,0 +1,66 @@
+"""A function defined in ``__main__`` (a script here; a notebook cell follows the same rule) runs as a job.
+
+Only the function and what its code names travel (docs/python-api.md): a helper function, a
+decorated class, a module imported under another name, constants. The script itself is never
+re-run in a replica (its unguarded top level would submit the job again), and what rank 0
+returns, an instance of the script's own class, unpickles in the script as that class.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.timeout(120)
+
+SCRIPT = '''
+import json as j
+from dataclasses import dataclass
+
+from trainctl import Client
+
+GREETING = "hi"
+SETTINGS = {"scale": 3}
+print("top level ran", flush=True)  # must not run in a replica: only the function and what it names travel
+
+
+@dataclass
+class Score:
+    value: float
+
+
+def helper(x):
+    return x * SETTINGS["scale"]
+
+
+def train(x):
+    import os
+
+    print(GREETING, os.environ["RANK"], j.dumps({"x": x}), flush=True)
+    return Score(helper(x))
+
+
+job = Client("local").run(train, args={"x": 2}, workers=2, name="main-fn", backoff_limit=0)
+score = job.result(timeout=90)
+assert type(score) is Score, type(score)
+print("RESULT", score.value)
+for line in sorted(str(line) for line in job.logs()):
+    print("LOG", line)
+job.delete()
+'''
+
+
+def test_a_main_function_ships_what_it_names_and_returns_its_own_class(tmp_path):
+    (tmp_path / "notebook_like.py").write_text(SCRIPT)
+    env = {"TRAINCTL_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "notebook_like.py"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=110)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("top level ran") == 1
+    assert "RESULT 6" in done.stdout, done.stdout
+    assert 'LOG master-0 | hi 0 {"x": 2}' in done.stdout and 'LOG worker-0 | hi 1 {"x": 2}' in done.stdout
+    assert "LOG master-0 | top level ran" not in done.stdout

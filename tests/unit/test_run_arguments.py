@@ -1,0 +1,110 @@
+"""Client.run refuses bad input with one InvalidArgument naming the culprit, before anything exists.
+
+Every case runs against a private local state directory, which must still be empty after
+the refusal: no job, no shipped function files.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from tests.local import function_jobs
+from trainctl import Client, InvalidArgument, UserError
+
+
+@pytest.fixture
+def client(tmp_path, monkeypatch) -> Client:
+    monkeypatch.setenv("TRAINCTL_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    return Client("local")
+
+
+def top_level(lr: float = 0.1) -> float:
+    return lr
+
+
+class Trainer:
+    def fit(self) -> None:
+        pass
+
+
+def make_closure():
+    factor = 2
+
+    def scaled(x):
+        return x * factor
+
+    return scaled
+
+
+UNPICKLABLE = (line for line in ())  # a generator: pickle refuses it
+
+
+def uses_unpicklable() -> None:
+    print(UNPICKLABLE)
+
+
+uses_unpicklable.__module__ = "__main__"  # as if defined in a notebook: its globals must travel
+
+
+CASES = [
+    # (target, keywords, text the message must contain)
+    (top_level, {"worker": 2}, "unknown keyword 'worker': did you mean workers?"),
+    (top_level, {"workers": 0}, "workers 0: must be at least 1"),
+    (top_level, {"workers": "3"}, "workers: must be an integer (got '3')"),
+    (top_level, {"gpus": True}, "gpus: must be an integer"),
+    (top_level, {"backoff_limit": -1}, "backoff_limit -1: must be at least 0"),
+    (top_level, {"env": {"BAD NAME": 1}}, "env 'BAD NAME': not a valid variable name"),
+    (top_level, {"name": "Bad_Name"}, "metadata.name"),
+    (top_level, {"restart_policy": "Sometimes"}, "restart_policy 'Sometimes': use one of"),
+    (top_level, {"ps": 1}, "ps applies to tensorflow jobs only"),
+    (top_level, {"framework": "pytorc"}, "unknown job kind 'pytorc': did you mean pytorch?"),
+    (top_level, {"framework": "tf", "chief": 2}, "chief 2: a TFJob has at most one chief"),
+    (top_level, {"args": {"lr": 0.1, "epochs": 3}}, "top_level() cannot be called with ['epochs', 'lr']"),
+    (top_level, {"args": [0.1]}, "args=[0.1]: pass a dict of keyword arguments"),
+    (top_level, {"args": {"lr": (x for x in ())}}, "args cannot be pickled"),
+    (top_level, {"packages": ["transformers"]}, "packages=['transformers']: installing packages"),
+    (lambda: 1, {}, "cannot ship a lambda"),
+    (make_closure(), {}, "cannot ship make_closure.<locals>.scaled: it is defined inside another function"),
+    (Trainer().fit, {}, "cannot ship the method Trainer.fit"),
+    (functools.partial(top_level, 0.2), {}, "ships a plain function or a command list; got partial"),
+    (print, {}, "got builtin_function_or_method"),
+    (uses_unpicklable, {}, "the global 'UNPICKLABLE' (generator) that uses_unpicklable uses cannot be pickled"),
+    (["python", 3], {}, "give the words as strings"),
+    ([], {}, "give the words as strings"),
+    (["python", "t.py"], {"args": {"lr": 1}}, "args= is for functions"),
+]
+
+
+@pytest.mark.parametrize(("target", "keywords", "expected"), CASES, ids=[c[2][:40] for c in CASES])
+def test_refused_before_anything_is_created(client, tmp_path, target, keywords, expected):
+    with pytest.raises(InvalidArgument) as refused:
+        client.run(target, **keywords)
+    message = str(refused.value)
+    assert expected in message and "\n" not in message, message
+    assert not any(f"--{key.replace('_', '-')}" in message for key in keywords), "names a flag, not the keyword"
+    assert isinstance(refused.value, UserError)
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*")), "something was created"
+
+
+def test_a_function_on_kubernetes_is_refused_until_the_snapshot_carries_it(tmp_path, monkeypatch):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    client = Client("kubernetes", kubeconfig=str(kubeconfig))
+    with pytest.raises(InvalidArgument, match=r"run\(torch_allreduce\) on Kubernetes: .* run it locally"):
+        client.run(function_jobs.torch_allreduce)
+
+
+def test_a_command_job_has_no_result(client, tmp_path):
+    (tmp_path / "hello.py").write_text("print('hello')\n")
+    job = client.run(["python", "hello.py"], framework="jax", name="cmd", env={"GREETING": 1})
+    job.wait(timeout=60, progress=False)
+    assert [str(line) for line in job.logs()] == ["worker-0 | hello"]
+    assert job.resource["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"][0] == \
+        {"name": "GREETING", "value": "1"}
+    with pytest.raises(UserError, match="runs a command, not a function"):
+        job.result()
+    assert [handle.name for handle in client.jobs()] == ["cmd"]
+    job.delete()
