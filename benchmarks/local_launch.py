@@ -43,12 +43,13 @@ def run_torchrun(python: str) -> tuple[float, float]:
     return wall, rank0["steps_per_second"]
 
 
-def run_trainctl(trainctl: str, python: str, home: str, index: int) -> tuple[float, float]:
+def run_trainctl(trainctl: str, python: str, home: str, index: int,
+                 script: list[str] = SCRIPT) -> tuple[float, float]:
     env = {**os.environ, "TRAINCTL_HOME": home}
     name = f"bench-{index}"
     started = time.perf_counter()
     subprocess.run([trainctl, "submit", "pytorch", "--workers", "2", "--local", "--wait", "--name", name, "--",
-                    python, *SCRIPT], cwd=ROOT, env=env, capture_output=True, check=True)
+                    python, *script], cwd=ROOT, env=env, capture_output=True, check=True)
     wall = time.perf_counter() - started
     logs = subprocess.run([trainctl, "logs", name, "--local"], cwd=ROOT, env=env, capture_output=True, text=True)
     rank0 = next(r for r in result_lines(logs.stdout) if r["rank"] == 0)
