@@ -71,3 +71,16 @@ def raises(message: str) -> None:
     import time
 
     time.sleep(30)  # the other ranks outlive the failing one: the job fails because of it
+
+
+def upstream_style(parameters):
+    """As a Kubeflow SDK v1 notebook writes it: one positional dict, torchrun's env, DDP over gloo."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    total = torch.tensor([float(parameters["lr"]) * (dist.get_rank() + 1)])
+    dist.all_reduce(total)
+    print(f"rank {os.environ['RANK']} local_rank {os.environ['LOCAL_RANK']} total {total.item():g}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
