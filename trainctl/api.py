@@ -23,6 +23,7 @@ from trainctl.backends.base import Backend, JobDetails, LogChunk, LogLine
 from trainctl.errors import UserError
 
 if TYPE_CHECKING:
+    from trainctl.code.pods import CodeRequest
     from trainctl.failures import FailureSummary
     from trainctl.handle import JobHandle
 
@@ -72,15 +73,18 @@ class Client:
 
         return check_namespace(self.default_namespace() if namespace is None else namespace, "namespace")
 
-    def submit(self, resource: dict, *, replace: bool = False, preflight: bool = True) -> dict:
+    def submit(self, resource: dict, *, replace: bool = False, preflight: bool = True,
+               code: CodeRequest | None = None) -> dict:
         """Create the job. ``preflight=False`` skips the checks that it can run at all (locally: that its
-        executable and script exist; on a cluster: that its CRD and namespace do), for when you know better."""
+        executable and script exist; on a cluster: that its CRD and namespace do), for when you know better.
+        ``code``: what :func:`trainctl.code.plan.request` decided travels, the resource rendered with it."""
         from trainctl.validation import validate
 
         validate(resource)
         metadata = resource["metadata"]
         metadata["namespace"] = self._ns(metadata.get("namespace"))
-        return self.backend.create(resource, replace=replace, preflight=preflight)
+        return self.backend.create(resource, replace=replace, preflight=preflight,
+                                   snapshot=code.snapshot if code else None)
 
     def get(self, name: str, namespace: str | None = None, kind: str | None = None) -> JobDetails:
         return self.backend.get(name, self._ns(namespace), kind)
@@ -168,8 +172,10 @@ class Client:
     def run(self, target: Callable | list[str], *, framework: str = "pytorch", workers: int | None = None,
             gpus: int | None = None, args: dict | None = None, packages: list[str] | None = None,
             env: dict | list[str] | None = None, name: str | None = None, namespace: str | None = None,
-            replace: bool = False, preflight: bool = True, **submit_options) -> JobHandle:
-        """Run a function (``train(**args)`` in every replica) or a command list as a job; returns its handle.
+            replace: bool = False, preflight: bool = True, dry_run: bool = False,
+            **submit_options) -> JobHandle | dict:
+        """Run a function (``train(**args)`` in every replica) or a command list as a job; returns its handle
+        (with ``dry_run``: the resource it would create, creating nothing).
 
         ``framework``: pytorch, tensorflow, xgboost, mpi, paddle or jax. Every other keyword is the
         ``trainctl submit`` option of that name (``backoff_limit=0`` is ``--backoff-limit 0``) with its
@@ -181,7 +187,7 @@ class Client:
         keywords = {"workers": workers, "gpus": gpus, "env": env, "name": name, "namespace": namespace,
                     **submit_options}
         return run(self, target, framework=framework, args=args, packages=packages, replace=replace,
-                   preflight=preflight, keywords=keywords)
+                   preflight=preflight, dry_run=dry_run, keywords=keywords)
 
     def job(self, name: str, namespace: str | None = None) -> JobHandle:
         """The handle of an existing job (NotFound if there is none by that name)."""

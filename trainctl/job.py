@@ -72,12 +72,7 @@ class Job:
         return template
 
     def main_container(self, containers: list[dict]) -> dict | None:
-        """The container the operator wires: named after the framework, else the first (MPI: always the first)."""
-        if self.framework.kind != "MPIJob":
-            for container in containers:
-                if container.get("name") == self.framework.container:
-                    return container
-        return containers[0] if containers else None
+        return main_container(self.framework, containers)
 
     def container_port(self, rtype: str) -> int | None:
         container = self.main_container(self.template(rtype)["spec"]["containers"])
@@ -130,3 +125,12 @@ class Job:
         if role is None:
             return index == 0
         return rtype == role and (index == 0 or rtype in ("Master", "Chief", "Launcher"))
+
+
+def main_container(framework: Framework, containers: list[dict]) -> dict | None:
+    """The container the operator wires: named after the framework, else the first (MPI: always the first)."""
+    if framework.kind != "MPIJob":
+        for container in containers:
+            if isinstance(container, dict) and container.get("name") == framework.container:
+                return container
+    return containers[0] if containers and isinstance(containers[0], dict) else None

@@ -15,6 +15,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainctl.errors import UserError
 from trainctl.frameworks import Framework
@@ -32,6 +33,9 @@ from trainctl.submit_options import (
     tolerations,
     volumes,
 )
+
+if TYPE_CHECKING:
+    from trainctl.code.pods import CodeRequest
 
 LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
 # What `submit` writes as runPolicy.backoffLimit unless --backoff-limit or a values file says
@@ -90,8 +94,9 @@ def yaml_scalar(value: object) -> str:
     return YAML_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
-def render(framework: Framework, options: SubmitOptions) -> dict:
-    """The validated job resource for ``options`` (nothing is applied)."""
+def render(framework: Framework, options: SubmitOptions, code: CodeRequest | None = None) -> dict:
+    """The validated job resource for ``options`` (nothing is applied); with ``code`` (from
+    :func:`trainctl.code.plan.request`), every replica gets the snapshot and packages it names."""
     import jinja2
 
     from trainctl.setpath import apply_set
@@ -116,6 +121,10 @@ def render(framework: Framework, options: SubmitOptions) -> dict:
                         "save it as UTF-8") from None
     resource = load_one(text, f"template {template.filename}")
     check_rendered(resource, template.filename, framework)
+    if code is not None:  # before --set, which may still change what it adds
+        from trainctl.code.pods import attach
+
+        attach(resource, framework, code)
     for assignment in options.set:
         apply_set(resource, assignment)
     return validate(resource, source=f"rendered from {source}" if options.template or options.set else None)

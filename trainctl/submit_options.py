@@ -23,6 +23,9 @@ LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)([numkMGTPE]|[KMGTPE]i)?")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+SIZE = re.compile(r"(\d{1,12})(Ki|Mi|Gi|K|M|G)?")
+SIZE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+MAX_WORKDIR_LIMIT = 256 << 20
 # Entries per repeatable option (and words of the command): far above real jobs, and low enough
 # that every replica's copy of them renders and validates in well under a second.
 MAX_ITEMS = 1000
@@ -74,6 +77,13 @@ class SubmitOptions:
     suspend: bool | None = None
     set: list[str] = field(default_factory=list)
     template: str | None = None
+    # code that travels with the job (trainctl.code.plan turns these into what ships)
+    workdir: str | None = None
+    no_workdir: bool | None = None
+    workdir_limit: str | None = None
+    workdir_mount: str | None = None
+    pip: list[str] = field(default_factory=list)
+    requirements: str | None = None
 
     def merged_with(self, values: dict, source: str) -> SubmitOptions:
         """Fill options not given on the command line from a values file mapping."""
@@ -219,6 +229,44 @@ def volumes(items: list[str]) -> list[Volume]:
             source = {"hostPath": {"path": origin}}
         parsed.append(Volume(f"volume-{index}", mount, read_only, source))
     return parsed
+
+
+def workdir_limit(text: str | None) -> int:
+    """``--workdir-limit`` in bytes: a size such as 32Mi, 500Ki or 1000000 (default 32Mi)."""
+    from trainctl.code.snapshot import DEFAULT_LIMIT
+
+    if text is None:
+        return DEFAULT_LIMIT
+    match = SIZE.fullmatch(text.strip())
+    if not match:
+        raise UserError(f"--workdir-limit {text!r}: not a size (examples: 32Mi, 500Ki, 64M)")
+    size = int(match.group(1)) * SIZE_UNITS[match.group(2) or ""]
+    if not 1024 <= size <= MAX_WORKDIR_LIMIT:
+        raise UserError(f"--workdir-limit {text!r}: must be between 1Ki and 256Mi (a ConfigMap per 900 KiB); "
+                        "ship more on a volume (--volume) or in the image")
+    return size
+
+
+def workdir_mount(text: str | None) -> str | None:
+    """``--workdir-mount``: an absolute, normalized path that is not / and not trainctl's own /trainctl."""
+    if text is None:
+        return None
+    import posixpath
+
+    if not text.startswith("/") or text.startswith("//") or posixpath.normpath(text) != text or "\x00" in text \
+            or text in ("/", "/trainctl") or text.startswith("/trainctl/"):
+        raise UserError(f"--workdir-mount {text!r}: must be an absolute, normalized directory path other than / "
+                        "and /trainctl (e.g. /workspace)")
+    return text
+
+
+def pip_specs(items: list[str]) -> list[str]:
+    """``--pip`` requirement specifiers; pip options belong in a --requirements file."""
+    for item in items:
+        if not item.strip() or item.startswith("-") or "\x00" in item or "\n" in item:
+            raise UserError(f"--pip {item!r}: give a requirement (numpy==2.1, ./pkg.whl); pip options such as "
+                            "--index-url go in a --requirements file")
+    return list(items)
 
 
 def tolerations(items: list[str]) -> list[dict]:

@@ -46,8 +46,10 @@ def kube(k8s_cluster, kubeflow_crds, namespace):
 
 
 def dry_run(kube, kind, name, *args):
-    result = kube("submit", kind, "--name", name, "-n", kube.namespace, *args, "--dry-run", "-o", "json", "--",
-                  "python", "train.py")
+    # --no-workdir: the job alone (with a snapshot of the repository, which others edit meanwhile, it would
+    # come after ConfigMaps in a List; tests/k8s/test_code_shipping.py covers that)
+    result = kube("submit", kind, "--name", name, "-n", kube.namespace, *args, "--no-workdir", "--dry-run", "-o",
+                  "json", "--", "python", "train.py")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -86,8 +88,8 @@ def set_job_condition(k8s_cluster, kube, name, plural, ctype):
 def test_submit_stores_exactly_what_dry_run_prints(kube, framework):
     name = f"{framework.name}-stored"
     expected = dry_run(kube, framework.name, name, "--workers", "2")
-    result = kube("submit", framework.name, "--name", name, "-n", kube.namespace, "--workers", "2", "--",
-                  "python", "train.py")
+    result = kube("submit", framework.name, "--name", name, "-n", kube.namespace, "--workers", "2", "--no-workdir",
+                  "--", "python", "train.py")
     assert result.returncode == 0, result.stderr
     assert "kubernetes (context test)" in result.stdout
     stored = json.loads(kube("status", name, "-n", kube.namespace, "-o", "json").stdout)

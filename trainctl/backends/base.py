@@ -11,8 +11,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from trainctl.errors import UserError
+
+if TYPE_CHECKING:
+    from trainctl.code.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -99,11 +103,13 @@ class Backend(abc.ABC):
         return "default"
 
     @abc.abstractmethod
-    def create(self, resource: dict, replace: bool = False, preflight: bool = True) -> dict:
+    def create(self, resource: dict, replace: bool = False, preflight: bool = True,
+               snapshot: Snapshot | None = None) -> dict:
         """Store a validated job; return it as stored. Error if it exists and not replace.
 
         ``preflight``: first check what would keep the job from ever running here (locally: its
-        commands, scripts and volumes; on a cluster: its CRD, namespace, PriorityClass, queue)."""
+        commands, scripts and volumes; on a cluster: its CRD, namespace, PriorityClass, queue).
+        ``snapshot``: the code the resource was rendered to run from (trainctl.code), stored with it."""
 
     @abc.abstractmethod
     def get(self, name: str, namespace: str, kind: str | None = None) -> JobDetails:

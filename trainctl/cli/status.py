@@ -58,6 +58,10 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
               f"on {client.backend.description}: {colored_state(state_of(resource))} "
               f"(age {since(resource['metadata'].get('creationTimestamp'))}, "
               f"ran {since(job_status.get('startTime'), job_status.get('completionTime'))})")
+    from trainctl.code.pods import describe
+
+    if code := describe(resource["metadata"].get("annotations") or {}):
+        out.print(f"  {escape(code)}", soft_wrap=True)
     for condition in job_status.get("conditions") or []:
         out.print(f"  {condition['type']:<11} {condition['status']:<5} {escape(condition.get('reason', ''))}: "
                   f"{escape(condition.get('message', ''))}", soft_wrap=True)

@@ -32,6 +32,7 @@ Examples:
   trainctl submit tf --workers 2 --ps 1 --dry-run -o yaml -- python train.py
   trainctl submit mpi --workers 2 --slots-per-worker 2 -- python allreduce.py
   trainctl submit pytorch --backoff-limit 0 -- python train.py   # fail on the first crash, no restart
+  trainctl submit pytorch --pip einops -- python train.py        # on Kubernetes ./ travels with the job
 """
 
 
@@ -70,6 +71,16 @@ def submit(
     set_: Annotated[list[str] | None, typer.Option("--set", help=f"PATH=VALUE: set any field of the resource {REPEAT}.")] = None,
     values: Annotated[Path | None, typer.Option("--values", "-f", help="YAML file of option values (keys as the long options).")] = None,
     template: Annotated[str | None, typer.Option(help="Jinja template file to render instead of the kind's.")] = None,
+    workdir: Annotated[str | None, typer.Option(
+        help="Directory whose files travel with the job (default: on Kubernetes the current one; locally none, "
+             "the replicas run in the current one). See docs/code-shipping.md.")] = None,
+    no_workdir: Annotated[bool | None, typer.Option("--no-workdir", help="Ship no code: the image has it.")] = None,
+    workdir_limit: Annotated[str | None, typer.Option(
+        help="Largest code snapshot, compressed, e.g. 64Mi (default 32Mi).")] = None,
+    workdir_mount: Annotated[str | None, typer.Option(
+        help="Where the code is unpacked in the container, its working directory (default /workspace).")] = None,
+    pip: Annotated[list[str] | None, typer.Option("--pip", help=f"Package to pip install before the command {REPEAT}.")] = None,
+    requirements: Annotated[str | None, typer.Option(help="requirements.txt to pip install before the command.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resource; apply nothing.")] = False,
     output: Output = None,
     replace: Annotated[bool, typer.Option("--replace", help="Replace a job of the same name.")] = False,
@@ -81,6 +92,7 @@ def submit(
     context: Context = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
+    from trainctl.code import plan
     from trainctl.frameworks import by_name
     from trainctl.render import render
     from trainctl.submit_options import SubmitOptions
@@ -94,19 +106,27 @@ def submit(
         priority_class=priority_class, queue=queue, gang=gang, restart_policy=restart_policy,
         backoff_limit=backoff_limit, active_deadline=active_deadline, ttl_after_finished=ttl_after_finished,
         clean_pod_policy=clean_pod_policy, suspend=suspend, set=set_ or [], template=template,
+        workdir=workdir, no_workdir=no_workdir, workdir_limit=workdir_limit, workdir_mount=workdir_mount,
+        pip=pip or [], requirements=requirements,
     )
     if values is not None:
         options = options.merged_with(load_values(values), str(values))
-    resource = render(framework, options)
+    client = make_client(local, context, kubeconfig)  # which backend decides what code travels
+    code = plan.request(options, client.backend_name, framework.kind)
+    snapshot = code.snapshot if code else None
+    if snapshot is not None:
+        warn_about(snapshot)
+    resource = render(framework, options, code)
     if dry_run:
-        typer.echo(dump(resource, output or "yaml"), nl=False)
+        if snapshot is not None:
+            console(stderr=True).print(snapshot.summary(), soft_wrap=True, markup=False)
+        typer.echo(dry_run_text(resource, code, output or "yaml"), nl=False)
         return
-    client = make_client(local, context, kubeconfig)
-    stored = client.submit(resource, replace=replace, preflight=not no_preflight)
+    stored = client.submit(resource, replace=replace, preflight=not no_preflight, code=code)
     if output:  # like kubectl create -o yaml: the created resource on stdout, the summary aside
         typer.echo(dump(stored, output), nl=False)
     print_summary(client, stored, framework, same_target_flags(namespace, local, context, kubeconfig),
-                  console(stderr=bool(output)), unenforced_options(options))
+                  console(stderr=bool(output)), unenforced_options(options), snapshot)
     if follow or wait:
         from trainctl.cli.logs import follow_logs
         from trainctl.cli.wait import wait_for
@@ -118,6 +138,28 @@ def submit(
             if follow:
                 follow_logs(client, job_name, job_namespace)
             raise typer.Exit(wait_for(client, job_name, job_namespace))  # a failure ends with its summary
+
+
+def warn_about(snapshot) -> None:
+    """What the snapshot skipped or should not hold, said before anything is uploaded."""
+    from rich.markup import escape
+
+    out = console(stderr=True)
+    for warning in snapshot.warnings:
+        out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+
+
+def dry_run_text(resource: dict, code, fmt: str) -> str:
+    """The job, after the snapshot's ConfigMaps when code travels: what ``kubectl apply -f`` creates, in order
+    (YAML documents, or a JSON List)."""
+    if code is None or code.snapshot is None:
+        return dump(resource, fmt)
+    from trainctl.code.pods import config_maps
+
+    documents = [*config_maps(code.snapshot, resource["metadata"].get("namespace")), resource]
+    if fmt == "json":
+        return dump({"apiVersion": "v1", "kind": "List", "items": documents}, fmt)
+    return "---\n".join(dump(document, fmt) for document in documents)
 
 
 def load_values(path: Path) -> dict:
@@ -148,11 +190,12 @@ def unenforced_options(options) -> list[str]:
     given = {"--cpu": options.cpu, "--memory": options.memory, "--gang": options.gang,
              "--priority-class": options.priority_class, "--queue": options.queue,
              "--node-selector": options.node_selector, "--toleration": options.toleration,
-             "--shm-size": options.shm_size}
+             "--shm-size": options.shm_size, "--workdir-mount": options.workdir_mount}
     return [flag for flag, value in given.items() if value]
 
 
-def print_summary(client, resource: dict, framework, flags: str, out, unenforced: list[str]) -> None:
+def print_summary(client, resource: dict, framework, flags: str, out, unenforced: list[str],
+                  snapshot=None) -> None:
     """What was submitted and the commands to follow it, one per line so they fit 80 columns."""
     from rich.markup import escape
 
@@ -160,10 +203,13 @@ def print_summary(client, resource: dict, framework, flags: str, out, unenforced
     out.print(f"[green]submitted[/] {framework.singular}/[bold]{name}[/] "
               f"([dim]{topology_text(resource, framework)}[/]) on {client.backend.description}")
     out.print(f"  --workers means {framework.workers_help}")
+    if snapshot is not None:
+        out.print(escape(f"  {snapshot.summary()}"), soft_wrap=True)
     if client.backend_name == "local":
         images = sorted({c.get("image") for spec in resource["spec"][framework.replica_spec_field].values()
                          for c in spec["template"]["spec"]["containers"]} - {None})
-        out.print(escape(f"  note: replicas run as processes in {os.getcwd()};"), soft_wrap=True)
+        where = f"a snapshot of {snapshot.source} (the job's own copy)" if snapshot else os.getcwd()
+        out.print(escape(f"  note: replicas run as processes in {where};"), soft_wrap=True)
         out.print(escape(f"        the image ({', '.join(images)}) is not used"), soft_wrap=True)
         if unenforced:
             out.print(escape(f"  note: the local backend does not enforce {', '.join(unenforced)} "

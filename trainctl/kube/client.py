@@ -22,6 +22,7 @@ from trainctl.kube.config import ClusterConfig
 
 REQUEST_TIMEOUT_S = 30
 MERGE_PATCH = "application/merge-patch+json"
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 USER_AGENT = "trainctl"
 STREAM_CHUNK_BYTES = 1 << 20
 
@@ -99,8 +100,8 @@ class Client:
             return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.config.ssl_context)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
-    def _headers(self, content_type: str | None = None) -> dict:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+    def _headers(self, content_type: str | None = None, accept: str = "application/json") -> dict:
+        headers = {"Accept": accept, "User-Agent": USER_AGENT}
         token = self.config.bearer_token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -117,7 +118,8 @@ class Client:
 
     # ---- requests --------------------------------------------------------------
     def request(self, method: str, path: str, body: object = None, query: dict | None = None,
-                content_type: str = "application/json", raw: bool = False, verb: str | None = None):
+                content_type: str = "application/json", raw: bool = False, verb: str | None = None,
+                accept: str = "application/json"):
         """Send one request on this thread's keep-alive connection; the decoded JSON answer."""
         target = self.prefix + path + (f"?{urlencode(query)}" if query else "")
         payload = json.dumps(body).encode() if body is not None else None
@@ -127,7 +129,7 @@ class Client:
             try:
                 self._count(verb or method.lower())
                 connection.request(method, target, body=payload,
-                                   headers=self._headers(content_type if payload is not None else None))
+                                   headers=self._headers(content_type if payload is not None else None, accept))
                 response = connection.getresponse()
                 data = response.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
@@ -153,6 +155,11 @@ class Client:
 
     def get(self, resource: Resource, name: str, namespace: str | None = None, subresource: str | None = None) -> dict:
         return self.request("GET", resource.path(namespace, name, subresource), verb="get")
+
+    def get_metadata(self, resource: Resource, name: str, namespace: str | None = None) -> dict:
+        """The object without its body (a ConfigMap's megabyte of data stays on the server): a
+        PartialObjectMetadata, whose ``metadata`` is the object's."""
+        return self.request("GET", resource.path(namespace, name), verb="get", accept=METADATA_ONLY)
 
     def list(self, resource: Resource, namespace: str | None = None, selector: str | None = None,
              field_selector: str | None = None, **query) -> dict:
@@ -201,7 +208,8 @@ class Client:
         return "unchanged" if after == before else "configured"
 
     def delete(self, resource: Resource, name: str, namespace: str | None = None, *,
-               propagation: str | None = None, grace_period: int | None = None, uid: str | None = None) -> dict:
+               propagation: str | None = None, grace_period: int | None = None, uid: str | None = None,
+               resource_version: str | None = None) -> dict:
         options: dict = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if propagation:
             options["propagationPolicy"] = propagation
@@ -209,6 +217,8 @@ class Client:
             options["gracePeriodSeconds"] = grace_period
         if uid:
             options["preconditions"] = {"uid": uid}  # never delete a newer object of the same name
+        if resource_version:  # nor one changed since it was read
+            options.setdefault("preconditions", {})["resourceVersion"] = resource_version
         return self.request("DELETE", resource.path(namespace, name), options, verb="delete")
 
     def delete_collection(self, resource: Resource, namespace: str, selector: str) -> dict:

@@ -6,8 +6,10 @@ official client), so ``trainctl list`` and ``status`` answer in about 0.15 s (do
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from trainctl import API_GROUP, selectors
 from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
@@ -19,6 +21,9 @@ from trainctl.job import Job
 from trainctl.kube import client as kube
 from trainctl.kube import job_resource
 from trainctl.kube.errors import api_errors
+
+if TYPE_CHECKING:
+    from trainctl.code.snapshot import Snapshot
 
 POLL_S = 0.5
 VOLCANO_QUEUES = kube.Resource("scheduling.volcano.sh", "v1beta1", "queues", namespaced=False, kind="Queue")
@@ -37,7 +42,8 @@ class KubeBackend(Backend):
         return api_errors(what, self.client)
 
     # ---- create ------------------------------------------------------------------------
-    def create(self, resource: dict, replace: bool = False, preflight: bool = True) -> dict:
+    def create(self, resource: dict, replace: bool = False, preflight: bool = True,
+               snapshot: Snapshot | None = None) -> dict:
         framework = by_kind(resource["kind"])
         namespace, name = resource["metadata"]["namespace"], resource["metadata"]["name"]
         if preflight:
@@ -47,8 +53,32 @@ class KubeBackend(Backend):
                 raise UserError(f'{framework.singular} "{name}" already exists in namespace "{namespace}": '
                                 "delete it first, pick another name, or use --replace")
             self.delete(name, namespace, framework.kind)
-        with self.errors(f"create {framework.singular} {name} in namespace {namespace}"):
-            return self.client.create(job_resource(framework), resource, namespace)
+        if snapshot is None:
+            with self.errors(f"create {framework.singular} {name} in namespace {namespace}"):
+                return self.client.create(job_resource(framework), resource, namespace)
+        return self.create_with_code(framework, resource, snapshot)
+
+    def create_with_code(self, framework, resource: dict, snapshot: Snapshot) -> dict:
+        """The job and its snapshot's ConfigMaps, all or nothing (see trainctl.backends.kube.code)."""
+        from trainctl.backends.kube import code
+
+        namespace, name = resource["metadata"]["namespace"], resource["metadata"]["name"]
+        created, stored = [], None
+        try:
+            with self.errors(f"upload the code snapshot of {name} to namespace {namespace} (ConfigMaps)"):
+                created = code.upload(self.client, snapshot, namespace)
+            with self.errors(f"create {framework.singular} {name} in namespace {namespace}"):
+                stored = self.client.create(job_resource(framework), resource, namespace)
+            with self.errors(f"make {framework.singular} {name} an owner of its code snapshot's ConfigMaps"):
+                code.own(self.client, snapshot, namespace, stored)
+            return stored
+        except BaseException:
+            # the first failure is the one to report; what cannot be undone then stays, as it would anyway
+            with contextlib.suppress(UserError), self.errors(f"undo the submit of {name}"):
+                if stored is not None:
+                    self.delete_if_present(job_resource(framework), name, namespace, uid=stored["metadata"]["uid"])
+                code.undo(self.client, created, namespace)
+            raise
 
     def _exists(self, framework, namespace: str, name: str) -> bool:
         try:
@@ -187,7 +217,8 @@ class KubeBackend(Backend):
         and leaves nothing behind even where none runs. The operator and the collector delete
         the same children at the same time, so one already gone is what we wanted, not an error.
         """
-        framework = by_kind(self.find(name, namespace, kind)["kind"])
+        job = self.find(name, namespace, kind)
+        framework = by_kind(job["kind"])
         selector = f"{LABEL_JOB_NAME}={name}"
         with self.errors(f"delete {framework.singular} {name}"):
             self.delete_if_present(job_resource(framework), name, namespace, propagation="Background")
@@ -195,6 +226,10 @@ class KubeBackend(Backend):
             # services have no deletecollection verb
             for service in self.client.list(kube.SERVICES, namespace, selector=selector)["items"]:
                 self.delete_if_present(kube.SERVICES, service["metadata"]["name"], namespace)
+        from trainctl.backends.kube import code
+
+        with self.errors(f"delete the code snapshot ConfigMaps of {name}"):
+            code.release(self.client, job)  # none without a snapshot
 
     def delete_if_present(self, resource: kube.Resource, name: str, namespace: str, **options) -> None:
         try:

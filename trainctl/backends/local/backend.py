@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trainctl
 from trainctl import selectors
@@ -28,12 +29,16 @@ from trainctl.errors import NotFound, UserError
 from trainctl.failures import CRASH_LOOP
 from trainctl.job import Job
 
+if TYPE_CHECKING:
+    from trainctl.code.snapshot import Snapshot
+
 SUPERVISOR_START_GRACE_SECONDS = 10.0
 DELETE_LOCK_WAIT_SECONDS = 5.0
 # Every local replica is a process on this one machine; past this a job is a typo (or a generator's
 # int32), not a plan, and would only fork until the machine stops answering.
 MAX_LOCAL_REPLICAS = 256
 GPU_RESOURCE = "nvidia.com/gpu"
+WORKSPACE = "workspace"  # in the job's directory: where a --workdir snapshot is unpacked and the replicas run
 # The supervisor runs `python -m` from here, so it imports this very trainctl even when it
 # is not installed (a source checkout); replicas still get the submitter's own environment.
 IMPORT_ROOT = str(Path(trainctl.__file__).resolve().parent.parent)
@@ -46,7 +51,8 @@ class LocalBackend(Backend):
         return "default"
 
     # ---- create ----------------------------------------------------------------
-    def create(self, resource: dict, replace: bool = False, preflight: bool = True) -> dict:
+    def create(self, resource: dict, replace: bool = False, preflight: bool = True,
+               snapshot: Snapshot | None = None) -> dict:
         metadata = resource["metadata"]
         job_dir = JobDir(metadata.get("namespace") or "default", metadata["name"])
         job = Job(resource)
@@ -55,7 +61,7 @@ class LocalBackend(Backend):
         if preflight:  # before a replaced job is deleted: a failed check changes nothing
             from trainctl.backends.local import preflight as checks
 
-            checks.check(job, os.getcwd())
+            checks.check(job, snapshot.source if snapshot else os.getcwd())
         if job_dir.path.exists():
             if not replace:
                 raise AlreadyExists(job_dir)
@@ -67,7 +73,7 @@ class LocalBackend(Backend):
                         creationTimestamp=rfc3339(datetime.now(timezone.utc)))
         try:
             with job_dir.create() as draft:
-                write_new_job(draft, resource, job, gpus)
+                write_new_job(draft, resource, job, gpus, snapshot, job_dir.path / WORKSPACE)
             try:
                 start_supervisor(job_dir, metadata["uid"])
             except BaseException:
@@ -178,15 +184,22 @@ def check_commands(job: Job) -> None:
                             "backend runs commands, not images (give one after --, or command: in the YAML)")
 
 
-def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[str]]) -> None:
-    """Every file a new job starts with, in its draft directory (see JobDir.create)."""
+def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[str]],
+                  snapshot: Snapshot | None, workspace: Path) -> None:
+    """Every file a new job starts with, in its draft directory (see JobDir.create); with a snapshot,
+    its files unpacked in the job's own workspace (``workspace`` once the draft is in place)."""
     draft.logs.mkdir()
     for empty in ("supervisor.log", ".lock"):  # created now, so delete and the supervisor never need new files
         (draft.path / empty).touch()
     draft.uid_file.write_text(resource["metadata"]["uid"])
-    draft.write_runtime({"uid": resource["metadata"]["uid"], "workdir": os.getcwd(), "gpus": gpus, "replicas": {}})
+    if snapshot is not None:
+        from trainctl.code import unpack
+
+        unpack.extract(snapshot.archive, str(draft.path / WORKSPACE))
+    workdir = str(workspace) if snapshot is not None else os.getcwd()
+    draft.write_runtime({"uid": resource["metadata"]["uid"], "workdir": workdir, "gpus": gpus, "replicas": {}})
     draft.write_job(resource)
-    note_ignored_images(draft, job)
+    note_ignored_images(draft, job, workdir)
 
 
 def listed_resource(job_dir: JobDir) -> dict:
@@ -209,13 +222,13 @@ def listed_resource(job_dir: JobDir) -> dict:
         return with_lost_supervisor(resource, {})
 
 
-def note_ignored_images(job_dir: JobDir, job: Job) -> None:
+def note_ignored_images(job_dir: JobDir, job: Job, workdir: str) -> None:
     """Say once, in the job's events, that processes run here instead of the containers' images."""
     images = sorted({(job.main_container(job.template(t)["spec"]["containers"]) or {}).get("image", "")
                      for t in job.replica_types} - {""})
     if images:
         job_dir.append_event({"type": "Normal", "reason": "ImageIgnored", "time": rfc3339(datetime.now(timezone.utc)),
-                              "message": f"the local backend runs each replica's command in {os.getcwd()} with this "
+                              "message": f"the local backend runs each replica's command in {workdir} with this "
                                          f"machine's Python and tools; image {', '.join(images)} is not used"})
 
 

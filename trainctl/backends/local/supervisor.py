@@ -198,7 +198,8 @@ class Supervisor:
 
     def extra_env(self, action: CreateReplica, resource: dict) -> dict[str, str]:
         """What a pod would get from its node and not from the operator: GPUs, a private Paddle log dir, MPI as root."""
-        env = {"CUDA_VISIBLE_DEVICES": ",".join(self.runtime.get("gpus", {}).get(action.name, []))}
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(self.runtime.get("gpus", {}).get(action.name, [])),
+               "TRAINCTL_PIP_CACHE": str(self.dir.path / "pip")}  # --pip installs per job (trainctl.code.pipwrap)
         kind = resource["kind"]
         if kind == "PaddleJob":
             env["PADDLE_LOG_DIR"] = str(self.dir.path / "paddle" / action.name)

@@ -1,0 +1,245 @@
+"""The code snapshot (trainctl.code): ignore rules, determinism, limits, chunking, and the init
+container's unpack program run for real, as the pod runs it, against real chunk files."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from trainctl.code import pods, snapshot
+from trainctl.code.plan import request
+from trainctl.errors import UserError
+from trainctl.frameworks import by_name
+from trainctl.render import render
+from trainctl.submit_options import SubmitOptions
+
+
+def tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return root
+
+
+def names_in(snap: snapshot.Snapshot) -> list[str]:
+    with tarfile.open(fileobj=io.BytesIO(snap.archive), mode="r:gz") as tar:
+        return tar.getnames()
+
+
+# ---- ignore rules --------------------------------------------------------------------------
+
+def test_gitignore_and_trainctlignore_rules(tmp_path):
+    tree(tmp_path, {
+        "train.py": "", "helper/model.py": "", "run.log": "", "keep.log": "", "build/out.bin": "",
+        "src/build/kept.py": "", "data/x.csv": "", "notes/data": "", "deep/a/b/c.tmp": "", "doc/#x": "",
+        ".gitignore": "*.log\n!keep.log\n/build\ndata/\n**/*.tmp\n\\#x\n# a comment\n\n",
+        "helper/.gitignore": "model.py\n",
+        ".trainctlignore": "!helper/model.py\nsecret.txt\n", "secret.txt": "",
+        "sub/.trainctlignore": "/only_here.py\n", "sub/only_here.py": "", "sub/deeper/only_here.py": "",
+    })
+    kept = names_in(snapshot.take(tmp_path))
+    assert kept == sorted(kept)
+    assert set(kept) == {".gitignore", ".trainctlignore", "train.py", "keep.log", "src/build/kept.py",
+                         "notes/data", "sub/.trainctlignore", "sub/deeper/only_here.py", "helper/.gitignore"}
+    # helper/.gitignore (deeper) comes after the root .trainctlignore's re-include: the last match wins
+
+
+def test_always_skipped_whatever_the_ignore_files_say(tmp_path):
+    tree(tmp_path, {"train.py": "", ".git/HEAD": "", "__pycache__/m.cpython-311.pyc": "", "m.pyc": "",
+                    ".venv/bin/python": "", "env/pyvenv.cfg": "", "env/lib/x.py": "", ".trainctl/templates/t": "",
+                    "home/jobs/default/j/log": "", ".gitignore": "!.git\n!*.pyc\n"})
+    os.environ["TRAINCTL_HOME"], before = str(tmp_path / "home"), os.environ.get("TRAINCTL_HOME")
+    try:
+        kept = names_in(snapshot.take(tmp_path))
+    finally:
+        os.environ.pop("TRAINCTL_HOME") if before is None else os.environ.update(TRAINCTL_HOME=before)
+    assert kept == [".gitignore", "train.py"]
+
+
+def test_symlinks_inside_travel_as_content_and_others_are_reported(tmp_path):
+    tree(tmp_path / "code", {"real.py": "x = 1\n", "dir/a.py": ""})
+    tree(tmp_path, {"outside.py": ""})
+    (tmp_path / "code" / "link.py").symlink_to("real.py")
+    (tmp_path / "code" / "out.py").symlink_to(tmp_path / "outside.py")
+    (tmp_path / "code" / "dirlink").symlink_to("dir")
+    snap = snapshot.take(tmp_path / "code")
+    assert names_in(snap) == ["dir/a.py", "link.py", "real.py"]
+    assert len(snap.warnings) == 2 and all("skipped symlink" in w for w in snap.warnings)
+
+
+# ---- determinism -----------------------------------------------------------------------------
+
+def test_same_tree_same_hash_wherever_and_whenever(tmp_path):
+    files = {"train.py": "print(1)\n", "pkg/__init__.py": "", "pkg/m.py": "y = 2\n", "run.sh": "#!/bin/sh\n"}
+    one, two = tree(tmp_path / "one", files), tree(tmp_path / "two", dict(reversed(files.items())))
+    os.chmod(one / "run.sh", 0o755)
+    os.chmod(two / "run.sh", 0o700)  # only the executable bit counts
+    os.utime(two / "train.py", (1, 1))
+    first, second = snapshot.take(one), snapshot.take(two)
+    assert first.digest == second.digest and first.archive == second.archive
+    assert (first.files, first.unpacked_bytes) == (4, 25)
+    (two / "pkg" / "m.py").write_text("y = 3\n")
+    assert snapshot.take(two).digest != first.digest
+    with tarfile.open(fileobj=io.BytesIO(first.archive), mode="r:gz") as tar:
+        members = {m.name: m for m in tar}
+    assert members["run.sh"].mode == 0o755 and members["train.py"].mode == 0o644
+    assert {(m.mtime, m.uid, m.uname) for m in members.values()} == {(0, 0, "")}
+
+
+# ---- limits -----------------------------------------------------------------------------------
+
+def test_over_the_limit_is_one_line_naming_the_largest_files(tmp_path):
+    tree(tmp_path, {"train.py": "", "weights.bin": os.urandom(300_000), "data.bin": os.urandom(100_000)})
+    with pytest.raises(UserError) as refused:
+        snapshot.take(tmp_path, limit=200_000)
+    message = str(refused.value)
+    assert "\n" not in message and "weights.bin (293.0 KiB), data.bin (97.7 KiB)" in message
+    assert ".trainctlignore" in message and "--no-workdir" in message and "--workdir-limit" in message
+
+
+def test_a_file_over_10_mib_is_warned_about(tmp_path):
+    tree(tmp_path, {"ckpt.pt": b"\0" * (snapshot.LARGE_FILE + 1), "train.py": ""})
+    snap = snapshot.take(tmp_path)
+    assert [w for w in snap.warnings if w.startswith("ckpt.pt is 10.0 MiB")]
+
+
+def test_limit_and_mount_values(tmp_path):
+    options = SubmitOptions(command=["python", "t.py"], workdir=str(tmp_path))
+    for bad, flag in (({"workdir_limit": "lots"}, "--workdir-limit"), ({"workdir_limit": "1"}, "--workdir-limit"),
+                      ({"workdir_limit": "1Gi"}, "--workdir-limit"), ({"workdir_mount": "rel"}, "--workdir-mount"),
+                      ({"workdir_mount": "/a/../b"}, "--workdir-mount"), ({"workdir_mount": "/"}, "--workdir-mount"),
+                      ({"workdir_mount": "/trainctl/x"}, "--workdir-mount"), ({"pip": ["--index-url=x"]}, "--pip"),
+                      ({"workdir": str(tmp_path / "nope")}, "--workdir"), ({"no_workdir": True}, "--workdir and --no-workdir"),
+                      ({"requirements": str(tmp_path / "nope.txt")}, "--requirements")):
+        with pytest.raises(UserError, match=f"^{flag}"):
+            request(SubmitOptions(**{**options.__dict__, **bad}), "kubernetes", "PyTorchJob")
+    with pytest.raises(UserError, match="^--pip/--requirements: not for mpi"):
+        request(SubmitOptions(command=["python", "t.py"], pip=["numpy"]), "local", "MPIJob")
+
+
+def test_what_travels_by_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tree(tmp_path, {"train.py": ""}))
+    options = SubmitOptions(command=["python", "train.py"])
+    assert request(options, "kubernetes", "PyTorchJob").snapshot.source == str(tmp_path)
+    assert request(options, "local", "PyTorchJob") is None  # locally the replicas run in the directory itself
+    assert request(SubmitOptions(command=["x"], no_workdir=True), "kubernetes", "PyTorchJob") is None
+    assert request(SubmitOptions(command=["x"], workdir="."), "local", "PyTorchJob").snapshot is not None
+
+
+# ---- chunks and the init container ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """A 5 MiB archive (random bytes do not compress) and the job that ships it."""
+    root = tree(tmp_path_factory.mktemp("big"), {"train.py": "print('ok')\n", "blob.bin": os.urandom(5 << 20)})
+    options = SubmitOptions(command=["python", "train.py"], name="big", workdir=str(root))
+    code = request(options, "kubernetes", "PyTorchJob")
+    return code, render(by_name("pytorch"), options, code)
+
+
+def test_a_5_mib_archive_is_chunked_under_the_configmap_limit(big):
+    code, resource = big
+    maps = pods.config_maps(code.snapshot, "team")
+    assert len(code.snapshot.archive) > 5 << 20 and len(maps) == 6
+    for index, body in enumerate(maps):
+        assert body["metadata"]["name"] == f"trainctl-code-{code.snapshot.hex[:20]}-{index}"
+        assert body["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "trainctl",
+                                              "trainctl.io/code-snapshot": code.snapshot.hex[:20]}
+        assert len(base64.b64decode(body["binaryData"]["chunk"])) <= pods.CHUNK_BYTES < 1 << 20
+        assert len(json.dumps(body)) < 1_500_000  # what etcd stores per object
+    joined = b"".join(base64.b64decode(body["binaryData"]["chunk"]) for body in maps)
+    assert joined == code.snapshot.archive
+    volume = resource["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["volumes"][0]
+    assert [s["configMap"]["name"] for s in volume["projected"]["sources"]] == [m["metadata"]["name"] for m in maps]
+    assert [s["configMap"]["items"][0]["path"] for s in volume["projected"]["sources"]] == \
+        [f"{i:05d}" for i in range(6)]
+
+
+def init_command(resource: dict, chunks_dir: Path, into: Path) -> list[str]:
+    """The rendered init container's command, pointed at a test directory instead of the pod's volumes."""
+    init = resource["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["initContainers"][0]
+    assert init["image"] == resource["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"]
+    swap = {pods.CHUNKS_PATH: str(chunks_dir), pods.DEFAULT_MOUNT: str(into)}
+    return [swap.get(word, word) for word in init["command"]]
+
+
+def write_chunks(code, directory: Path) -> None:
+    directory.mkdir()
+    for index, body in enumerate(pods.config_maps(code.snapshot, None)):
+        (directory / f"{index:05d}").write_bytes(base64.b64decode(body["binaryData"]["chunk"]))
+
+
+def test_the_init_container_unpacks_the_snapshot(big, tmp_path):
+    code, resource = big
+    write_chunks(code, tmp_path / "chunks")
+    done = subprocess.run(init_command(resource, tmp_path / "chunks", tmp_path / "ws"), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "ws" / "train.py").read_text() == "print('ok')\n"
+    assert (tmp_path / "ws" / "blob.bin").stat().st_size == 5 << 20
+    assert f"2 files of {code.snapshot.digest[:19]}" in done.stdout
+
+
+@pytest.mark.parametrize("damage", ["flip", "missing"])
+def test_the_init_container_refuses_a_changed_or_incomplete_snapshot(big, tmp_path, damage):
+    code, resource = big
+    write_chunks(code, tmp_path / "chunks")
+    third = tmp_path / "chunks" / "00002"
+    if damage == "flip":
+        data = bytearray(third.read_bytes())
+        data[100] ^= 1
+        third.write_bytes(bytes(data))
+    else:
+        third.unlink()
+    done = subprocess.run(init_command(resource, tmp_path / "chunks", tmp_path / "ws"), capture_output=True, text=True)
+    assert done.returncode == 1
+    assert f"not {code.snapshot.hex}" in done.stderr and "submit the job again" in done.stderr
+    assert not (tmp_path / "ws").exists()  # nothing unpacked from a snapshot that failed its check
+
+
+def test_the_unpacker_keeps_every_member_inside_its_directory(tmp_path):
+    from trainctl.code import unpack
+
+    for name in ("../escape.py", "/abs.py", "a/../../escape.py"):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            info = tarfile.TarInfo(name)
+            tar.addfile(info, io.BytesIO(b""))
+        with pytest.raises(unpack.Refused, match="outside"):
+            unpack.extract(buffer.getvalue(), str(tmp_path / "ws"))
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        link = tarfile.TarInfo("link")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    with pytest.raises(unpack.Refused, match="not a regular file"):
+        unpack.extract(buffer.getvalue(), str(tmp_path / "ws"))
+    assert not (tmp_path / "escape.py").exists()
+
+
+def test_an_image_without_python3_says_so(big, tmp_path):
+    code, resource = big
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "sh").symlink_to("/bin/sh")
+    command = init_command(resource, tmp_path / "chunks", tmp_path / "ws")
+    done = subprocess.run([str(bare / "sh"), *command[1:]], capture_output=True, text=True, env={"PATH": str(bare)})
+    assert done.returncode == 127
+    assert done.stderr.strip() == ("trainctl: trainctl-unpack needs python3 in the image (it ships code and packages "
+                                   "without building one): use an image with python3, or submit with --no-workdir "
+                                   "and no --pip")
+
+
+def test_describe_for_status(big):
+    code, resource = big
+    line = pods.describe(resource["metadata"]["annotations"])
+    assert line == (f"code: {code.snapshot.digest[:19]} ({snapshot.human(len(code.snapshot.archive))} compressed, "
+                    f"2 files) from {code.snapshot.source}")
+    assert pods.describe({}) is None

@@ -1,0 +1,58 @@
+"""From submit options to a :class:`~trainctl.code.pods.CodeRequest`: what travels with this job.
+
+The defaults differ by backend, on purpose. On Kubernetes the command runs in an image
+that does not hold the submitter's files, so the working directory travels unless
+``--no-workdir`` says the image has the code. Locally the replicas already run in the
+working directory, so a snapshot is taken only when ``--workdir`` asks for one (which
+also shields a running job from edits made meanwhile).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainctl.code.pods import DEFAULT_MOUNT, CodeRequest
+from trainctl.errors import UserError
+from trainctl.submit_options import SubmitOptions, check_given, pip_specs, workdir_limit, workdir_mount
+
+MAX_REQUIREMENTS_BYTES = 64 * 1024  # it travels in every replica's command
+
+
+def request(options: SubmitOptions, backend_name: str, kind: str) -> CodeRequest | None:
+    """What ``options`` ship on ``backend_name``; None when nothing does. UserError for bad values."""
+    from trainctl.code import snapshot
+
+    check_given(options)  # '' must not become the default: --workdir '' is no directory, not this one
+    limit = workdir_limit(options.workdir_limit)
+    mount = workdir_mount(options.workdir_mount) or DEFAULT_MOUNT
+    pip = pip_specs(options.pip)
+    if options.no_workdir and options.workdir is not None:
+        raise UserError("--workdir and --no-workdir contradict each other: give one of them")
+    if (pip or options.requirements is not None) and kind == "MPIJob":
+        raise UserError("--pip/--requirements: not for mpi jobs, whose ranks on the workers start over ssh, "
+                        "outside any wrapper: install the packages in the image")
+    requirements = read_requirements(options.requirements)
+    ships = options.workdir is not None or (backend_name == "kubernetes" and not options.no_workdir)
+    taken = snapshot.take(options.workdir or ".", limit) if ships else None
+    if taken is None and not pip and requirements is None:
+        return None
+    return CodeRequest(taken, mount, tuple(pip), requirements)
+
+
+def read_requirements(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise UserError(f"--requirements {path!r}: cannot read it ({err.strerror or err})") from None
+    if len(data) > MAX_REQUIREMENTS_BYTES:
+        raise UserError(f"--requirements {path!r}: {len(data):,} bytes is more than {MAX_REQUIREMENTS_BYTES:,}: "
+                        "list only what the image lacks")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"--requirements {path!r}: not UTF-8 text; save it as UTF-8") from None
+    if "\x00" in text:  # it travels as a command argument, which cannot hold NUL
+        raise UserError(f"--requirements {path!r}: holds a NUL byte; a requirements file is plain text")
+    return text

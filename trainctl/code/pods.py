@@ -1,0 +1,157 @@
+"""Where a snapshot lives in the cluster and how each replica gets it.
+
+The archive is cut into chunks of :data:`CHUNK_BYTES`, one ConfigMap each (binaryData,
+under the API server's 1 MiB per object), named by the archive's hash: identical code
+maps to the same ConfigMaps, which later jobs reuse instead of uploading. Every replica's
+pod template gains, as plain kubeflow.org/v1 pod fields any operator honours:
+
+* a projected volume of those ConfigMaps (chunk ``i`` as file ``NNNNN``),
+* an emptyDir at the container's workingDir (``--workdir-mount``, default /workspace),
+* an init container in the replica's own image running :mod:`trainctl.code.unpack`,
+* with ``--pip``/``--requirements``: an emptyDir for the packages and the main container's
+  command wrapped by :mod:`trainctl.code.pipwrap`.
+
+Scripts run as ``sh -c GUARD <name> <source> ARGS...``: the guard is a fixed text that
+says what is missing when the image has no ``python3``; the source and every value are
+positional arguments, never part of the shell text.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainctl.code.snapshot import Snapshot, human
+from trainctl.errors import UserError
+from trainctl.frameworks import Framework
+
+CHUNK_BYTES = 900 * 1024  # binaryData under 1 MiB per ConfigMap, with room for metadata and ownerReferences
+PREFIX = "trainctl-code"
+CHUNKS_VOLUME, CHUNKS_PATH = "trainctl-code-chunks", "/trainctl/code-chunks"
+WORKSPACE_VOLUME = "trainctl-workspace"
+PIP_VOLUME, PIP_PATH = "trainctl-pip", "/trainctl/pip"
+DEFAULT_MOUNT = "/workspace"
+CHUNK_KEY = "chunk"
+LABEL_SNAPSHOT = "trainctl.io/code-snapshot"
+MANAGED_BY = ("app.kubernetes.io/managed-by", "trainctl")
+DIGEST, SIZE, FILES, SOURCE = ("trainctl.io/code-digest", "trainctl.io/code-size", "trainctl.io/code-files",
+                               "trainctl.io/code-source")
+GUARD = ('command -v python3 >/dev/null 2>&1 || { echo "trainctl: $0 needs python3 in the image '
+         '(it ships code and packages without building one): use an image with python3, or submit with '
+         '--no-workdir and no --pip" >&2; exit 127; }; exec python3 -c "$@"')
+
+
+@dataclass(frozen=True)
+class CodeRequest:
+    """What travels with a job: a snapshot (or none), where it is unpacked, and packages to install."""
+
+    snapshot: Snapshot | None
+    mount: str = DEFAULT_MOUNT
+    pip: tuple[str, ...] = ()
+    requirements: str | None = None  # the text of --requirements FILE
+
+
+def describe(annotations: dict) -> str | None:
+    """The job's code snapshot as ``status`` shows it: hash, size, files and source; None without one."""
+    if DIGEST not in annotations:
+        return None
+    size = annotations.get(SIZE, "")
+    size = human(int(size)) if size.isdigit() else "size unknown"
+    return (f"code: {annotations[DIGEST][:19]} ({size} compressed, {annotations.get(FILES, '?')} files) "
+            f"from {annotations.get(SOURCE, '?')}")
+
+
+def chunks(archive: bytes) -> list[bytes]:
+    return [archive[start:start + CHUNK_BYTES] for start in range(0, len(archive), CHUNK_BYTES)] or [b""]
+
+
+def config_map_names(snapshot: Snapshot) -> list[str]:
+    count = len(chunks(snapshot.archive))
+    return [f"{PREFIX}-{snapshot.hex[:20]}-{index}" for index in range(count)]
+
+
+def labels(snapshot: Snapshot) -> dict[str, str]:
+    return {MANAGED_BY[0]: MANAGED_BY[1], LABEL_SNAPSHOT: snapshot.hex[:20]}
+
+
+def config_maps(snapshot: Snapshot, namespace: str | None) -> list[dict]:
+    """The ConfigMaps holding ``snapshot``, without owners (the backend adds the jobs)."""
+    maps = []
+    for name, chunk in zip(config_map_names(snapshot), chunks(snapshot.archive)):
+        metadata = {"name": name, **({"namespace": namespace} if namespace else {}), "labels": labels(snapshot),
+                    "annotations": {DIGEST: snapshot.digest}}
+        maps.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+                     "binaryData": {CHUNK_KEY: base64.b64encode(chunk).decode()}})
+    return maps
+
+
+def script_command(module: str, name: str, args: list[str]) -> list[str]:
+    source = (Path(__file__).parent / f"{module}.py").read_text(encoding="utf-8")
+    return ["sh", "-c", GUARD, name, source, *args]
+
+
+def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
+    """Give every replica of ``resource`` the snapshot and packages of ``code`` (in place).
+
+    A part that is not what a job has (a template's mistake) is passed over: validation names it next."""
+    from trainctl.job import main_container
+
+    metadata = resource.get("metadata")
+    if code.snapshot is not None and isinstance(metadata, dict):
+        entry(metadata, "annotations", {}).update({
+            DIGEST: code.snapshot.digest, SIZE: str(len(code.snapshot.archive)), FILES: str(code.snapshot.files),
+            SOURCE: code.snapshot.source})
+    specs = resource.get("spec")
+    specs = specs.get(framework.replica_spec_field) if isinstance(specs, dict) else None
+    for spec in specs.values() if isinstance(specs, dict) else []:
+        template = spec.get("template") if isinstance(spec, dict) else None
+        pod = template.get("spec") if isinstance(template, dict) else None
+        if not isinstance(pod, dict) or not isinstance(pod.get("containers"), list):
+            continue
+        container = main_container(framework, pod["containers"])
+        if container is None:
+            continue
+        if code.snapshot is not None:
+            ship_snapshot(pod, container, code)
+        if code.pip or code.requirements is not None:
+            wrap_with_pip(pod, container, code)
+
+
+def ship_snapshot(pod: dict, container: dict, code: CodeRequest) -> None:
+    names = config_map_names(code.snapshot)
+    entry(pod, "volumes", []).extend([
+        {"name": CHUNKS_VOLUME, "projected": {"sources": [
+            {"configMap": {"name": name, "items": [{"key": CHUNK_KEY, "path": f"{index:05d}"}]}}
+            for index, name in enumerate(names)]}},
+        {"name": WORKSPACE_VOLUME, "emptyDir": {}},
+    ])
+    workspace = {"name": WORKSPACE_VOLUME, "mountPath": code.mount}
+    unpack = script_command("unpack", "trainctl-unpack",
+                            ["--chunks", CHUNKS_PATH, "--digest", code.snapshot.digest, "--into", code.mount])
+    entry(pod, "initContainers", []).append({
+        "name": PREFIX, "image": container.get("image"), "command": unpack,
+        "volumeMounts": [{"name": CHUNKS_VOLUME, "mountPath": CHUNKS_PATH, "readOnly": True}, workspace]})
+    entry(container, "volumeMounts", []).append(workspace)
+    container["workingDir"] = code.mount
+
+
+def wrap_with_pip(pod: dict, container: dict, code: CodeRequest) -> None:
+    command = [*entry(container, "command", []), *(container.pop("args", None) or [])]
+    options = [word for spec in code.pip for word in ("--pip", spec)]
+    if code.requirements is not None:
+        options += ["--requirements-text", code.requirements]
+    container["command"] = script_command("pipwrap", "trainctl-pip", [*options, "--", *command])
+    entry(pod, "volumes", []).append({"name": PIP_VOLUME, "emptyDir": {}})
+    entry(container, "volumeMounts", []).append({"name": PIP_VOLUME, "mountPath": PIP_PATH})
+
+
+def entry(mapping: dict, key: str, empty: dict | list):
+    """``mapping[key]``, created empty if absent; a template's value of another type is its mistake, named."""
+    if mapping.get(key) is None:
+        mapping[key] = empty
+    value = mapping[key]
+    if not isinstance(value, type(empty)):
+        raise UserError(f"the template's {key} is a {type(value).__name__}, not a {type(empty).__name__}: "
+                        "code shipping (--workdir, --pip) adds to it")
+    return value
