@@ -172,8 +172,10 @@ class Client:
     def run(self, target: Callable | list[str], *, framework: str = "pytorch", workers: int | None = None,
             gpus: int | None = None, args: dict | None = None, packages: list[str] | None = None,
             env: dict | list[str] | None = None, name: str | None = None, namespace: str | None = None,
-            replace: bool = False, preflight: bool = True, **submit_options) -> JobHandle:
-        """Run a function (``train(**args)`` in every replica) or a command list as a job; returns its handle.
+            replace: bool = False, preflight: bool = True, dry_run: bool = False,
+            **submit_options) -> JobHandle | dict:
+        """Run a function (``train(**args)`` in every replica) or a command list as a job; returns its handle
+        (with ``dry_run``: the resource it would create, creating nothing).
 
         ``framework``: pytorch, tensorflow, xgboost, mpi, paddle or jax. Every other keyword is the
         ``trainctl submit`` option of that name (``backoff_limit=0`` is ``--backoff-limit 0``) with its
@@ -185,7 +187,7 @@ class Client:
         keywords = {"workers": workers, "gpus": gpus, "env": env, "name": name, "namespace": namespace,
                     **submit_options}
         return run(self, target, framework=framework, args=args, packages=packages, replace=replace,
-                   preflight=preflight, keywords=keywords)
+                   preflight=preflight, dry_run=dry_run, keywords=keywords)
 
     def job(self, name: str, namespace: str | None = None) -> JobHandle:
         """The handle of an existing job (NotFound if there is none by that name)."""

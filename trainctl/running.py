@@ -1,6 +1,6 @@
 """``Client.run``: a function or a command line becomes a job, through ``trainctl submit``'s own checks.
 
-Every keyword of ``run`` except ``framework``, ``args``, ``packages`` and ``replace`` is a field
+Every keyword of ``run`` but :data:`RUN_ONLY` is a field
 of :class:`~trainctl.submit_options.SubmitOptions`, the one parsed form of every ``trainctl submit``
 option, and the job is rendered by the same :func:`~trainctl.render.render`: a keyword means what
 its option means and is refused for what the option is refused for. Python values are converted as
@@ -15,24 +15,39 @@ import dataclasses
 import difflib
 import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainctl.errors import InvalidArgument, UserError
 
 if TYPE_CHECKING:
     from trainctl.api import Client
+    from trainctl.functions import Shipment
     from trainctl.handle import JobHandle
     from trainctl.submit_options import SubmitOptions
 
 FUNCTION_ANNOTATION = "trainctl.io/function"  # module:qualname of a function job
 RESULT_KEY_ANNOTATION = "trainctl.io/result-key"  # signs its rank-0 result line (trainctl.function_runner)
 NOT_KEYWORDS = ("command",)  # run()'s first argument
+RUN_ONLY = ("framework", "args", "packages", "replace", "preflight", "dry_run")  # no SubmitOptions field
 FLAG = re.compile(r"--([a-z][a-z-]*[a-z])")
 
 
 def run(client: Client, target: object, *, framework: str, args: dict | None, packages: list[str] | None,
-        replace: bool, preflight: bool, keywords: dict) -> JobHandle:
+        replace: bool, preflight: bool, dry_run: bool, keywords: dict) -> JobHandle | dict:
     from trainctl.handle import JobHandle
+
+    resource, shipment = planned(client, target, framework, args, packages, keywords)
+    if dry_run:
+        return resource
+    stored = submitted(client, resource, shipment, replace, preflight)
+    return JobHandle(client, stored["metadata"]["name"], stored["metadata"]["namespace"], stored["kind"])
+
+
+def planned(client: Client, target: object, framework: str, args: dict | None, packages: list[str] | None,
+            keywords: dict) -> tuple[dict, Shipment | None]:
+    """The job's resource, and for a function what must be written before it runs; nothing is written here."""
+    from trainctl import functions
 
     kind = checked(framework_named, framework)
     if packages:
@@ -42,42 +57,43 @@ def run(client: Client, target: object, *, framework: str, args: dict | None, pa
         if args is not None:
             raise InvalidArgument("args= is for functions: put a command's arguments in its list, "
                                   "e.g. ['python', 'train.py', '--lr', '0.1']")
-        resource = rendered(kind, options_from(keywords, checked_command(target)))
-        stored = client.submit(resource, replace=replace, preflight=preflight)
-    else:
-        stored = run_function(client, kind, target, args, keywords, replace, preflight)
-    return JobHandle(client, stored["metadata"]["name"], stored["metadata"]["namespace"], stored["kind"])
-
-
-def run_function(client: Client, kind, func: object, args: dict | None, keywords: dict, replace: bool,
-                 preflight: bool) -> dict:
-    """Ship ``func``, render its job, write its files, submit; nothing stays behind if a step fails."""
-    from trainctl import functions
-
-    shipment = functions.ship(func, args, kind.kind)
+        return rendered(kind, options_from(keywords, checked_command(target))), None
+    shipment = functions.ship(target, args, kind.kind)
     if client.backend_name != "local":
-        raise InvalidArgument(f"run({func.__name__}) on Kubernetes: functions travel to a cluster in trainctl's "
+        raise InvalidArgument(f"run({target.__name__}) on Kubernetes: functions travel to a cluster in trainctl's "
                               "code snapshot, which this version does not have yet; run it locally "
                               "(Client('local')), or put the code in the image and run(['python', 'train.py'], "
                               "image=...)")
-    from trainctl.backends.local.store import home
-
-    root = home() / "functions"
-    runner_path = root / shipment.digest / functions.RUNNER_FILE
-    options = options_from(keywords, functions.command(kind.kind, sys.executable, str(runner_path),
+    runner = functions_root() / shipment.digest / functions.RUNNER_FILE
+    options = options_from(keywords, functions.command(kind.kind, sys.executable, str(runner),
                                                        keywords.get("nproc_per_node")))
     options.annotation += [f"{FUNCTION_ANNOTATION}={shipment.function}",
                            f"{RESULT_KEY_ANNOTATION}={shipment.result_key}"]
-    resource = rendered(kind, options)
-    runner_path, new = functions.place_locally(shipment, root)
+    return rendered(kind, options), shipment
+
+
+def submitted(client: Client, resource: dict, shipment: Shipment | None, replace: bool, preflight: bool) -> dict:
+    """Write a function's files, then create the job; a failed create leaves no new files behind."""
+    from trainctl import functions
+
+    if shipment is None:
+        return client.submit(resource, replace=replace, preflight=preflight)
+    runner, new = functions.place_locally(shipment, functions_root())
     try:
         return client.submit(resource, replace=replace, preflight=preflight)
     except BaseException:
         if new:
             import shutil
 
-            shutil.rmtree(runner_path.parent, ignore_errors=True)
+            shutil.rmtree(runner.parent, ignore_errors=True)
         raise
+
+
+def functions_root() -> Path:
+    """Where a local job's function files live (one directory per submission, beside the jobs' state)."""
+    from trainctl.backends.local.store import home
+
+    return home() / "functions"
 
 
 def framework_named(name: str):
@@ -102,7 +118,7 @@ def options_from(keywords: dict, command: list[str]) -> SubmitOptions:
     options = SubmitOptions(command=command)
     for key, value in keywords.items():
         if key not in known:
-            guess = difflib.get_close_matches(key, list(known) + ["framework", "args", "packages", "replace"], n=1)
+            guess = difflib.get_close_matches(key, [*known, *RUN_ONLY], n=1)
             hint = f"did you mean {guess[0]}? " if guess else ""
             raise InvalidArgument(f"run() got an unknown keyword {key!r}: {hint}the keywords are the long options "
                                   "of `trainctl submit --help` with _ for - (workers, gpus, env, backoff_limit ...)")

@@ -1,0 +1,82 @@
+"""Fuzzing ``Client.run``'s keywords: hostile Python values of every type for every option, unknown names.
+
+Every SubmitOptions field is a keyword (read from the dataclass, so a new option is fuzzed without
+touching this file). The promise, with ``dry_run=True``: a resource that passes validation and
+serializes, or one InvalidArgument of one line; never another exception, and nothing written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.fuzz.harness import COUNTS, TOKENS, fuzz, integer_values, text_values
+from trainctl import Client, InvalidArgument
+from trainctl.frameworks import CLI_NAMES
+from trainctl.running import NOT_KEYWORDS, RUN_ONLY
+from trainctl.submit_options import SubmitOptions
+from trainctl.validation import validate
+
+pytestmark = pytest.mark.fuzz
+
+KEYWORDS = [field.name for field in dataclasses.fields(SubmitOptions) if field.name not in NOT_KEYWORDS]
+
+
+def train(lr: float = 0.1, x=None) -> float:
+    return lr
+
+
+def mostly(good, bad):
+    """``good`` 4 times in 5: st.one_of flattens nested choices, so it cannot be weighted by repetition."""
+    return st.integers(0, 4).flatmap(lambda n: good if n else bad)
+
+
+scalars = st.one_of(text_values, integer_values.map(int), st.integers(), st.booleans(), st.none(),
+                    st.floats(allow_nan=True, allow_infinity=True), st.binary(max_size=4))
+plausible = st.one_of(st.sampled_from(TOKENS), st.integers(-1, 4), st.sampled_from(TOKENS).map(lambda t: [t]),
+                      st.dictionaries(st.sampled_from(["A", "team", "k"]), st.sampled_from(TOKENS), max_size=2))
+python_values = mostly(plausible, st.one_of(scalars, st.lists(scalars, max_size=3), st.tuples(scalars),
+                                            st.dictionaries(text_values, scalars, max_size=3), st.builds(object)))
+names = mostly(st.sampled_from(KEYWORDS), st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12))
+keywords = st.dictionaries(names.filter(lambda name: name not in RUN_ONLY), python_values, max_size=4)
+# Mostly what gets past the first checks, so the keywords themselves are what is fuzzed.
+targets = mostly(st.sampled_from([train, ["python", "train.py"]]),
+                 st.one_of(st.lists(scalars, max_size=3), st.sampled_from([print, lambda: 1, "python t.py", None])))
+frameworks = mostly(st.sampled_from(CLI_NAMES), st.one_of(text_values, scalars))
+good_args = st.one_of(st.none(), st.fixed_dictionaries({"lr": st.floats(0, 1)}))
+bad_args = st.one_of(st.dictionaries(st.sampled_from(["lr", "x", "y"]), python_values, max_size=2), scalars)
+
+
+@st.composite
+def calls(draw) -> tuple:
+    """(target, args): args a function takes for a function, None for a command, mostly."""
+    target = draw(targets)
+    good = st.none() if isinstance(target, list) else good_args
+    return target, draw(mostly(good, bad_args))
+
+
+def test_every_option_is_a_keyword():
+    assert {"workers", "gpus", "env", "name", "namespace", "backoff_limit", "set", "template"} <= set(KEYWORDS)
+
+
+@fuzz(500)
+@given(call=calls(), framework=frameworks, keywords=keywords)
+def test_run_keywords(call, framework, keywords):
+    target, args = call
+    home = Path(os.environ["TRAINCTL_HOME"])
+    COUNTS["cases"] += 1
+    try:
+        resource = Client("local").run(target, framework=framework, args=args, dry_run=True, **keywords)
+    except InvalidArgument as refused:
+        COUNTS["run() refused"] += 1
+        assert "\n" not in str(refused) and str(refused).strip(), repr(refused)
+    else:
+        COUNTS["run() rendered"] += 1
+        assert validate(json.loads(json.dumps(resource))) == resource
+    assert not home.exists(), "a dry run wrote something"
