@@ -84,3 +84,21 @@ def upstream_style(parameters):
     print(f"rank {os.environ['RANK']} local_rank {os.environ['LOCAL_RANK']} total {total.item():g}", flush=True)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def jax_process() -> int:
+    import jax
+
+    jax.distributed.initialize(f"{os.environ['COORDINATOR_ADDRESS']}:{os.environ['COORDINATOR_PORT']}",
+                               num_processes=int(os.environ["NUM_PROCESSES"]),
+                               process_id=int(os.environ["PROCESS_ID"]))
+    print(f"jax process {jax.process_index()} of {jax.process_count()}", flush=True)
+    return jax.process_count()
+
+
+def mpi_allreduce() -> int:
+    from mpi4py import MPI
+
+    total = MPI.COMM_WORLD.allreduce(MPI.COMM_WORLD.Get_rank() + 1)
+    print(f"mpi rank {MPI.COMM_WORLD.Get_rank()} sum {total}", flush=True)
+    return total

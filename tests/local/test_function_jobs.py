@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.framework, pytest.mark.timeout(240)]
 @pytest.fixture
 def client(cli, monkeypatch) -> Client:
     monkeypatch.setenv("TRAINCTL_HOME", str(cli.home))
+    monkeypatch.setenv("PATH", cli.env["PATH"])  # this environment's bin first, as when it is activated: mpirun
     monkeypatch.chdir(cli.cwd)
     return Client("local")
 
@@ -64,6 +65,30 @@ def test_xgboost_function_allreduces(client):
     lines = texts(job)
     assert {"master-0 | xgboost rank 0 sum 3", "worker-0 | xgboost rank 1 sum 3"} <= set(lines), lines
     job.delete()
+
+
+def test_pytorch_function_under_torchrun_with_two_processes_per_node(client):
+    needs("torch")
+    job = client.run(function_jobs.torch_allreduce, workers=2, nproc_per_node="2", name="fn-torchrun",
+                     backoff_limit=0)
+    assert job.result(timeout=180) == {"sum": 100.0, "world_size": 4}  # ranks 0-3: (1+2+3+4) * SCALE
+    lines = texts(job)
+    assert {"master-0 | torch rank 1/4 local_rank 1 sum 10", "worker-0 | torch rank 3/4 local_rank 1 sum 10"} \
+        <= set(lines), lines
+    job.delete()
+
+
+def test_jax_and_mpi_functions(client):
+    needs("jax")
+    jax_job = client.run(function_jobs.jax_process, framework="jax", workers=2, name="fn-jax", backoff_limit=0)
+    assert jax_job.result(timeout=120) == 2
+    assert {"worker-0 | jax process 0 of 2", "worker-1 | jax process 1 of 2"} <= set(texts(jax_job))
+    jax_job.delete()
+    needs("mpi4py")
+    mpi_job = client.run(function_jobs.mpi_allreduce, framework="mpi", workers=2, name="fn-mpi", backoff_limit=0)
+    assert mpi_job.result(timeout=120) == 3  # from MPI rank 0, in the launcher's log
+    assert {"launcher | mpi rank 0 sum 3", "launcher | mpi rank 1 sum 3"} <= set(texts(mpi_job))
+    mpi_job.delete()
 
 
 def test_a_raising_function_fails_wait_naming_the_replica_and_the_exception(client):
