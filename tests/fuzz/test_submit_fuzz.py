@@ -78,7 +78,8 @@ def test_submit_options(kind, options, command):
     result = run("submit", kind, "--dry-run", "-o", "json", *options, "--", *command)
     if result.code:
         return
-    (job,) = json_documents(result)
+    *config_maps, job = json_documents(result)  # --workdir: the snapshot's ConfigMaps come first
+    assert {document["kind"] for document in config_maps} <= {"ConfigMap"}
     validate(job)
     env_values = [value.partition("=")[2] for flag, value in zip(options, options[1:]) if flag in ("-e", "--env")]
     strings = set(all_strings(job))

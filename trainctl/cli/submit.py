@@ -114,9 +114,9 @@ def submit(
     client = make_client(local, context, kubeconfig)  # which backend decides what code travels
     code = plan.request(options, client.backend_name, framework.kind)
     snapshot = code.snapshot if code else None
-    if snapshot is not None:
-        warn_about(snapshot)
     resource = render(framework, options, code)
+    if snapshot is not None:  # once the options are all good: a refusal stays one line
+        warn_about(snapshot)
     if dry_run:
         if snapshot is not None:
             console(stderr=True).print(snapshot.summary(), soft_wrap=True, markup=False)

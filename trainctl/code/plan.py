@@ -18,8 +18,10 @@ from trainctl.submit_options import SubmitOptions, check_given, pip_specs, workd
 MAX_REQUIREMENTS_BYTES = 64 * 1024  # it travels in every replica's command
 
 
-def request(options: SubmitOptions, backend_name: str, kind: str) -> CodeRequest | None:
-    """What ``options`` ship on ``backend_name``; None when nothing does. UserError for bad values."""
+def request(options: SubmitOptions, backend_name: str, kind: str,
+            extra: dict[str, bytes] | None = None) -> CodeRequest | None:
+    """What ``options`` ship on ``backend_name``; None when nothing does. UserError for bad values.
+    ``extra``: files trainctl adds to the snapshot when one ships (see :func:`trainctl.code.snapshot.take`)."""
     from trainctl.code import snapshot
 
     check_given(options)  # '' must not become the default: --workdir '' is no directory, not this one
@@ -33,7 +35,7 @@ def request(options: SubmitOptions, backend_name: str, kind: str) -> CodeRequest
                         "outside any wrapper: install the packages in the image")
     requirements = read_requirements(options.requirements)
     ships = options.workdir is not None or (backend_name == "kubernetes" and not options.no_workdir)
-    taken = snapshot.take(options.workdir or ".", limit) if ships else None
+    taken = snapshot.take(options.workdir or ".", limit, extra=extra) if ships else None
     if taken is None and not pip and requirements is None:
         return None
     return CodeRequest(taken, mount, tuple(pip), requirements)
@@ -43,11 +45,14 @@ def read_requirements(path: str | None) -> str | None:
     if path is None:
         return None
     try:
-        data = Path(path).read_bytes()
+        if not Path(path).is_file():  # /dev/zero, a FIFO: not a requirements file, and endless to read
+            raise UserError(f"--requirements {path!r}: no such file")
+        with open(path, "rb") as file:
+            data = file.read(MAX_REQUIREMENTS_BYTES + 1)
     except OSError as err:
         raise UserError(f"--requirements {path!r}: cannot read it ({err.strerror or err})") from None
     if len(data) > MAX_REQUIREMENTS_BYTES:
-        raise UserError(f"--requirements {path!r}: {len(data):,} bytes is more than {MAX_REQUIREMENTS_BYTES:,}: "
+        raise UserError(f"--requirements {path!r}: more than {MAX_REQUIREMENTS_BYTES:,} bytes: "
                         "list only what the image lacks")
     try:
         text = data.decode("utf-8")

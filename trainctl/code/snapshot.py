@@ -27,6 +27,7 @@ MiB = 1 << 20
 DEFAULT_LIMIT = 32 * MiB  # compressed; a ConfigMap per 900 KiB of it
 LARGE_FILE = 10 * MiB  # warned about: almost always data or a checkpoint, not code
 GZIP_LEVEL = 6
+MAX_FILES = 50_000
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,13 @@ def human(size: int) -> str:
     raise AssertionError("unreachable")
 
 
-def take(directory: str | Path, limit: int = DEFAULT_LIMIT, flag: str = "--workdir") -> Snapshot:
-    """Pack ``directory``; a UserError when it is no directory or the archive passes ``limit`` bytes."""
+def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, bytes] | None = None) -> Snapshot:
+    """Pack ``directory``, plus the ``extra`` files trainctl adds (path in the archive -> content: a function
+    job's call, under .trainctl/, which the tree itself never ships); a UserError when it is no directory
+    or the archive passes ``limit`` bytes."""
     root = Path(directory).expanduser().resolve()
     if not root.is_dir():
-        raise UserError(f"{flag} {str(directory)!r}: no such directory")
+        raise UserError(f"--workdir {str(directory)!r}: no such directory")
     files, warnings = collect(root)
     buffer = io.BytesIO()
     unpacked = 0
@@ -67,7 +70,7 @@ def take(directory: str | Path, limit: int = DEFAULT_LIMIT, flag: str = "--workd
             tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for relative, path in files:
             try:
-                data = path.read_bytes()
+                data = read(path)
                 executable = os.access(path, os.X_OK)
             except OSError as err:
                 warnings.append(f"skipped {relative}: {err.strerror or err}")
@@ -78,12 +81,15 @@ def take(directory: str | Path, limit: int = DEFAULT_LIMIT, flag: str = "--workd
                 warnings.append(f"{relative} is {human(len(data))}: data and checkpoints belong on a volume "
                                 "(--volume), not in the code snapshot")
             if buffer.tell() > limit:
-                raise over_limit(root, files, limit, flag)
+                raise over_limit(root, files, limit)
+        for relative, data in sorted((extra or {}).items()):
+            add_file(tar, relative, data, executable=False)
+            unpacked += len(data)
     archive = buffer.getvalue()
     if len(archive) > limit:
-        raise over_limit(root, files, limit, flag)
+        raise over_limit(root, files, limit)
     return Snapshot(str(root), archive, "sha256:" + hashlib.sha256(archive).hexdigest(),
-                    len(files), unpacked, warnings)
+                    len(files) + len(extra or {}), unpacked, warnings)
 
 
 def add_file(tar: tarfile.TarFile, name: str, data: bytes, executable: bool) -> None:
@@ -95,44 +101,59 @@ def add_file(tar: tarfile.TarFile, name: str, data: bytes, executable: bool) -> 
 
 
 def collect(root: Path) -> tuple[list[tuple[str, Path]], list[str]]:
-    """(path relative to root, path) of every file that travels, sorted; and what was skipped."""
+    """(path relative to root, path) of every file that travels, sorted; and what was skipped.
+
+    Like ``find -xdev`` it stays on the root's filesystem: a dataset or /proc mounted inside
+    the tree stays home. Past :data:`MAX_FILES` the directory is not a project (``--workdir /``)."""
     from trainctl.backends.local.store import home
 
     files: list[tuple[str, Path]] = []
     warnings: list[str] = []
-    state = home().resolve()  # local jobs' state (logs, unpacked snapshots) when it lies inside the tree
-    walk(root, root, "", ignore.read_rules(root, ""), files, warnings, state)
+    state, device = home().resolve(), root.stat().st_dev  # local jobs' state when it lies inside the tree
+
+    def walk(directory: Path, relative: str, rules: list) -> None:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except OSError as err:
+            warnings.append(f"skipped {relative or '.'}/: {err.strerror or err}")
+            return
+        for entry in entries:
+            path, name = Path(entry.path), f"{relative}/{entry.name}" if relative else entry.name
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if ignore.always_skipped(path) or ignore.ignored(rules, name, is_dir) or path == state:
+                continue
+            if is_dir and entry.stat(follow_symlinks=False).st_dev != device:
+                warnings.append(f"skipped {name}/: another filesystem is mounted there")
+            elif is_dir:
+                walk(path, name, rules + ignore.read_rules(path, name))
+            elif entry.is_symlink():
+                target = path.resolve()
+                if target.is_file() and target.is_relative_to(root):
+                    files.append((name, target))
+                else:
+                    warnings.append(f"skipped symlink {name}: it points at a directory, outside {root} or nowhere")
+            elif entry.is_file(follow_symlinks=False):
+                files.append((name, path))
+            if len(files) > MAX_FILES:
+                raise UserError(f"--workdir {root}: more than {MAX_FILES:,} files, which is not a project's code: "
+                                "run from the project's directory, exclude data in .trainctlignore, or --no-workdir")
+
+    walk(root, "", ignore.read_rules(root, ""))
     files.sort(key=lambda item: item[0])
     return files, warnings
 
 
-def walk(root: Path, directory: Path, relative: str, rules: list, files: list, warnings: list, state: Path) -> None:
-    try:
-        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
-    except OSError as err:
-        warnings.append(f"skipped {relative or '.'}/: {err.strerror or err}")
-        return
-    for entry in entries:
-        path, name = Path(entry.path), f"{relative}/{entry.name}" if relative else entry.name
-        is_dir = entry.is_dir(follow_symlinks=False)
-        if ignore.always_skipped(path) or ignore.ignored(rules, name, is_dir) or path == state:
-            continue
-        if is_dir:
-            walk(root, path, name, rules + ignore.read_rules(path, name), files, warnings, state)
-        elif entry.is_symlink():
-            target = path.resolve()
-            if target.is_file() and target.is_relative_to(root):
-                files.append((name, target))
-            else:
-                warnings.append(f"skipped symlink {name}: it points at a directory, outside {root} or nowhere")
-        elif entry.is_file(follow_symlinks=False):
-            files.append((name, path))
+def read(path: Path) -> bytes:
+    """A file's bytes; non-blocking, so a special file that would wait (/proc/kmsg) fails instead."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as file:
+        return file.read()
 
 
-def over_limit(root: Path, files: list[tuple[str, Path]], limit: int, flag: str) -> UserError:
+def over_limit(root: Path, files: list[tuple[str, Path]], limit: int) -> UserError:
     sizes = sorted(((safe_size(path), name) for name, path in files), reverse=True)[:3]
     largest = ", ".join(f"{name} ({human(size)})" for size, name in sizes)
-    return UserError(f"{flag}: the code snapshot of {root} passes the {human(limit)} compressed limit "
+    return UserError(f"--workdir: the code snapshot of {root} passes the {human(limit)} compressed limit "
                      f"(--workdir-limit); largest files: {largest}; exclude data and outputs in .trainctlignore, "
                      "or --no-workdir")
 

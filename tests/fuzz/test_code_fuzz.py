@@ -1,0 +1,84 @@
+"""Fuzzing code shipping: hostile ignore files and trees, and hostile values of the code flags.
+
+A snapshot of any tree under any ignore file is taken the same twice and unpacks to exactly
+the files it lists; every value of --workdir-mount, --pip, --requirements and --workdir-limit
+ends in exit 0 or one line, and an accepted one lands in the pod spec as one whole string.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.fuzz.harness import SPECIAL, all_strings, fuzz, json_documents, run, text_values
+from trainctl.code import snapshot, unpack
+from trainctl.errors import UserError
+from trainctl.validation import validate
+
+pytestmark = pytest.mark.fuzz
+
+segment = st.lists(st.sampled_from(list("abc.*![]?/#\\ -_") + ["**", "x y"]), min_size=1, max_size=8).map("".join)
+ignore_lines = st.lists(st.one_of(segment, st.sampled_from(SPECIAL), text_values), max_size=8).map("\n".join)
+names = st.lists(st.text(st.sampled_from(list("abc.-_ #!*")), min_size=1, max_size=6), min_size=1, max_size=3) \
+    .map("/".join).filter(lambda n: all(part not in (".", "..") for part in n.split("/")))
+
+
+@fuzz(150)
+@given(gitignore=ignore_lines, trainctlignore=ignore_lines, files=st.lists(names, max_size=8, unique=True))
+def test_any_tree_under_any_ignore_file_snapshots_the_same_and_unpacks_to_its_list(
+        tmp_path_factory, gitignore, trainctlignore, files):
+    root = tmp_path_factory.mktemp("tree")
+    (root / ".gitignore").write_text(gitignore, errors="surrogateescape")
+    (root / ".trainctlignore").write_text(trainctlignore, errors="surrogateescape")
+    written = set()
+    for index, name in enumerate(files):
+        path = root / name
+        if any(parent.is_file() for parent in path.parents) or path.is_dir():
+            continue  # a/b beside a file a: not a tree
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(str(index))
+        written.add(name)
+    first, second = snapshot.take(root), snapshot.take(root)
+    assert first.digest == second.digest
+    with tarfile.open(fileobj=io.BytesIO(first.archive), mode="r:gz") as tar:
+        listed = tar.getnames()
+    assert listed == sorted(listed) and set(listed) <= written | {".gitignore", ".trainctlignore"}
+    into = tmp_path_factory.mktemp("into")
+    assert unpack.extract(first.archive, str(into)) == len(listed)
+    assert sorted(str(p.relative_to(into)) for p in into.rglob("*") if p.is_file()) == sorted(listed)
+
+
+@fuzz(200)
+@given(mount=st.one_of(text_values, st.just("/code")), pip=st.lists(text_values, max_size=3),
+       limit=st.one_of(st.none(), text_values, st.sampled_from(["1Ki", "64Mi", "256Mi", "257Mi", "0"])),
+       requirements=st.one_of(st.none(), text_values))
+def test_code_flag_values_end_in_one_line_or_land_whole(mount, pip, limit, requirements):
+    project = Path("project")
+    project.mkdir(exist_ok=True)
+    (project / "train.py").write_text("print(1)\n")
+    (project / "reqs.txt").write_text("einops\n")
+    arguments = ["--workdir", str(project), "--workdir-mount", mount]
+    arguments += [word for spec in pip for word in ("--pip", spec)]
+    arguments += ["--workdir-limit", limit] if limit is not None else []
+    arguments += ["--requirements", requirements] if requirements is not None else []
+    result = run("submit", "pytorch", "--name", "code", "--dry-run", "-o", "json", *arguments, "--", "python", "t.py")
+    if result.code:
+        return
+    config_map, job = json_documents(result)
+    assert config_map["kind"] == "ConfigMap"
+    validate(job)
+    master = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert master["containers"][0]["workingDir"] == mount
+    assert master["initContainers"][0]["command"][-1] == mount
+    strings = set(all_strings(job))
+    assert all(spec in strings for spec in pip)
+
+
+def test_the_snapshot_is_refused_in_one_line_for_a_missing_directory():
+    with pytest.raises(UserError, match="^--workdir 'nowhere': no such directory$"):
+        snapshot.take("nowhere")
