@@ -42,6 +42,10 @@ from trainctl import function_runner as runner
 from trainctl.errors import InvalidArgument
 
 RUNNER_FILE = "trainctl_function.py"
+# In a cluster's code snapshot: under .trainctl/, which a project's own tree never ships (trainctl.code.ignore),
+# relative to the working directory the snapshot is unpacked into.
+SNAPSHOT_DIR = ".trainctl/function"
+SNAPSHOT_RUNNER = f"{SNAPSHOT_DIR}/{RUNNER_FILE}"
 # The launcher in front of the runner, per kind, where the kind's processes need one: Paddle's
 # collective ranks are made by its launcher; PyTorch gets torchrun only for several processes per node.
 PADDLE_LAUNCHER = ("-m", "paddle.distributed.launch")
@@ -193,6 +197,11 @@ def command(kind: str, python: str, runner_path: str, nproc_per_node: str | None
     if kind == "PyTorchJob" and nproc_per_node is not None:
         return [python, *TORCHRUN, runner_path]
     return [python, runner_path]
+
+
+def snapshot_files(shipment: Shipment) -> dict[str, bytes]:
+    """The files as they travel in a cluster's code snapshot (the working directory's, plus these)."""
+    return {f"{SNAPSHOT_DIR}/{name}": data for name, data in shipment.files.items()}
 
 
 def place_locally(shipment: Shipment, root: Path) -> tuple[Path, bool]:

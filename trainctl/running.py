@@ -22,6 +22,7 @@ from trainctl.errors import InvalidArgument, UserError
 
 if TYPE_CHECKING:
     from trainctl.api import Client
+    from trainctl.code.pods import CodeRequest
     from trainctl.functions import Shipment
     from trainctl.handle import JobHandle
     from trainctl.submit_options import SubmitOptions
@@ -37,50 +38,57 @@ def run(client: Client, target: object, *, framework: str, args: dict | None, pa
         replace: bool, preflight: bool, dry_run: bool, keywords: dict) -> JobHandle | dict:
     from trainctl.handle import JobHandle
 
-    resource, shipment = planned(client, target, framework, args, packages, keywords)
+    if packages is not None:  # the data scientist's name for --pip
+        if keywords.get("pip") is not None:
+            raise InvalidArgument("packages= is pip= by its data-science name: give one of them")
+        keywords = {**keywords, "pip": packages}
+    resource, code, local_files = planned(client, target, framework, args, keywords)
     if dry_run:
         return resource
-    stored = submitted(client, resource, shipment, replace, preflight)
+    stored = submitted(client, resource, code, local_files, replace, preflight)
     return JobHandle(client, stored["metadata"]["name"], stored["metadata"]["namespace"], stored["kind"])
 
 
-def planned(client: Client, target: object, framework: str, args: dict | None, packages: list[str] | None,
-            keywords: dict) -> tuple[dict, Shipment | None]:
-    """The job's resource, and for a function what must be written before it runs; nothing is written here."""
+def planned(client: Client, target: object, framework: str, args: dict | None,
+            keywords: dict) -> tuple[dict, CodeRequest | None, Shipment | None]:
+    """The job's resource, the code that travels with it (trainctl.code.plan, as for submit) and, for a
+    function on the local backend, the files to write before it runs. Nothing is written here."""
     from trainctl import functions
+    from trainctl.code import plan
 
     kind = checked(framework_named, framework)
-    if packages:
-        raise InvalidArgument(f"packages={packages!r}: installing packages for a job is not supported yet: "
-                              "install them where the job runs (locally: in this Python environment)")
     if isinstance(target, (list, tuple)):
         if args is not None:
             raise InvalidArgument("args= is for functions: put a command's arguments in its list, "
                                   "e.g. ['python', 'train.py', '--lr', '0.1']")
-        return rendered(kind, options_from(keywords, checked_command(target))), None
+        options = options_from(keywords, checked_command(target))
+        code = checked(plan.request, options, client.backend_name, kind.kind)
+        return rendered(kind, options, code), code, None
     shipment = functions.ship(target, args, kind.kind)
-    if client.backend_name != "local":
-        raise InvalidArgument(f"run({target.__name__}) on Kubernetes: functions travel to a cluster in trainctl's "
-                              "code snapshot, which this version does not have yet; run it locally "
-                              "(Client('local')), or put the code in the image and run(['python', 'train.py'], "
-                              "image=...)")
-    runner = functions_root() / shipment.digest / functions.RUNNER_FILE
-    options = options_from(keywords, functions.command(kind.kind, sys.executable, str(runner),
-                                                       keywords.get("nproc_per_node")))
+    local = client.backend_name == "local"
+    # locally the files are written beside the jobs' state; on a cluster they travel in the code snapshot
+    runner = functions_root() / shipment.digest / functions.RUNNER_FILE if local else functions.SNAPSHOT_RUNNER
+    options = options_from(keywords, functions.command(kind.kind, sys.executable if local else "python3",
+                                                       str(runner), keywords.get("nproc_per_node")))
+    if not local and options.no_workdir:
+        raise InvalidArgument("no_workdir: a function travels to a cluster in the code snapshot; leave it out")
     options.annotation += [f"{FUNCTION_ANNOTATION}={shipment.function}",
                            f"{RESULT_KEY_ANNOTATION}={shipment.result_key}"]
-    return rendered(kind, options), shipment
+    extra = None if local else functions.snapshot_files(shipment)
+    code = checked(plan.request, options, client.backend_name, kind.kind, extra)
+    return rendered(kind, options, code), code, shipment if local else None
 
 
-def submitted(client: Client, resource: dict, shipment: Shipment | None, replace: bool, preflight: bool) -> dict:
-    """Write a function's files, then create the job; a failed create leaves no new files behind."""
+def submitted(client: Client, resource: dict, code: CodeRequest | None, local_files: Shipment | None,
+              replace: bool, preflight: bool) -> dict:
+    """Write a local function's files, then create the job; a failed create leaves no new files behind."""
     from trainctl import functions
 
-    if shipment is None:
-        return client.submit(resource, replace=replace, preflight=preflight)
-    runner, new = functions.place_locally(shipment, functions_root())
+    if local_files is None:
+        return client.submit(resource, replace=replace, preflight=preflight, code=code)
+    runner, new = functions.place_locally(local_files, functions_root())
     try:
-        return client.submit(resource, replace=replace, preflight=preflight)
+        return client.submit(resource, replace=replace, preflight=preflight, code=code)
     except BaseException:
         if new:
             import shutil
@@ -127,10 +135,10 @@ def options_from(keywords: dict, command: list[str]) -> SubmitOptions:
     return options
 
 
-def rendered(kind, options: SubmitOptions) -> dict:
+def rendered(kind, options: SubmitOptions, code: CodeRequest | None) -> dict:
     from trainctl.render import render
 
-    return checked(render, kind, options)
+    return checked(render, kind, options, code)
 
 
 def checked(step, *arguments):
@@ -144,5 +152,10 @@ def checked(step, *arguments):
 
 
 def as_keywords(message: str) -> str:
-    """``--backoff-limit -1: must be at least 0`` -> ``backoff_limit -1: must be at least 0``."""
-    return FLAG.sub(lambda match: match.group(1).replace("-", "_"), message)
+    """``--backoff-limit -1: must be at least 0`` -> ``backoff_limit -1: must be at least 0`` (only the options'
+    own names: ``--index-url`` in a message about pip stays as pip spells it)."""
+    from trainctl.submit_options import SubmitOptions
+
+    fields = {field.name for field in dataclasses.fields(SubmitOptions)}
+    return FLAG.sub(lambda match: name if (name := match.group(1).replace("-", "_")) in fields else match.group(),
+                    message)

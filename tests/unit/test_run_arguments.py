@@ -65,7 +65,10 @@ CASES = [
     (top_level, {"args": {"lr": 0.1, "epochs": 3}}, "top_level() cannot be called with ['epochs', 'lr']"),
     (top_level, {"args": [0.1]}, "args=[0.1]: pass a dict of keyword arguments"),
     (top_level, {"args": {"lr": (x for x in ())}}, "args cannot be pickled"),
-    (top_level, {"packages": ["transformers"]}, "packages=['transformers']: installing packages"),
+    (top_level, {"packages": ["numpy"], "pip": ["scipy"]}, "packages= is pip= by its data-science name"),
+    (top_level, {"packages": ["--index-url=x"]}, "pip '--index-url=x': give a requirement"),
+    (top_level, {"framework": "mpi", "packages": ["numpy"]}, "pip/requirements: not for mpi jobs"),
+    (top_level, {"workdir": "no/such/dir"}, "workdir 'no/such/dir': no such directory"),
     (lambda: 1, {}, "cannot ship a lambda"),
     (make_closure(), {}, "cannot ship make_closure.<locals>.scaled: it is defined inside another function"),
     (Trainer().fit, {}, "cannot ship the method Trainer.fit"),
@@ -89,12 +92,25 @@ def test_refused_before_anything_is_created(client, tmp_path, target, keywords, 
     assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*")), "something was created"
 
 
-def test_a_function_on_kubernetes_is_refused_until_the_snapshot_carries_it(tmp_path, monkeypatch):
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
-    client = Client("kubernetes", kubeconfig=str(kubeconfig))
-    with pytest.raises(InvalidArgument, match=r"run\(torch_allreduce\) on Kubernetes: .* run it locally"):
-        client.run(function_jobs.torch_allreduce)
+@pytest.fixture
+def cluster_client(tmp_path, monkeypatch) -> Client:
+    """A Kubernetes client whose cluster is never reached: dry runs and refusals need none."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "helper.py").write_text("HELP = 1\n")
+    return Client("kubernetes", kubeconfig=str(tmp_path / "no-such-kubeconfig"))
+
+
+def test_on_a_cluster_a_function_travels_in_the_code_snapshot(cluster_client):
+    resource = cluster_client.run(function_jobs.torch_allreduce, workers=2, name="fn", dry_run=True)
+    for spec in resource["spec"]["pytorchReplicaSpecs"].values():
+        container = spec["template"]["spec"]["containers"][0]
+        assert container["command"] == ["python3", ".trainctl/function/trainctl_function.py"]
+        assert container["workingDir"] == "/workspace"  # where the snapshot (with .trainctl/function) unpacks
+        assert spec["template"]["spec"]["initContainers"]
+    annotations = resource["metadata"]["annotations"]
+    assert annotations["trainctl.io/function"] == "tests.local.function_jobs:torch_allreduce"
+    with pytest.raises(InvalidArgument, match="no_workdir: a function travels to a cluster in the code snapshot"):
+        cluster_client.run(function_jobs.torch_allreduce, no_workdir=True, dry_run=True)
 
 
 def test_a_command_job_has_no_result(client, tmp_path):
