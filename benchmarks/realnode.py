@@ -43,11 +43,12 @@ TRAIN_ARGS = ["--epochs", "6", "--samples", "16384"]  # a few seconds of trainin
 TRAIN_TIMEOUT_S = 600
 CONTROLLER_NAMESPACE = "trainctl-system"
 TARGET_LAUNCH, TARGET_STEPS = 1.2, 0.95
-# Filled in by the API server, the scheduler or the kubelet: a client never sends them.
+# Filled in by the API server, the scheduler or the Priority admission plugin: a client never sends them.
 SERVER_METADATA = ("uid", "resourceVersion", "ownerReferences", "creationTimestamp", "managedFields",
                    "generation", "selfLink", "namespace")
-SERVER_POD_SPEC = ("nodeName", "priority")
-TOKEN_VOLUME = "kube-api-access-"  # added by the ServiceAccount admission plugin, again for each pod
+SERVER_POD_SPEC = ("nodeName", "priority", "preemptionPolicy")
+# The ServiceAccount admission plugin adds a token volume mounted here, again for each pod it admits.
+TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 class Bench:
@@ -111,10 +112,13 @@ def client_side(obj: dict) -> dict:
     meta = {key: value for key, value in obj["metadata"].items() if key not in SERVER_METADATA}
     spec = {key: value for key, value in obj["spec"].items() if key not in SERVER_POD_SPEC}
     if obj["kind"] == "Pod":
-        spec["volumes"] = [v for v in spec.get("volumes", []) if not v["name"].startswith(TOKEN_VOLUME)]
-        spec["containers"] = [{**c, "volumeMounts": [m for m in c.get("volumeMounts", [])
-                                                     if not m["name"].startswith(TOKEN_VOLUME)]}
-                              for c in spec["containers"]]
+        token = {m["name"] for c in spec["containers"] for m in c.get("volumeMounts", [])
+                 if m["mountPath"] == TOKEN_MOUNT}
+        spec["volumes"] = [v for v in spec.get("volumes", []) if v["name"] not in token]
+        for group in ("containers", "initContainers"):
+            if group in spec:
+                spec[group] = [{**c, "volumeMounts": [m for m in c.get("volumeMounts", []) if m["name"] not in token]}
+                               for c in spec[group]]
     return {"apiVersion": "v1", "kind": obj["kind"], "metadata": meta, "spec": spec}
 
 
@@ -135,7 +139,12 @@ def ensure_controller(bench: Bench) -> str:
 def measure_launch(bench: Bench, image: str, runs: int, tag: str) -> tuple[list[dict], list[dict]]:
     warm = f"warm-{tag}"
     bench.cli(*bench.submit_args(warm, image, LAUNCH_REPLICAS, SLEEPER))
-    wait(lambda: bench.counter.pods_running() >= LAUNCH_REPLICAS, 300)  # also pulls nothing later: image cached
+    try:
+        wait(lambda: bench.counter.pods_running() >= LAUNCH_REPLICAS, 120)
+    except TimeoutError:  # the status names what blocks them (an image the node cannot pull, ...)
+        status = subprocess.run([bench.trainctl, "status", warm, "-n", bench.namespace], env=bench.env,
+                                capture_output=True, text=True).stdout
+        sys.exit(f"the warm-up job's pods did not all run within 120 s:\n{status}")
     template = bench.children_as_applied(warm)
     bench.clear()
     manifests = Path(tempfile.mkdtemp(prefix="bench-realnode-"))
