@@ -102,3 +102,9 @@ def mpi_allreduce() -> int:
     total = MPI.COMM_WORLD.allreduce(MPI.COMM_WORLD.Get_rank() + 1)
     print(f"mpi rank {MPI.COMM_WORLD.Get_rank()} sum {total}", flush=True)
     return total
+
+
+def uses_package() -> str:
+    import tinypkg  # installed for this job by packages=, not in this environment
+
+    return tinypkg.VALUE
