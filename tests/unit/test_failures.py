@@ -132,3 +132,19 @@ def test_a_local_replica_left_waiting_to_restart_when_its_job_ended_is_deleted_w
     assert ended.state == "Deleted" and ended.last_exit_code == 137
     summary = summarize(JobDetails(job(), [ended]))
     assert summary.first.replica == "worker-0" and summary.first.previous
+
+
+def test_a_pod_whose_init_container_fails_shows_kubectls_init_state_and_its_code():
+    """The code snapshot's init container (docs/code-shipping.md) failing its hash check, then waiting to rerun."""
+    failed = pod("demo-worker-0", {"state": {"waiting": {"reason": "PodInitializing"}}}, "Pending")
+    failed["status"]["initContainerStatuses"] = [
+        {"name": "trainctl-code", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]
+    shown = replica_row(failed, ["Master", "Worker"])
+    assert (shown.state, shown.exit_code, shown.reason) == ("Init:Error", 1, "Error")
+    failed["status"]["initContainerStatuses"] = [
+        {"name": "trainctl-code", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]
+    assert (replica_row(failed, ["Master", "Worker"]).state, replica_row(failed, ["Master", "Worker"]).exit_code) == \
+        ("Init:CrashLoopBackOff", 1)
+    failed["status"]["initContainerStatuses"][0] = {"name": "trainctl-code", "state": {"terminated": {"exitCode": 0}}}
+    assert replica_row(failed, ["Master", "Worker"]).state == "PodInitializing"

@@ -283,6 +283,9 @@ def replica_row(pod: dict, replica_types: list[str]) -> ReplicaRow:
     state = status.get("phase") or "Pending"
     if waiting and state in ("Pending", "Running"):
         state = waiting
+    init_state, init_ended = init_trouble(status.get("initContainerStatuses") or [])
+    if init_state and status.get("phase", "Pending") == "Pending":  # the code snapshot's unpacking failed, say
+        state, ended = init_state, ended or init_ended
     if meta.get("deletionTimestamp"):
         state = "Terminating"
     label_type, index = labels.get(LABEL_REPLICA_TYPE, ""), labels.get(LABEL_REPLICA_INDEX)
@@ -293,6 +296,20 @@ def replica_row(pod: dict, replica_types: list[str]) -> ReplicaRow:
                       node=(pod.get("spec") or {}).get("nodeName") or "", started=status.get("startTime"),
                       finished=ended.get("finishedAt"), last_exit_code=last.get("exitCode"),
                       last_reason=last.get("reason") or "", last_finished=last.get("finishedAt"))
+
+
+def init_trouble(statuses: list[dict]) -> tuple[str, dict]:
+    """kubectl's ``Init:<reason>`` for a pod whose init container failed or waits to run again, with the
+    failed run's termination (its exit code and reason); ``("", {})`` when the init containers are fine."""
+    for container in statuses:
+        state = container.get("state") or {}
+        ended = state.get("terminated") or {}
+        if ended.get("exitCode"):
+            return f"Init:{ended.get('reason') or 'Error'}", ended
+        waiting = (state.get("waiting") or {}).get("reason")
+        if waiting and waiting != "PodInitializing":
+            return f"Init:{waiting}", (container.get("lastState") or {}).get("terminated") or {}
+    return "", {}
 
 
 def telling_termination(terminations) -> dict:
