@@ -30,9 +30,12 @@ import dis
 import hashlib
 import inspect
 import json
+import os
 import pickle
 import secrets
+import shutil
 import sys
+import tempfile
 import textwrap
 import types
 from dataclasses import dataclass
@@ -206,9 +209,6 @@ def snapshot_files(shipment: Shipment) -> dict[str, bytes]:
 
 def place_locally(shipment: Shipment, root: Path) -> tuple[Path, bool]:
     """Write the files under ``root/<digest>/`` (whole or not at all); (the runner's path, whether it is new)."""
-    import os
-    import tempfile
-
     directory = root / shipment.digest
     if directory.is_dir():
         return directory / RUNNER_FILE, False
@@ -219,8 +219,6 @@ def place_locally(shipment: Shipment, root: Path) -> tuple[Path, bool]:
             (draft / name).write_bytes(data)
         os.replace(draft, directory)
     except BaseException:
-        import shutil
-
         shutil.rmtree(draft, ignore_errors=True)
         raise
     return directory / RUNNER_FILE, True

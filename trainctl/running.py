@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,8 @@ def run(client: Client, target: object, *, framework: str, args: dict | None, pa
             raise InvalidArgument("packages= is pip= by its data-science name: give one of them")
         keywords = {**keywords, "pip": packages}
     resource, code, local_files = planned(client, target, framework, args, keywords)
+    for warning in code.snapshot.warnings if code and code.snapshot else []:  # what submit prints in yellow
+        warnings.warn(warning, stacklevel=3)
     if dry_run:
         return resource
     stored = submitted(client, resource, code, local_files, replace, preflight)

@@ -108,3 +108,16 @@ def uses_package() -> str:
     import tinypkg  # installed for this job by packages=, not in this environment
 
     return tinypkg.VALUE
+
+
+def paddle_allreduce() -> float:
+    import paddle
+    import paddle.distributed as dist
+
+    paddle.set_device("cpu")
+    os.environ.setdefault("PADDLE_DISTRI_BACKEND", "gloo")  # on CPU "auto" takes a path without collectives
+    dist.init_parallel_env()  # the ranks paddle.distributed.launch made from PADDLE_MASTER and PADDLE_NNODES
+    total = paddle.to_tensor([dist.get_rank() + 1.0])
+    dist.all_reduce(total)
+    print(f"paddle rank {dist.get_rank()} of {dist.get_world_size()} sum {float(total[0]):g}", flush=True)
+    return float(total[0])

@@ -91,6 +91,16 @@ def test_jax_and_mpi_functions(client):
     mpi_job.delete()
 
 
+def test_paddle_function_under_its_launcher(client):
+    needs("paddle")
+    job = client.run(function_jobs.paddle_allreduce, framework="paddle", workers=2, name="fn-paddle",
+                     backoff_limit=0)
+    assert job.result(timeout=180) == 3.0  # from trainer 0
+    printed = {line.text for line in job.logs()}  # Paddle's launcher numbers the nodes as they register
+    assert {"paddle rank 0 of 2 sum 3", "paddle rank 1 of 2 sum 3"} <= printed, printed
+    job.delete()
+
+
 def test_a_raising_function_fails_wait_naming_the_replica_and_the_exception(client):
     job = client.run(function_jobs.raises, args={"message": "loss is NaN"}, workers=2, name="fn-raise",
                      backoff_limit=0)
