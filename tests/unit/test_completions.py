@@ -18,7 +18,7 @@ def test_generated_script_is_current(shell):
 
 
 def test_bash_completion_completes_commands_and_options():
-    env = {**os.environ, "_TRAINCTL_COMPLETE": "complete_bash", "COMP_WORDS": "trainctl submit pytorch --wor",
+    env = {**os.environ, "_TRAINCTL_COMPLETE": "complete_bash", "COMP_WORDS": "trainctl submit pytorch --worke",
            "COMP_CWORD": "3"}
     result = subprocess.run([sys.executable, "-m", "trainctl"], env=env, capture_output=True, text=True)
     assert result.stdout.split() == ["--workers"]

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, make_client
+from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump_all, make_client
 from trainctl.errors import UserError
 
 HELP = """Submit every job in a YAML file (multi-document files and - for stdin work).
@@ -59,12 +59,6 @@ def load_documents(filename: str) -> list[dict]:
     if not documents:
         raise UserError(f"{where}: no job in the file")
     return documents
-
-
-def dump_all(documents: list[dict], fmt: str) -> str:
-    if fmt == "json" and len(documents) > 1:
-        return dump({"apiVersion": "v1", "kind": "List", "items": documents}, fmt)
-    return "---\n".join(dump(document, fmt) for document in documents)
 
 
 def register(app: typer.Typer) -> None:

@@ -114,6 +114,13 @@ def dump(resource: object, fmt: str) -> str:
     fail(f"unknown output format {fmt!r} for -o/--output: use {' or '.join(OUTPUT_FORMATS)}")
 
 
+def dump_all(documents: list[dict], fmt: str) -> str:
+    """Several resources for ``-o``: YAML documents, or one JSON ``v1`` ``List`` (as kubectl prints them)."""
+    if fmt == "json" and len(documents) > 1:
+        return dump({"apiVersion": "v1", "kind": "List", "items": documents}, fmt)
+    return "---\n".join(dump(document, fmt) for document in documents)
+
+
 def detached_message(name: str, namespace: str | None = None) -> str:
     """What Ctrl-C during ``--wait``, ``--follow`` or ``logs -f`` prints: only the watching stopped.
 

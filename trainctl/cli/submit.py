@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperCommand
 
 from trainctl.cli.completers import job_kinds
-from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, make_client
+from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, dump_all, make_client
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, CLI_NAMES
 
@@ -150,16 +150,13 @@ def warn_about(snapshot) -> None:
 
 
 def dry_run_text(resource: dict, code, fmt: str) -> str:
-    """The job, after the snapshot's ConfigMaps when code travels: what ``kubectl apply -f`` creates, in order
-    (YAML documents, or a JSON List)."""
+    """The job, after the snapshot's ConfigMaps when code travels: what ``kubectl apply -f`` (or
+    ``trainctl apply -f``) creates, in order."""
     if code is None or code.snapshot is None:
         return dump(resource, fmt)
     from trainctl.code.pods import config_maps
 
-    documents = [*config_maps(code.snapshot, resource["metadata"].get("namespace")), resource]
-    if fmt == "json":
-        return dump({"apiVersion": "v1", "kind": "List", "items": documents}, fmt)
-    return "---\n".join(dump(document, fmt) for document in documents)
+    return dump_all([*config_maps(code.snapshot, resource["metadata"].get("namespace")), resource], fmt)
 
 
 def load_values(path: Path) -> dict:
