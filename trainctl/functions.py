@@ -17,8 +17,9 @@ runner, which rebuilds the module and calls ``train(**args)``. What source trave
   a config dict, a function of an installed library) is pickled. Imports inside the function
   body work as they always do.
 
-Refused before anything is created, with the reason: lambdas, nested functions and closures
-(their enclosing scope cannot be rebuilt), methods and other callables that are not plain
+Refused before anything is created, with the reason: lambdas, nested functions and closures that
+the module's top level does not name (their enclosing scope cannot be rebuilt; a decorated
+function can, by running its module or source again), methods and other callables that are not plain
 functions, functions whose source is not available (typed at a bare ``python`` prompt), globals
 that cannot be pickled or re-imported, and ``args`` that do not fit the function's signature or
 cannot be pickled.
@@ -103,10 +104,19 @@ def plain_function(func: object) -> types.FunctionType:
         raise CannotShip(f"run() ships a plain function or a command list; got {type(func).__name__} {func!r}")
     if func.__name__ == "<lambda>":
         raise CannotShip(f"run() cannot ship a lambda (its source is part of another expression): {hint}")
-    if "<locals>" in func.__qualname__ or func.__closure__:
+    if ("<locals>" in func.__qualname__ or func.__closure__) and not reachable(func):
         raise CannotShip(f"run() cannot ship {func.__qualname__}: it is defined inside another function, whose "
                          f"variables a replica cannot rebuild; {hint}")
     return func
+
+
+def reachable(func: types.FunctionType) -> bool:
+    """Whether ``func`` is what its module's top level names by its qualified name: then the replica finds it
+    there, whatever it closes over (a decorator's wrapper, rebuilt by running the module's source)."""
+    target: object = sys.modules.get(func.__module__)
+    for part in func.__qualname__.split("."):
+        target = getattr(target, part, None)
+    return target is func
 
 
 def checked_args(func: types.FunctionType, args: dict | None) -> dict:
@@ -134,7 +144,8 @@ def source_of(obj: object) -> str:
         return textwrap.dedent(inspect.getsource(obj))
     except (OSError, TypeError):
         raise CannotShip(f"the source of {obj.__module__}.{obj.__qualname__} is not available (typed at a bare "
-                         "python prompt, or compiled): define it in a file or a notebook cell") from None
+                         "python prompt, compiled, or a class of a notebook cell before Python 3.13): define it "
+                         "in a module file") from None
 
 
 def module_source(func: types.FunctionType) -> str:

@@ -4,6 +4,7 @@ Frameworks are imported inside the functions, as docs/python-api.md tells users 
 imports this module too, and TensorFlow must never load in the pytest process.
 """
 
+import functools
 import os
 
 SCALE = 10  # a module global: travels with the module's source
@@ -121,3 +122,17 @@ def paddle_allreduce() -> float:
     dist.all_reduce(total)
     print(f"paddle rank {dist.get_rank()} of {dist.get_world_size()} sum {float(total[0]):g}", flush=True)
     return float(total[0])
+
+
+def logged(func):
+    @functools.wraps(func)
+    def wrapper(**kwargs):
+        print(f"calling {func.__name__}", flush=True)
+        return func(**kwargs)
+
+    return wrapper
+
+
+@logged
+def decorated(x: int) -> int:
+    return x + 1

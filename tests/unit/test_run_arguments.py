@@ -124,3 +124,10 @@ def test_a_command_job_has_no_result(client, tmp_path):
         job.result()
     assert [handle.name for handle in client.jobs()] == ["cmd"]
     job.delete()
+
+
+def test_a_decorated_function_ships_and_its_decorator_runs_in_the_replica(client):
+    job = client.run(function_jobs.decorated, args={"x": 41}, framework="jax", name="deco")
+    assert job.result(timeout=60) == 42
+    assert [str(line) for line in job.logs()] == ["worker-0 | calling decorated"]
+    job.delete()
