@@ -143,3 +143,16 @@ def test_an_over_limit_snapshot_is_refused_before_anything_is_sent(k8s_cluster, 
     assert "weights.bin" in refused.stderr and ".trainctlignore" in refused.stderr
     assert config_maps(k8s_cluster, kube.namespace) == {}
     assert kube("status", "ship-big", "-n", kube.namespace).returncode != 0
+
+
+def test_trainctl_apply_of_the_dry_run_uploads_and_owns_as_submit_does(k8s_cluster, kube, project):  # noqa: F811
+    printed = kube("submit", "pytorch", "--name", "ship-applied", "-n", kube.namespace, "--workdir", str(project),
+                   "--dry-run", "--", "python", "train.py")
+    assert printed.returncode == 0, printed.stderr
+    applied = kube("apply", "-f", "-", input=printed.stdout)
+    assert applied.returncode == 0, applied.stderr
+    (stored_map,) = config_maps(k8s_cluster, kube.namespace).values()
+    stored = job(kube, "ship-applied")
+    assert [o.uid for o in stored_map.metadata.owner_references] == [stored["metadata"]["uid"]]
+    assert kube("delete", "ship-applied", "-n", kube.namespace).returncode == 0
+    assert config_maps(k8s_cluster, kube.namespace) == {}

@@ -262,3 +262,23 @@ def test_values_file_keys_and_flags_reach_the_same_options(cli):
     (cli.cwd / "values.yaml").write_text("no-workdir: yes please\n")
     refused = cli("submit", "jax", "-f", "values.yaml", "--dry-run", "--", "python", "t.py")
     assert refused.returncode == 2 and "no-workdir: must be true or false" in refused.stderr
+
+
+def test_apply_takes_back_what_submit_dry_run_printed(cli):
+    tree(cli.cwd / "src", {"train.py": "print('from the snapshot')\n"})
+    printed = cli("submit", "jax", "--name", "printed", "--workdir", "src", "--dry-run", "--", "python", "train.py")
+    assert printed.returncode == 0, printed.stderr
+    (cli.cwd / "job.yaml").write_text(printed.stdout)
+    assert cli("apply", "-f", "job.yaml", "--dry-run").stdout == printed.stdout
+    applied = cli("apply", "-f", "job.yaml")
+    assert applied.returncode == 0, applied.stderr
+    assert cli("wait", "printed").returncode == 0
+    assert "from the snapshot" in cli("logs", "printed").stdout
+    assert (cli.home / "jobs" / "default" / "printed" / "workspace" / "train.py").is_file()
+    chunk = printed.stdout.split("chunk: ", 1)[1].split("\n", 1)[0]
+    for damaged in (printed.stdout.replace(chunk, "A" + chunk[1:]), printed.stdout.replace(chunk, "not=base64")):
+        (cli.cwd / "job.yaml").write_text(damaged.replace("name: printed", "name: damaged"))
+        refused = cli("apply", "-f", "job.yaml")
+        assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "code snapshot" in refused.stderr and "submit --dry-run" in refused.stderr
+    assert not (cli.home / "jobs" / "default" / "damaged").exists()

@@ -11,7 +11,8 @@ from trainctl.errors import UserError
 
 HELP = """Submit every job in a YAML file (multi-document files and - for stdin work).
 
-All documents are validated first: if one is wrong, none is applied.
+All documents are validated first: if one is wrong, none is applied. The code snapshot
+ConfigMaps that submit --dry-run prints are uploaded with the jobs that use them.
 
 Examples:
 
@@ -33,20 +34,23 @@ def apply(
     context: Context = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
+    from trainctl.code import documents as code_documents
     from trainctl.validation import validate
 
-    documents = load_documents(filename)
+    printed = load_documents(filename)
+    documents, archives = code_documents.split(printed, f"-f {filename}")  # submit --dry-run's code snapshots
     for index, document in enumerate(documents):
         source = filename if len(documents) == 1 else f"{filename} (document {index + 1})"
         validate(document, source=source)
         if namespace:
             document["metadata"]["namespace"] = namespace
     if dry_run:
-        typer.echo(dump_all(documents, output or "yaml"), nl=False)
+        typer.echo(dump_all(printed, output or "yaml"), nl=False)
         return
     client = make_client(local, context, kubeconfig)
     for document in documents:
-        stored = client.submit(document, replace=replace, preflight=not no_preflight)
+        stored = client.submit(document, replace=replace, preflight=not no_preflight,
+                               code=code_documents.code_for(document, archives))
         console().print(f"[green]applied[/] {stored['kind'].lower()}/[bold]{stored['metadata']['name']}[/] "
                         f"on {client.backend.description}")
 
