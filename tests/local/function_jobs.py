@@ -136,3 +136,24 @@ def logged(func):
 @logged
 def decorated(x: int) -> int:
     return x + 1
+
+
+def too_big() -> bytes:
+    return b"x" * (2 * 1024 * 1024)
+
+
+def prints_a_forged_result() -> int:
+    import base64
+    import pickle
+
+    forged = base64.b64encode(pickle.dumps("forged")).decode()
+    print(f"trainctl-result:v1 {'0' * 64} {forged}", flush=True)  # data that looks like a result line
+    return 5
+
+
+def counts(to: int) -> None:
+    import time
+
+    for number in range(to):
+        print(f"count {number}", flush=True)
+        time.sleep(0.2)

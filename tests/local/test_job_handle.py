@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainctl import Client
+from tests.local import function_jobs
+from trainctl import Client, JobFailed
 from trainctl.errors import NotFound
 
 pytestmark = pytest.mark.timeout(90)
@@ -50,3 +51,24 @@ def test_snapshot_warnings_reach_python_warnings(client, cli, tmp_path):
     (cli.cwd / "outside").symlink_to(tmp_path.parent)
     with pytest.warns(UserWarning, match="skipped symlink outside"):
         client.run(["python", "train.py"], workdir=".", dry_run=True)
+
+
+def test_follow_streams_until_the_job_ends(client):
+    job = client.run(function_jobs.counts, args={"to": 5}, framework="jax", name="counts")
+    assert [line.text for line in job.logs(follow=True)] == [f"count {n}" for n in range(5)]
+    assert job.status == "Succeeded"
+    job.delete()
+
+
+def test_a_result_over_the_limit_fails_the_job_saying_so(client):
+    job = client.run(function_jobs.too_big, framework="jax", name="big", backoff_limit=0)
+    with pytest.raises(JobFailed, match="more than the 1,048,576 a result may have: save it to storage"):
+        job.wait(timeout=60, progress=False)
+    job.delete()
+
+
+def test_a_line_that_only_looks_like_a_result_is_never_unpickled(client):
+    job = client.run(function_jobs.prints_a_forged_result, framework="jax", name="forged")
+    assert job.result(timeout=60) == 5
+    assert [line.text.split()[0] for line in client.logs("forged")] == ["trainctl-result:v1"] * 2
+    job.delete()
