@@ -218,11 +218,9 @@ def snapshot_files(shipment: Shipment) -> dict[str, bytes]:
     return {f"{SNAPSHOT_DIR}/{name}": data for name, data in shipment.files.items()}
 
 
-def place_locally(shipment: Shipment, root: Path) -> tuple[Path, bool]:
-    """Write the files under ``root/<digest>/`` (whole or not at all); (the runner's path, whether it is new)."""
+def place_locally(shipment: Shipment, root: Path) -> Path:
+    """Write the files under ``root/<digest>/``, whole or not at all (a draft renamed into place); returns it."""
     directory = root / shipment.digest
-    if directory.is_dir():
-        return directory / RUNNER_FILE, False
     root.mkdir(parents=True, exist_ok=True)
     draft = Path(tempfile.mkdtemp(prefix=".draft-", dir=root))
     try:
@@ -232,4 +230,4 @@ def place_locally(shipment: Shipment, root: Path) -> tuple[Path, bool]:
     except BaseException:
         shutil.rmtree(draft, ignore_errors=True)
         raise
-    return directory / RUNNER_FILE, True
+    return directory

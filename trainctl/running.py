@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -56,20 +57,28 @@ def planned(client: Client, target: object, framework: str, args: dict | None,
             keywords: dict) -> tuple[dict, CodeRequest | None, Shipment | None]:
     """The job's resource, the code that travels with it (trainctl.code.plan, as for submit) and, for a
     function on the local backend, the files to write before it runs. Nothing is written here."""
-    from trainctl import functions
     from trainctl.code import plan
 
     kind = checked(framework_named, framework)
-    if isinstance(target, (list, tuple)):
-        if args is not None:
-            raise InvalidArgument("args= is for functions: put a command's arguments in its list, "
-                                  "e.g. ['python', 'train.py', '--lr', '0.1']")
-        options = options_from(keywords, checked_command(target))
-        code = checked(plan.request, options, client.backend_name, kind.kind)
-        return rendered(kind, options, code), code, None
-    shipment = functions.ship(target, args, kind.kind)
+    if not isinstance(target, (list, tuple)):
+        return planned_function(client, kind, target, args, keywords)
+    if args is not None:
+        raise InvalidArgument("args= is for functions: put a command's arguments in its list, "
+                              "e.g. ['python', 'train.py', '--lr', '0.1']")
+    options = options_from(keywords, checked_command(target))
+    code = checked(plan.request, options, client.backend_name, kind.kind)
+    return rendered(kind, options, code), code, None
+
+
+def planned_function(client: Client, kind, func: object, args: dict | None,
+                     keywords: dict) -> tuple[dict, CodeRequest | None, Shipment | None]:
+    """:func:`planned` for a function: its files are written beside the local jobs' state, or travel in a
+    cluster's code snapshot; the job's annotations name the function and hold its result key."""
+    from trainctl import functions
+    from trainctl.code import plan
+
+    shipment = functions.ship(func, args, kind.kind)
     local = client.backend_name == "local"
-    # locally the files are written beside the jobs' state; on a cluster they travel in the code snapshot
     runner = functions_root() / shipment.digest / functions.RUNNER_FILE if local else functions.SNAPSHOT_RUNNER
     options = options_from(keywords, functions.command(kind.kind, sys.executable if local else "python3",
                                                        str(runner), keywords.get("nproc_per_node")))
@@ -84,19 +93,16 @@ def planned(client: Client, target: object, framework: str, args: dict | None,
 
 def submitted(client: Client, resource: dict, code: CodeRequest | None, local_files: Shipment | None,
               replace: bool, preflight: bool) -> dict:
-    """Write a local function's files, then create the job; a failed create leaves no new files behind."""
+    """Write a local function's files, then create the job; a failed create leaves no files behind."""
     from trainctl import functions
 
     if local_files is None:
         return client.submit(resource, replace=replace, preflight=preflight, code=code)
-    runner, new = functions.place_locally(local_files, functions_root())
+    directory = functions.place_locally(local_files, functions_root())
     try:
         return client.submit(resource, replace=replace, preflight=preflight, code=code)
     except BaseException:
-        if new:
-            import shutil
-
-            shutil.rmtree(runner.parent, ignore_errors=True)
+        shutil.rmtree(directory, ignore_errors=True)
         raise
 
 

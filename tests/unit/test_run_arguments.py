@@ -131,3 +131,12 @@ def test_a_decorated_function_ships_and_its_decorator_runs_in_the_replica(client
     assert job.result(timeout=60) == 42
     assert [str(line) for line in job.logs()] == ["worker-0 | calling decorated"]
     job.delete()
+
+
+def test_a_refused_create_leaves_no_function_files(client, tmp_path):
+    first = client.run(function_jobs.decorated, args={"x": 1}, framework="jax", name="twice")
+    with pytest.raises(UserError, match="already exists"):  # refused by the backend, after the files were written
+        client.run(function_jobs.decorated, args={"x": 1}, framework="jax", name="twice")
+    assert len(list((tmp_path / "home" / "functions").iterdir())) == 1, "the refused run's files stayed"
+    assert first.result(timeout=60) == 2
+    first.delete()
