@@ -82,3 +82,51 @@ def test_code_flag_values_end_in_one_line_or_land_whole(mount, pip, limit, requi
 def test_the_snapshot_is_refused_in_one_line_for_a_missing_directory():
     with pytest.raises(UserError, match="^--workdir 'nowhere': no such directory$"):
         snapshot.take("nowhere")
+
+
+def archive_of(members: list[tuple[str, bytes, bytes]]) -> bytes:
+    """A tar.gz of (name, tar type, data): what a hostile file may hold under a hash that matches it."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, kind, data in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.size = kind, len(data) if kind == tarfile.REGTYPE else 0
+            info.linkname = "/etc/passwd" if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE) else ""
+            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return buffer.getvalue()
+
+
+archives = st.one_of(
+    st.binary(max_size=64),
+    st.lists(st.tuples(st.one_of(names, st.sampled_from(["../x", "/abs", "a/../../x", "./ok", "..."])),
+                       st.sampled_from([tarfile.REGTYPE, tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE,
+                                        tarfile.CHRTYPE, tarfile.FIFOTYPE]),
+                       st.binary(max_size=16)), max_size=4).map(archive_of),
+)
+
+
+@fuzz(150)
+@given(archive=archives, chunk_name=st.one_of(st.just("trainctl-code-abc-0"), text_values),
+       digest=st.one_of(st.none(), text_values), data=st.one_of(st.none(), text_values))
+def test_apply_of_hostile_snapshot_configmaps_ends_in_one_line_and_unpacks_nothing_outside(
+        archive, chunk_name, digest, data):
+    import base64
+    import hashlib
+    import json
+
+    real = f"sha256:{hashlib.sha256(archive).hexdigest()}"
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": chunk_name, "labels": {"trainctl.io/code-snapshot": "abc"},
+                               "annotations": {"trainctl.io/code-digest": digest or real}},
+                  "binaryData": {"chunk": data if data is not None else base64.b64encode(archive).decode()}}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob",
+           "metadata": {"name": "hostile", "annotations": {"trainctl.io/code-digest": digest or real}},
+           "spec": {"jaxReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [
+               {"name": "jax", "image": "python:3.11", "command": ["python", "-c", "pass"]}]}}}}}}
+    Path("jobs.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [config_map, job]}))
+    result = run("apply", "-f", "jobs.json", "--no-preflight")
+    if result.code == 0:
+        from trainctl.api import Client
+
+        Client(backend="local").delete("hostile")
+    assert not Path("x").exists() and not Path("../x").exists()

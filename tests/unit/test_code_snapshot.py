@@ -282,3 +282,16 @@ def test_apply_takes_back_what_submit_dry_run_printed(cli):
         assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         assert "code snapshot" in refused.stderr and "submit --dry-run" in refused.stderr
     assert not (cli.home / "jobs" / "default" / "damaged").exists()
+
+
+def test_apply_reads_the_json_list_submit_prints(cli):
+    tree(cli.cwd / "src", {"train.py": ""})
+    printed = cli("submit", "jax", "--name", "listed", "--workdir", "src", "--dry-run", "-o", "json", "--", "python",
+                  "train.py")
+    (cli.cwd / "job.json").write_text(printed.stdout)
+    again = cli("apply", "-f", "job.json", "--dry-run", "-o", "json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == json.loads(printed.stdout)
+    (cli.cwd / "job.json").write_text('{"apiVersion": "v1", "kind": "List", "items": "nope"}')
+    refused = cli("apply", "-f", "job.json")
+    assert refused.returncode == 2 and "items must be a list" in refused.stderr

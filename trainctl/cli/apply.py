@@ -59,7 +59,13 @@ def load_documents(filename: str) -> list[dict]:
     from trainctl.yamlsafe import load_all, read_text
 
     where = f"-f {filename}"
-    documents = [doc for doc in load_all(read_text(filename), where) if doc is not None]
+    documents = []
+    for document in load_all(read_text(filename), where):
+        is_list = isinstance(document, dict) and document.get("kind") == "List" and document.get("apiVersion") == "v1"
+        items = document.get("items") if is_list else [document]  # a v1 List, as -o json prints several
+        if not isinstance(items, list):
+            raise UserError(f"{where}: a List's items must be a list of resources")
+        documents += [item for item in items if item is not None]
     if not documents:
         raise UserError(f"{where}: no job in the file")
     return documents

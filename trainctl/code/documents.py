@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import io
 import tarfile
+import zlib
 
+from trainctl.code import unpack
 from trainctl.code.pods import CHUNK_KEY, DIGEST, LABEL_SNAPSHOT, SOURCE, CodeRequest
 from trainctl.code.snapshot import Snapshot
 from trainctl.errors import UserError
@@ -61,8 +62,11 @@ def code_for(job: dict, archives: dict[str, bytes]) -> CodeRequest | None:
     archive = archives.get(annotations.get(DIGEST))
     if archive is None:
         return None
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        members = [member for member in tar if member.isfile()]
+    try:
+        members = unpack.files_in(archive)  # the hash proves only that the chunks are whole, not who made them
+    except (unpack.Refused, tarfile.TarError, EOFError, OSError, zlib.error) as err:
+        raise UserError(f"code snapshot {annotations[DIGEST][:19]}: not a snapshot trainctl can unpack ({err}): "
+                        "print it again with submit --dry-run") from None
     snapshot = Snapshot(annotations.get(SOURCE, "-"), archive, annotations[DIGEST], len(members),
                         sum(member.size for member in members))
     return CodeRequest(snapshot)

@@ -16,6 +16,7 @@ import io
 import os
 import sys
 import tarfile
+import zlib
 
 PREFIX = "trainctl-unpack"
 
@@ -45,20 +46,35 @@ def check(archive, digest):
                       "or is missing a chunk; submit the job again to upload it anew")
 
 
+def target_of(member, root):
+    """Where ``member`` goes under ``root``; Refused when outside it, or when it is a link or device."""
+    target = os.path.realpath(os.path.join(root, member.name))
+    if os.path.isabs(member.name) or not target.startswith(root + os.sep):
+        raise Refused(f"member {member.name!r} would land outside {root}")
+    if not (member.isfile() or member.isdir()):
+        raise Refused(f"member {member.name!r} is not a regular file")
+    return target
+
+
+def files_in(archive):
+    """The regular files of ``archive`` (TarInfo), every member checked as :func:`extract` would."""
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        members = list(tar)
+    for member in members:
+        target_of(member, "/unpacked")
+    return [member for member in members if member.isfile()]
+
+
 def extract(archive, into):
     """Write every member of the tar.gz ``archive`` under ``into``; returns how many files."""
     root = os.path.realpath(into)
     count = 0
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         for member in tar:
-            target = os.path.realpath(os.path.join(root, member.name))
-            if os.path.isabs(member.name) or not target.startswith(root + os.sep):
-                raise Refused(f"member {member.name!r} would land outside {root}")
+            target = target_of(member, root)
             if member.isdir():
                 os.makedirs(target, exist_ok=True)
                 continue
-            if not member.isfile():
-                raise Refused(f"member {member.name!r} is not a regular file")
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with tar.extractfile(member) as source, open(target, "wb") as out:
                 out.write(source.read())
@@ -77,7 +93,7 @@ def main(argv=None):
         archive = joined(args.chunks)
         check(archive, args.digest)
         count = extract(archive, args.into)
-    except (Refused, OSError, tarfile.TarError) as err:
+    except (Refused, OSError, EOFError, zlib.error, tarfile.TarError) as err:
         print(f"{PREFIX}: {err}", file=sys.stderr)
         return 1
     print(f"{PREFIX}: {count} files of {args.digest[:19]} in {args.into}")
