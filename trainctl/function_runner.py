@@ -99,8 +99,15 @@ def load_module(call: dict, directory: Path) -> types.ModuleType:
     sys.modules[name] = module
     for alias, imported in call["imports"].items():  # what a __main__ function's code names
         setattr(module, alias, importlib.import_module(imported))
-    module.__dict__.update(pickle.loads((directory / GLOBALS_FILE).read_bytes()))
+    later = {}
+    for name, data in pickle.loads((directory / GLOBALS_FILE).read_bytes()).items():  # name -> its own pickle
+        try:
+            setattr(module, name, pickle.loads(data))  # before the sources: their decorators may need it
+        except AttributeError:  # an instance of a class the sources define: once they ran
+            later[name] = data
     exec(compile(source, filename, "exec"), module.__dict__)
+    for name, data in later.items():
+        setattr(module, name, pickle.loads(data))
     return module
 
 

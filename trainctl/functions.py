@@ -90,7 +90,7 @@ def ship(func: object, args: dict | None, kind: str) -> Shipment:
             "source": source, "imports": imports, "result_key": key}
     files = {RUNNER_FILE: Path(runner.__file__).read_bytes(),
              runner.CALL_FILE: json.dumps(call, indent=1).encode(),
-             runner.GLOBALS_FILE: pickled(values, f"{function.__name__}'s globals"),
+             runner.GLOBALS_FILE: pickle.dumps(values, protocol=4),
              runner.ARGS_FILE: pickled(args, "args")}
     return Shipment(files, key, f"{function.__module__}:{function.__qualname__}")
 
@@ -158,12 +158,12 @@ def module_filename(func: types.FunctionType) -> str:
 
 # ---- functions of __main__: the function's source and what it names ----------------------------
 
-def main_sources(func: types.FunctionType) -> tuple[str, str, dict[str, str], dict[str, object]]:
+def main_sources(func: types.FunctionType) -> tuple[str, str, dict[str, str], dict[str, bytes]]:
     """(source, filename, imports, values) for a function of ``__main__``: see the module docstring."""
     namespace = func.__globals__
     sources: list[str] = []
     imports: dict[str, str] = {}
-    values: dict[str, object] = {}
+    values: dict[str, bytes] = {}
     seen: set[str] = set()
 
     def visit(obj: object) -> None:  # dependencies first, so a base class is defined before its subclass
@@ -182,9 +182,8 @@ def main_sources(func: types.FunctionType) -> tuple[str, str, dict[str, str], di
             if isinstance(value, types.FunctionType):
                 plain_function(value)
             visit(value)
-        else:
-            pickled(value, f"the global {name!r} ({type(value).__name__}) that {func.__name__} uses")
-            values[name] = value
+        else:  # each pickled alone: the replica loads one that needs a shipped class after the sources ran
+            values[name] = pickled(value, f"the global {name!r} ({type(value).__name__}) that {func.__name__} uses")
 
     seen.add(func.__name__)
     visit(func)
