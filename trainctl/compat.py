@@ -29,6 +29,8 @@ from collections.abc import Callable
 
 from trainctl.api import Client, conditions_of
 from trainctl.errors import InvalidArgument, JobFailed
+from trainctl.running import checked
+from trainctl.validation import validate
 
 FUNCTION_KINDS = ("PyTorchJob", "TFJob")  # the kinds upstream builds from a function or an image
 JOB_CONDITIONS = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
@@ -57,6 +59,11 @@ class TrainingClient:
                    pip_index_url: str = UPSTREAM_PIP_INDEX, env_vars: dict | list | None = None,
                    queue_name: str | None = None, volumes: list | None = None, volume_mounts: list | None = None) -> None:
         namespace = namespace or self.namespace
+        for field, value in (("labels", labels), ("annotations", annotations)):
+            if value is not None and not isinstance(value, dict):
+                raise InvalidArgument(f"{field}={value!r}: give a dict, e.g. {{'team': 'ml'}}")
+        if queue_name is not None and not isinstance(queue_name, str):
+            raise InvalidArgument(f"queue_name={queue_name!r}: give the Kueue LocalQueue's name")
         if job is not None:
             self.submit_dict(job, namespace, labels, annotations)
             return
@@ -90,6 +97,7 @@ class TrainingClient:
         for field, extra in (("labels", labels), ("annotations", annotations)):
             if extra:
                 metadata[field] = {**(metadata.get(field) or {}), **extra}
+        checked(validate, job)  # the resource's mistakes are the caller's argument's: InvalidArgument
         self.client.submit(job)
 
     def get_job(self, name: str, namespace: str | None = None, job_kind: str | None = None, timeout: int = 120) -> dict:
@@ -150,7 +158,10 @@ def positional_parameters(func: Callable, parameters: dict | None) -> dict | Non
     """Upstream calls ``train_func(parameters)``: as keywords, the dict goes to the first parameter's name."""
     if parameters is None:
         return None
-    names = list(inspect.signature(func).parameters)
+    try:
+        names = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):  # not a function: run() refuses it, saying what it takes
+        return {"parameters": parameters}
     if not names:
         raise InvalidArgument(f"parameters: {func.__name__}() takes no argument to receive them")
     return {names[0]: parameters}

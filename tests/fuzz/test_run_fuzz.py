@@ -80,3 +80,50 @@ def test_run_keywords(call, framework, keywords):
         COUNTS["run() rendered"] += 1
         assert validate(json.loads(json.dumps(resource))) == resource
     assert not home.exists(), "a dry run wrote something"
+
+
+def upstream_train(parameters):
+    return parameters
+
+
+compat_keywords = st.fixed_dictionaries({
+    "name": mostly(st.sampled_from(["ok-name", "job-1"]), st.one_of(text_values, scalars)),
+    "train_func": mostly(st.just(upstream_train), st.sampled_from([None, print, lambda p: p, "train"])),
+    "parameters": mostly(st.fixed_dictionaries({"lr": st.floats(0, 1)}), python_values),
+}, optional={
+    "job_kind": mostly(st.sampled_from(["PyTorchJob", "TFJob"]), st.one_of(text_values, scalars)),
+    "num_workers": python_values, "num_procs_per_worker": python_values, "num_chief_replicas": python_values,
+    "num_ps_replicas": python_values, "base_image": mostly(st.none(), python_values),
+    "packages_to_install": mostly(st.none(), python_values),
+    "resources_per_worker": mostly(st.dictionaries(st.sampled_from(["cpu", "memory", "gpu", "tpu"]), python_values,
+                                                   max_size=3), python_values),
+    "env_vars": mostly(st.dictionaries(st.sampled_from(["A", "B C"]), python_values, max_size=2), python_values),
+    "labels": mostly(st.dictionaries(st.sampled_from(["team", "a/b"]), python_values, max_size=2), python_values),
+    "annotations": mostly(st.dictionaries(text_values, python_values, max_size=2), python_values),
+    "queue_name": mostly(st.sampled_from(["team-a", " "]), python_values),
+    "pip_index_url": mostly(st.just("https://pypi.org/simple"), python_values), "volumes": mostly(st.none(), python_values),
+    "job": mostly(st.none(), st.one_of(python_values, st.just({"apiVersion": "kubeflow.org/v1"}))),
+})
+
+
+@fuzz(300)
+@given(keywords=compat_keywords)
+def test_compat_create_job(keywords):
+    """Every call ends in one line: refused, or (having passed every check) the cluster that is not there."""
+    from trainctl.compat import TrainingClient
+    from trainctl.errors import UserError
+
+    home = Path(os.environ["TRAINCTL_HOME"])
+    COUNTS["cases"] += 1
+    client = TrainingClient(config_file=str(home.parent / "no-such-kubeconfig"), backend="kubernetes")
+    try:
+        client.create_job(**keywords)
+    except InvalidArgument as refused:
+        COUNTS["create_job refused"] += 1
+        assert "\n" not in str(refused) and str(refused).strip(), repr(refused)
+    except UserError as unreachable:
+        COUNTS["create_job reached the cluster step"] += 1
+        assert "no-such-kubeconfig" in str(unreachable), repr(unreachable)
+    else:
+        raise AssertionError("no cluster, yet a job was created")
+    assert not home.exists(), "create_job wrote local state"
