@@ -66,13 +66,15 @@ def test_every_option_is_a_keyword():
 
 
 @fuzz(500)
-@given(call=calls(), framework=frameworks, keywords=keywords)
-def test_run_keywords(call, framework, keywords):
+@given(call=calls(), framework=frameworks, keywords=keywords, on_cluster=st.booleans())
+def test_run_keywords(call, framework, keywords, on_cluster):
     target, args = call
     home = Path(os.environ["TRAINCTL_HOME"])
     COUNTS["cases"] += 1
+    # a cluster client is never reached by a dry run: there a function goes into the code snapshot instead
+    client = Client("kubernetes", kubeconfig=str(home.parent / "none")) if on_cluster else Client("local")
     try:
-        resource = Client("local").run(target, framework=framework, args=args, dry_run=True, **keywords)
+        resource = client.run(target, framework=framework, args=args, dry_run=True, **keywords)
     except InvalidArgument as refused:
         COUNTS["run() refused"] += 1
         assert "\n" not in str(refused) and str(refused).strip(), repr(refused)
