@@ -1,9 +1,10 @@
 """The Python API: what the CLI does, for notebooks and scripts.
 
-    from trainctl.api import Client
+    from trainctl import Client
     client = Client()                     # local, or Kubernetes when a kubeconfig exists
-    job = client.submit(resource)
-    client.wait(job["metadata"]["name"])
+    job = client.run(train, args={"lr": 0.1}, workers=4)   # a JobHandle (trainctl.handle)
+    job.wait(); job.result()
+    client.submit(resource)               # a whole kubeflow.org/v1 resource, by name from then on
 
 Every method raises :class:`trainctl.errors.UserError` (one line) for anything the
 caller can fix.
