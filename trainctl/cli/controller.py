@@ -23,6 +23,11 @@ def _check_namespaces(values: list[str] | None) -> list[str] | None:
     return values
 
 
+# upstream's flag name; the default (alpine:3.10) is the Kubeflow operator's
+PytorchInitImage = Annotated[str | None, typer.Option("--pytorch-init-container-image", help=(
+    "Image of the init container that holds PyTorch workers until the master's name resolves (needs sh, "
+    "seq, sleep and nslookup, as alpine and busybox have). Default: alpine:3.10."))]
+
 KINDS_HELP = "Job kinds to reconcile, comma-separated or repeated (default: all six). Example: --kinds pytorch,tf"
 
 
@@ -49,16 +54,19 @@ def run(
         "created only when that PodGroup CRD is installed)."))] = "",
     cluster_domain: Annotated[str | None, typer.Option("--cluster-domain", envvar="CUSTOM_CLUSTER_DOMAIN", help=(
         "Cluster domain appended to TF_CONFIG addresses, as the Kubeflow operator's CUSTOM_CLUSTER_DOMAIN."))] = None,
+    pytorch_init_image: PytorchInitImage = None,
     log_format: Annotated[str, typer.Option("--log-format", help="text or json.")] = "text",
     context: Context = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
-    from trainctl.controller.manager import Options, run_controller
+    from trainctl.controller.manager import PYTORCH_INIT_IMAGE, Options, run_controller
 
     options = Options.from_flags(namespaces=namespace or [], kinds=kinds or [], concurrency=concurrency,
                                  leader_elect=leader_elect, lease_namespace=lease_namespace, lease_name=lease_name,
                                  metrics_addr=metrics_addr, health_addr=health_addr,
                                  gang_scheduler_name=gang_scheduler_name, cluster_domain=cluster_domain,
+                                 pytorch_init_image=PYTORCH_INIT_IMAGE if pytorch_init_image is None
+                                 else pytorch_init_image,
                                  log_format=log_format, context=context, kubeconfig=kubeconfig)
     raise typer.Exit(run_controller(options))
 
@@ -73,6 +81,7 @@ def install(
         "Controller image, built from controller/Dockerfile (default: ghcr.io/trainctl/trainctl:<version>)."))] = None,
     install_namespace: Annotated[str, typer.Option("--install-namespace", help=(
         "Namespace the controller and its Lease live in."))] = "trainctl-system",
+    pytorch_init_image: PytorchInitImage = None,
     output: Output = None,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
@@ -80,7 +89,7 @@ def install(
     from trainctl.cli.apply import dump_all
     from trainctl.controller.install import apply_manifests, manifests
 
-    documents = manifests(namespace=install_namespace, image=image)
+    documents = manifests(namespace=install_namespace, image=image, pytorch_init_image=pytorch_init_image)
     if dry_run:
         typer.echo(dump_all(documents, output or "yaml"), nl=False)
         return

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 
 from trainctl import API_GROUP, __version__
+from trainctl.controller.manager import check_image
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL
 from trainctl.kube import client as kube
@@ -76,9 +77,11 @@ def metadata(name: str, namespace: str | None = None) -> dict:
     return meta
 
 
-def deployment(namespace: str, image: str) -> dict:
+def deployment(namespace: str, image: str, pytorch_init_image: str | None = None) -> dict:
     args = ["controller", "run", "--leader-elect", "--lease-name", NAME, "--log-format", "json",
             "--metrics-addr", f":{METRICS_PORT}", "--health-addr", f":{HEALTH_PORT}"]
+    if pytorch_init_image:  # a cluster that cannot pull alpine (air-gapped, a mirror) names its own
+        args += ["--pytorch-init-container-image", pytorch_init_image]
     probe = {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 10, "failureThreshold": 3}
     container = {
         "name": "controller", "image": image, "imagePullPolicy": "IfNotPresent",
@@ -106,16 +109,17 @@ def deployment(namespace: str, image: str) -> dict:
                      "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod_spec}}}
 
 
-def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None) -> list[dict]:
+def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
+              pytorch_init_image: str | None = None) -> list[dict]:
     """Everything the controller needs, in the order it must be created."""
     from trainctl.crds import all_crds
 
     if not DNS_1123_LABEL.fullmatch(namespace):
         raise UserError(f"--install-namespace {namespace!r}: use lower-case letters, digits and '-' "
                         "(at most 63, starting and ending with a letter or digit)")
-    image = image or DEFAULT_IMAGE
-    if not image.strip() or any(c.isspace() for c in image):
-        raise UserError(f"--image {image!r}: give an image reference such as registry.example.com/trainctl:0.1.0")
+    image = check_image(image or DEFAULT_IMAGE, "--image")
+    if pytorch_init_image is not None:
+        check_image(pytorch_init_image, "--pytorch-init-container-image")
     account = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(namespace)},
@@ -130,7 +134,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None) -> l
          "rules": lease_rules()},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata(NAME, namespace),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}, "subjects": [account]},
-        deployment(namespace, image),
+        deployment(namespace, image, pytorch_init_image),
         {"apiVersion": "v1", "kind": "Service", "metadata": metadata(f"{NAME}-metrics", namespace),
          "spec": {"selector": dict(SELECTOR),
                   "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]}},

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from trainctl.core.network import PYTORCH_INIT_IMAGE
 from trainctl.errors import UserError
 
 log = logging.getLogger("trainctl.controller")
@@ -38,6 +39,7 @@ class Options:
     health_addr: str = ":8081"
     gang_scheduler_name: str = ""
     cluster_domain: str | None = None
+    pytorch_init_image: str = PYTORCH_INIT_IMAGE
     log_format: str = "text"
     context: str | None = None
     kubeconfig: str | None = None
@@ -57,6 +59,7 @@ class Options:
             raise UserError(f"--log-format {log_format!r}: use text or json")
         for flag in ("metrics_addr", "health_addr"):
             parse_address(flags[flag], "--" + flag.replace("_", "-"))
+        check_image(flags.get("pytorch_init_image", PYTORCH_INIT_IMAGE), "--pytorch-init-container-image")
         return cls(kinds=frameworks, log_format=log_format, **flags)
 
 
@@ -68,6 +71,12 @@ def parse_address(text: str, flag: str) -> tuple[str, int] | None:
     if not port.isdigit() or int(port) > 65535:
         raise UserError(f"{flag} {text!r}: use host:port, :port, or 0 to turn it off")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def check_image(image: str, flag: str) -> str:
+    if not image.strip() or any(c.isspace() for c in image):
+        raise UserError(f"{flag} {image!r}: give an image reference such as registry.example.com/name:tag")
+    return image
 
 
 class JsonFormatter(logging.Formatter):
@@ -107,7 +116,8 @@ class Manager:
                         gang.name, gang.resource.group)
             gang = None
         self.controller = Controller(self.client, frameworks=options.kinds or ALL, namespaces=options.namespaces,
-                                     gang=gang, cluster_domain=options.cluster_domain)
+                                     gang=gang, cluster_domain=options.cluster_domain,
+                                     pytorch_init_image=options.pytorch_init_image)
         self.controller.hpa = self.served_hpa()
         self.stopping = threading.Event()
         self.acting = threading.Event()

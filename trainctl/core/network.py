@@ -15,9 +15,16 @@ if TYPE_CHECKING:
     from trainctl.job import Job
 
 
+# upstream's --pytorch-init-container-image default
+PYTORCH_INIT_IMAGE = "alpine:3.10"
+
+
 class Network(Protocol):
     #: True when each replica gets a headless Service and pods wait for DNS (a cluster)
     cluster: bool
+    #: image of the init container that holds PyTorch workers until the master's name resolves
+    #: (cluster only: it needs sh, seq, sleep and nslookup, as alpine and busybox have)
+    pytorch_init_image: str
 
     def host(self, job: Job, rtype: str, index: int) -> str:
         """Address other replicas use (MASTER_ADDR style)."""
@@ -38,6 +45,7 @@ class ClusterNetwork:
 
     cluster_domain: str | None = None
     cluster: bool = True
+    pytorch_init_image: str = PYTORCH_INIT_IMAGE
 
     def host(self, job: Job, rtype: str, index: int) -> str:
         return job.pod_name(rtype, index)
@@ -61,6 +69,7 @@ class LocalNetwork:
     address: str = "127.0.0.1"
     mpi_config_dir: str = "/etc/mpi"
     cluster: bool = False
+    pytorch_init_image: str = ""  # processes need no init container: they start in order
 
     def host(self, job: Job, rtype: str, index: int) -> str:
         return self.address

@@ -40,7 +40,6 @@ from trainctl.job import Job
 
 RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode
 MISSING_EXIT_CODE = 0xBEEF  # upstream's sentinel when no exit code is known: retryable
-PYTORCH_INIT_IMAGE = "alpine:3.10"
 #: the longest ``requeue_after``: a deadline or TTL years away is looked at again daily, which costs
 #: nothing and keeps every runtime's timer (time.sleep, Condition.wait) inside its range
 MAX_REQUEUE_S = 24 * 3600.0
@@ -257,16 +256,19 @@ class Reconciler:
             spec["containers"][0].update({"command": ["sleep"], "args": ["365d"]})
         if framework.kind == "PyTorchJob" and rtype == "Worker" and "Master" in job.replica_types \
                 and self.network.cluster:
-            spec["initContainers"] = (spec.get("initContainers") or []) + [self.pytorch_init(job)]
+            spec["initContainers"] = (spec.get("initContainers") or []) + [self.pytorch_init(job, self.network)]
         main = job.main_container(spec["containers"]) or {}
         return pod, flatten_env(main.get("env") or [], self.network.pod_ip())
 
     @staticmethod
-    def pytorch_init(job: Job) -> dict:
+    def pytorch_init(job: Job, network: Network) -> dict:
         master = job.pod_name("Master", 0)
-        script = (f"err=1;for i in $(seq 100); do if nslookup {master}; then err=0 && break; fi;"
-                  "echo waiting for master; sleep 2; done; exit $err")
-        return {"name": "init-pytorch", "image": PYTORCH_INIT_IMAGE, "imagePullPolicy": "IfNotPresent",
+        # [quirk] upstream's test is nslookup's exit status, which busybox >= 1.28 makes non-zero when
+        # any search-domain candidate is NXDOMAIN, even once the master's own name resolves: wait for
+        # an answer instead. (The master's name is a validated DNS label: safe in the script.)
+        script = (f"err=1;for i in $(seq 100); do if nslookup {master} 2>/dev/null | grep -q '^Name:'; "
+                  "then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err")
+        return {"name": "init-pytorch", "image": network.pytorch_init_image, "imagePullPolicy": "IfNotPresent",
                 "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
                               "requests": {"cpu": "50m", "memory": "10Mi"}},
                 "command": ["sh", "-c", script]}
