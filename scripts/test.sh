@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine, setup included (this is the README's test command).
 #
-#   bash scripts/test.sh            # everything: unit, local backend, frameworks, real kube-apiserver
+#   bash scripts/test.sh            # everything: unit, local backend, frameworks, real kube-apiserver,
+#                                   # and real pods on a real node (tests/realnode; needs root)
 #   bash scripts/test.sh -k status  # extra arguments go to pytest
 #
 # Steps, each idempotent and cached so a second run starts testing within seconds:
 #   1. Python 3.11+ with venv from the distribution if missing
 #   2. Debian packages and a kube-apiserver built from Debian's own source (scripts/build-apiserver.sh)
-#   3. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks, and
+#   3. the real node's parts: containerd, runc, CNI plugins, dnsmasq ... from Debian, and kubelet,
+#      kube-scheduler, kube-controller-manager, kube-proxy from the same source (scripts/build-node.sh)
+#   4. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks, and
 #      .venv-upstream-sdk with the Kubeflow SDK (requirements/upstream-sdk.txt)
-#   4. pytest
+#   5. the node's images, built without Docker or a registry (tests/cluster/images.py): pause,
+#      python (torch + numpy + examples/) and the controller from controller/Dockerfile's steps
+#   6. pytest (the real-node tier starts the node in a network namespace of its own and stops it)
+# Each step's line shows the seconds since the start, so cold and cached set-up times can be read off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '\n== %s\n' "$*"; }
+log() { printf '\n== [%ss] %s\n' "$SECONDS" "$*"; }
 
 log "System packages"
 PYTHON=${PYTHON:-python3}
@@ -27,7 +33,10 @@ fi
 
 log "Debian packages and the test kube-apiserver (built once from Debian's source, then cached)"
 bash scripts/build-apiserver.sh
-export TRAINCTL_REQUIRE_K8S=1  # a missing API server fails the k8s tests instead of skipping them
+export TRAINCTL_REQUIRE_K8S=1  # a missing API server or node fails the k8s tests instead of skipping them
+
+log "The real node's parts (built once from the same source, then cached)"
+bash scripts/build-node.sh
 
 log "Python environment (.venv)"
 if [ ! -x .venv/bin/python ]; then
@@ -47,6 +56,9 @@ if [ ! -x .venv-upstream-sdk/bin/python ]; then
   "$PYTHON" -m venv .venv-upstream-sdk
 fi
 .venv-upstream-sdk/bin/python -m pip install -q -r requirements/upstream-sdk.txt
+
+log "Images for the real node (built without a registry, then cached)"
+"$VENV_PY" -m tests.cluster.images
 
 log "pytest"
 set +e

@@ -5,9 +5,10 @@
     python -m tests.cluster status
     python -m tests.cluster down     # stop what `up` started (from any shell)
 
-    python -m tests.cluster up --real     # as root: the real node's skeleton (tests/cluster/realnode.py;
-    python -m tests.cluster down --real   # not wired into the tests yet): prints KUBECONFIG=, NETNS=,
-                                          # CONTAINERD=; run clients as nsenter --net=/run/netns/NETNS ...
+    python -m tests.cluster build --real  # node binaries (scripts/build-node.sh) and the three images
+    python -m tests.cluster up --real     # as root: a real node (tests/cluster/realnode.py); prints
+    python -m tests.cluster down --real   # KUBECONFIG=, NETNS=, CONTAINERD=; run clients in its network
+                                          # namespace: nsenter --net=/run/netns/NETNS kubectl get pods -A
 """
 
 from __future__ import annotations
@@ -64,6 +65,13 @@ def build() -> int:
     return subprocess.run(["bash", str(REPO / "scripts" / "build-apiserver.sh")]).returncode
 
 
+def build_real() -> int:
+    from tests.cluster import images
+
+    built = subprocess.run(["bash", str(REPO / "scripts" / "build-node.sh")]).returncode
+    return built or images.main([])
+
+
 def up_real() -> int:
     from tests.cluster import images, realnode
 
@@ -73,6 +81,8 @@ def up_real() -> int:
         print(f"real node: {error}", file=sys.stderr)
         return 2
     print(f"KUBECONFIG={node.kubeconfig}\nNETNS={realnode.NETNS}\nCONTAINERD={node.containerd_socket}")
+    print(f"# e.g. nsenter --net=/run/netns/{realnode.NETNS} env KUBECONFIG={node.kubeconfig} trainctl list -A",
+          file=sys.stderr)
     return 0
 
 
@@ -86,7 +96,7 @@ def down_real() -> int:
 
 def main() -> int:
     commands = {("up",): up, ("down",): down, ("status",): status, ("build",): build,
-                ("up", "--real"): up_real, ("down", "--real"): down_real}
+                ("build", "--real"): build_real, ("up", "--real"): up_real, ("down", "--real"): down_real}
     command = commands.get(tuple(sys.argv[1:]))
     if command is None:
         print(__doc__, file=sys.stderr)

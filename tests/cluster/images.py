@@ -18,7 +18,8 @@ into containerd saves, since nothing is ever pushed.
 * ``pause``: the pod sandbox's init process, ``gcc -Os -static`` of build/pause/linux/pause.c from
   the same Debian kubernetes source tree the node binaries are built from (scripts/kube-source.sh).
 * ``python``: a Debian bookworm root filesystem from ``mmdebstrap`` with python3, plus the pinned
-  CPU frameworks (torch, numpy from requirements/frameworks.txt) installed by pip inside it.
+  CPU frameworks (torch, numpy, tensorflow-cpu and tf-keras from requirements/) installed by pip inside it,
+  and the repository's examples/ at /opt/trainctl/examples.
 * ``controller``: trainctl's controller image, from controller/Dockerfile's own steps, with Debian
   bookworm's Python 3.11 standing in for ``python:3.11-slim`` (see ``build_controller``).
 
@@ -55,7 +56,11 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "trainc
 # Bump when the way an image is assembled changes, so cached archives are rebuilt.
 RECIPE_VERSION = 1
 DEBIAN_SUITE = "bookworm"
-PYTHON_IMAGE_PACKAGES = ("torch", "numpy")
+# The real-node tier trains PyTorch and TensorFlow jobs in pods (pins from requirements/): tf-keras
+# goes in with --no-deps, as in scripts/test.sh (it requires `tensorflow`, not the -cpu build).
+PYTHON_IMAGE_PACKAGES = ("torch", "numpy", "tensorflow-cpu")
+PYTHON_IMAGE_NO_DEPS = ("tf-keras",)
+EXAMPLES_IN_IMAGE = Path("/opt/trainctl/examples")
 # Docker's default PATH: images built by docker carry it in their config, and the CRI passes it on.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -198,6 +203,34 @@ def build_pause() -> Path:
     return _cached_build("pause", key, build_layer, ImageConfig(entrypoint=["/pause"]))
 
 
+# --- busybox ----------------------------------------------------------------------------------
+
+
+def build_busybox() -> Path:
+    """Debian's static busybox with a link per applet: what the operator's small helper containers
+    need (the PyTorch workers' wait-for-master init container runs sh, seq, sleep and nslookup)."""
+    binary = Path("/bin/busybox")
+    if not binary.exists():
+        raise SetupStepError("no /bin/busybox: install busybox-static (bash scripts/build-node.sh)")
+    applets = run_step("busybox --list", [str(binary), "--list"]).stdout.split()
+    key = _content_key("busybox", _sha256_file(binary), applets)
+
+    def build_layer(layer: Path, work: Path) -> None:
+        with tarfile.open(layer, "w") as archive:
+            for directory in ("bin", "tmp"):
+                info = tarfile.TarInfo(directory)
+                info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory == "tmp" else 0o755
+                archive.addfile(info)
+            archive.add(binary, "bin/busybox")
+            for applet in applets:
+                if applet != "busybox":
+                    link = tarfile.TarInfo(f"bin/{applet}")
+                    link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+                    archive.addfile(link)
+
+    return _cached_build("busybox", key, build_layer, ImageConfig(entrypoint=["/bin/sh"]))
+
+
 # --- root filesystems with pip ----------------------------------------------------------------
 
 
@@ -268,10 +301,10 @@ def debian_rootfs(rootfs: Path, packages: list[str]) -> None:
                                                   "-C", str(rootfs)])
 
 
-def pinned_requirements(names: tuple[str, ...]) -> list[str]:
-    """The ``name==version`` lines for ``names`` from requirements/frameworks.txt."""
+def pinned_requirements(names: tuple[str, ...], file: str = "frameworks.txt") -> list[str]:
+    """The ``name==version`` lines for ``names`` from requirements/``file``."""
     pins = {}
-    for line in (REPO / "requirements" / "frameworks.txt").read_text().splitlines():
+    for line in (REPO / "requirements" / file).read_text().splitlines():
         requirement = line.split("#")[0].strip()
         if "==" in requirement:
             pins[requirement.split("==")[0]] = requirement
@@ -279,14 +312,21 @@ def pinned_requirements(names: tuple[str, ...]) -> list[str]:
 
 
 def build_python() -> Path:
+    """Debian bookworm's python3 with the pinned CPU frameworks, and the repository's examples/ at
+    EXAMPLES_IN_IMAGE (the real-node tests run the scripts that are in the image, as users do)."""
     requirements = pinned_requirements(PYTHON_IMAGE_PACKAGES)
+    no_deps = pinned_requirements(PYTHON_IMAGE_NO_DEPS, "frameworks-no-deps.txt")
     packages = ["python3", "python3-pip", "ca-certificates"]
-    key = _content_key("python", DEBIAN_SUITE, packages, requirements)
+    examples = REPO / "examples"
+    key = _content_key("python", DEBIAN_SUITE, packages, requirements, no_deps, _context_digest([examples]))
 
     def build_layer(layer: Path, work: Path) -> None:
         rootfs = work / "rootfs"
         debian_rootfs(rootfs, packages)
         pip_in_rootfs(rootfs, ["install", *requirements])
+        pip_in_rootfs(rootfs, ["install", "--no-deps", *no_deps])
+        shutil.copytree(examples, rootfs / EXAMPLES_IN_IMAGE.relative_to("/"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
         _tar_directory(rootfs, layer)
 
     config = ImageConfig(entrypoint=["python3"], env={"PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8"})
@@ -380,7 +420,7 @@ def build_controller() -> Path:
     return _cached_build("controller", key, build_layer, config)
 
 
-BUILDERS = {"pause": build_pause, "python": build_python, "controller": build_controller}
+BUILDERS = {"pause": build_pause, "busybox": build_busybox, "python": build_python, "controller": build_controller}
 
 
 def main(argv: list[str]) -> int:

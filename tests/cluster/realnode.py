@@ -1,26 +1,27 @@
-"""A real Kubernetes node in a network namespace of its own (issue 14). SKELETON, NOT WIRED YET:
-no test uses it and scripts/test.sh does not start it; `python -m tests.cluster up --real` / `down --real`
-run it by hand (as root).
+"""A real Kubernetes node in a network namespace of its own (issue 14): the ``real_node`` fixture of
+tests/realnode, and ``python -m tests.cluster up --real`` / ``down --real`` by hand (as root).
 
-What it does so far: creates the network namespace ``trainctl-node`` (loopback up) and, inside it
-only, the pod bridge with its address; records the host sysctls a kubelet changes; starts
-containerd inside the namespace with the CRI settings docs/real-node.md found necessary (its own
-root/state/socket, the local pause image as sandbox image, ``restrict_oom_score_adj``, cgroupfs)
-and a bridge + portmap CNI config with IP masquerading off; imports the locally built images
-(tests/cluster/images.py); starts etcd (the namespace's loopback) and kube-apiserver (port 6443 on
-the namespace's loopback for clients and on the bridge address for pods; Node,RBAC authorization,
-NodeRestriction, client certificates from a CA made for the node, kubelet client certificate for
-logs/exec) and writes an admin kubeconfig. kube-scheduler and kube-controller-manager (admin credentials) and the kubelet (a node
-certificate; cgroupfs, Ready in about a second) start too, so pods run, log and get a bridge address.
-Teardown kills every process in the namespace and in the cgroups the node made (containers live in
-their pods' own namespaces), deletes the pods' CNI namespaces, unmounts what containerd mounted
-under the node's directory, deletes the node's namespace (taking the bridge, routes, iptables rules
-and net sysctls with it), restores the recorded host sysctls and removes what the node made outside
-its directory (MACHINE_PATHS, the cgroup parents).
+``start`` creates the network namespace ``trainctl-node`` (loopback up) and, inside it only, the pod
+bridge with its address; records the host sysctls a kubelet changes; starts, all inside the
+namespace: containerd with the CRI settings docs/real-node.md found necessary (its own
+root/state/socket, the local pause image as sandbox image, ``restrict_oom_score_adj``, cgroupfs) and a
+bridge + portmap CNI config with IP masquerading off; etcd (the namespace's loopback) and
+kube-apiserver (port 6443 on the namespace's loopback for clients and on the bridge address for
+pods; Node,RBAC authorization, NodeRestriction, client certificates from a CA made for the node);
+dnsmasq on the bridge address with tests/cluster/dns.py keeping its records in step with Services
+and Endpoints; kube-scheduler and kube-controller-manager (garbage collector included);
+kube-proxy (iptables mode, ClusterIP Services); the kubelet (a node certificate; cgroupfs; Ready in
+about a second). The locally built images (tests/cluster/images.py: pause, python, controller) are
+imported into containerd. Clients run inside the namespace: ``entered()`` moves the calling thread
+there, or ``nsenter --net=/run/netns/trainctl-node ...`` from a shell.
 
-Left for the rest of issue 14: kube-proxy (ClusterIP Services; its --cleanup), the dnsmasq DNS
-and its Service poller (the kubelet already points pods at the bridge address for DNS), deleting
-pods through the API before the kubelet stops, the pytest fixture and the test tier.
+``stop`` deletes every pod through the API while the kubelet still runs (so CNI tears each pod's
+network down), runs ``kube-proxy --cleanup``, kills every process in the namespace and in the
+cgroups the node made, deletes leftover CNI namespaces, unmounts what containerd mounted under the
+node's directory, deletes the node's namespace (taking the bridge, routes, iptables rules and net
+sysctls with it), restores the recorded host sysctls and removes what the node made outside its
+directory (MACHINE_PATHS, the cgroup parents). The state file lets ``down`` run from another shell
+and clean up after a start that was killed half-way.
 
 Rules it keeps (docs/real-node.md, "Limits and rules"): every non-loopback address lives in the
 namespace this module creates; no route leaves it; the machine's own network namespace is never
@@ -29,12 +30,16 @@ changed (all ``ip`` commands name the node's namespace with ``-n``).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +66,12 @@ SERVICE_RANGE = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 API_PORT = 6443  # fixed: the namespace is the node's own, nothing else listens in it
 NODE_NAME = "trainctl-node"
+REPO = Path(__file__).resolve().parents[2]
+CLONE_NEWNET = 0x40000000
+# The machine's own network namespace, held open from import (before any test enters the node's):
+# a /proc path to a thread's namespace would follow the thread into the node's.
+MACHINE_NETNS = f"/proc/self/fd/{os.open('/proc/thread-self/ns/net', os.O_RDONLY)}"
+DRAIN_TIMEOUT_S = 60
 NODE_BINARIES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainctl" / "node" / SOURCE_VERSION
 
 
@@ -99,7 +110,7 @@ class RealNode:
 
     workdir: Path
     sysctls: dict[str, str] = field(default_factory=dict)
-    pids: list[int] = field(default_factory=list)
+    daemons: dict[str, int] = field(default_factory=dict)  # name: pid (a process group leader)
     images: dict[str, str] = field(default_factory=dict)
     made_paths: list[str] = field(default_factory=list)
     made_cgroups: list[str] = field(default_factory=list)
@@ -110,7 +121,7 @@ class RealNode:
         return self.workdir / "containerd" / "containerd.sock"
 
     def state(self) -> dict:
-        return {"workdir": str(self.workdir), "sysctls": self.sysctls, "pids": self.pids, "images": self.images,
+        return {"workdir": str(self.workdir), "sysctls": self.sysctls, "daemons": self.daemons, "images": self.images,
                 "made_paths": self.made_paths, "made_cgroups": self.made_cgroups, "netns_before": self.netns_before}
 
     def start(self) -> RealNode:
@@ -118,18 +129,20 @@ class RealNode:
         self.made_paths = [path for path in MACHINE_PATHS if not Path(path).exists()]
         self.netns_before = [line.split()[0] for line in _run(["ip", "netns", "list"]).splitlines() if line]
         self.made_cgroups = [str(path) for path in _cgroup_parents() if not path.exists()]
+        self._save()
         try:
             self._network()
-            archives = {kind: images.BUILDERS[kind]() for kind in ("pause", "python", "controller")}
+            archives = {kind: build() for kind, build in images.BUILDERS.items()}
             self.images = {kind: _archive_image_name(archive) for kind, archive in archives.items()}
             self._containerd()
             self._control_plane()
+            self._dns()
             self._node_daemons()
-            for archive in archives.values():
-                _run(in_netns(["ctr", "-a", str(self.containerd_socket), "-n", "k8s.io", "images", "import",
-                               str(archive)]))
+            for kind in archives:
+                self.image(kind)
         except BaseException:
             self.stop()
+            STATE.unlink(missing_ok=True)
             raise
         return self
 
@@ -140,6 +153,11 @@ class RealNode:
         _run(["ip", "-n", NETNS, "link", "add", BRIDGE, "type", "bridge"])
         _run(["ip", "-n", NETNS, "addr", "add", f"{BRIDGE_ADDRESS}/24", "dev", BRIDGE])
         _run(["ip", "-n", NETNS, "link", "set", BRIDGE, "up"])
+        # pod -> ClusterIP -> pod goes through the namespace's stack (per-namespace sysctl)
+        _run(in_netns(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]))
+        # Clients in the namespace itself reach cluster IPs too (kube-proxy's OUTPUT rules rewrite
+        # them; the kernel first needs a route). It points at the bridge: nothing leaves the namespace.
+        _run(["ip", "-n", NETNS, "route", "add", SERVICE_RANGE, "dev", BRIDGE])
 
     def _containerd(self) -> None:
         directory = self.workdir / "containerd"
@@ -167,10 +185,7 @@ class RealNode:
                   "plugins": {"io.containerd.grpc.v1.cri": cri}}
         directory.mkdir(parents=True)
         (directory / "config.toml").write_text(toml(config))
-        log = open(directory / "containerd.log", "wb")
-        process = subprocess.Popen(in_netns(["containerd", "--config", str(directory / "config.toml")]),
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.pids.append(process.pid)
+        self._daemon("containerd", ["containerd", "--config", str(directory / "config.toml")])
         self._wait_cri_ready()
 
     def _control_plane(self) -> None:
@@ -200,6 +215,29 @@ class RealNode:
         self._write_kubeconfig(self.kubeconfig, "admin")
         self._wait_until(in_netns(["kubectl", "--kubeconfig", str(self.kubeconfig), "get", "--raw", "/readyz"]),
                          "kube-apiserver did not become ready", self.workdir / "kube-apiserver.log")
+
+    def _dns(self) -> None:
+        """dnsmasq on the bridge address (the kubelet's clusterDNS) serving one hosts file that
+        tests/cluster/dns.py keeps in step with Services and Endpoints; nothing is forwarded
+        outside (--no-resolv): names outside cluster.local simply do not resolve."""
+        directory = self.workdir / "dns"
+        directory.mkdir()
+        hosts = directory / "hosts"
+        hosts.write_text("")
+        dnsmasq = self._daemon("dnsmasq", [
+            "dnsmasq", "--keep-in-foreground", "--log-facility=-", "--pid-file=", "--user=root", "--group=root",
+            "--no-resolv", "--no-hosts", "--bind-interfaces", f"--listen-address={BRIDGE_ADDRESS}",
+            "--local=/cluster.local/", f"--addn-hosts={hosts}"])
+        self._daemon("dns-poller", [sys.executable, "-m", "tests.cluster.dns", str(self.kubeconfig), str(hosts),
+                                    str(dnsmasq)])
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while KUBERNETES_SERVICE_IP not in hosts.read_text():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no DNS record for the kubernetes Service:\n{self._log_tail('dns-poller')}")
+            time.sleep(0.2)
+
+    def _log_tail(self, name: str) -> str:
+        return (self.workdir / f"{name}.log").read_text(errors="replace")[-2000:]
 
     def _write_kubeconfig(self, path: Path, certificate: str) -> None:
         pki = self.workdir / "pki"
@@ -240,6 +278,16 @@ class RealNode:
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "nodeStatusUpdateFrequency": "1s",  # Ready in about a second instead of 10-23
         }, indent=2))
+        # ClusterIP Services (the in-cluster controller reaches kubernetes.default.svc through one).
+        # --masquerade-all: without br_netfilter a reply between two pods on the bridge skips the
+        # namespace's conntrack; SNAT makes it come back through it. The conntrack values of 0 leave
+        # the machine-wide nf_conntrack sysctls as they are.
+        self._daemon("kube-proxy", [
+            str(NODE_BINARIES / "kube-proxy"), f"--kubeconfig={self.kubeconfig}", f"--hostname-override={NODE_NAME}",
+            "--proxy-mode=iptables", f"--cluster-cidr={POD_SUBNET}", "--masquerade-all",
+            "--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0",
+            "--conntrack-tcp-timeout-close-wait=0", "--metrics-bind-address=127.0.0.1:10249",
+            "--healthz-bind-address=127.0.0.1:10256"])
         self._daemon("kubelet", [
             str(NODE_BINARIES / "kubelet"), f"--config={kubelet_dir / 'config.json'}",
             f"--kubeconfig={kubelet_dir / 'kubeconfig'}", f"--root-dir={kubelet_dir / 'root'}",
@@ -249,15 +297,37 @@ class RealNode:
                  f"node/{NODE_NAME}", "--timeout=5s"]
         self._wait_until(in_netns(ready), "the kubelet's node did not become Ready", self.workdir / "kubelet.log")
 
+    def image(self, kind: str) -> str:
+        """The name of ``kind``'s current image (tests/cluster/images.py), imported into containerd if
+        the node lacks it: the controller's changes with every edit of trainctl/, and a node started
+        by hand may be older than the tree."""
+        with outside():
+            archive = images.BUILDERS[kind]()
+        name = _archive_image_name(archive)
+        ctr = in_netns(["ctr", "-a", str(self.containerd_socket), "-n", "k8s.io", "images"])
+        if name not in _run([*ctr, "ls", "-q"]).split():
+            _run([*ctr, "import", str(archive)])
+        self.images[kind] = name
+        return name
+
     @property
     def kubeconfig(self) -> Path:
         """Admin credentials; the server address is the namespace's loopback (clients run in it)."""
         return self.workdir / "kubeconfig"
 
-    def _daemon(self, name: str, argv: list[str]) -> None:
-        log = open(self.workdir / f"{name}.log", "wb")
-        process = subprocess.Popen(in_netns(argv), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.pids.append(process.pid)
+    def _daemon(self, name: str, argv: list[str]) -> int:
+        """Start ``argv`` in the node's namespace, in a session of its own, logging to NAME.log.
+        nsenter without --fork execs the command, so the pid is the daemon's own."""
+        with open(self.workdir / f"{name}.log", "wb") as log:
+            process = subprocess.Popen(in_netns(argv), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                       cwd=REPO)
+        self.daemons[name] = process.pid
+        self._save()
+        return process.pid
+
+    def _save(self) -> None:
+        """What ``down`` needs, kept current while starting: a start killed half-way is cleaned up too."""
+        STATE.write_text(json.dumps(self.state()))
 
     def _wait_until(self, probe: list[str], failure: str, log: Path) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -276,15 +346,37 @@ class RealNode:
                    for line in listing.splitlines()):
                 return
             time.sleep(0.5)
-        log = (self.workdir / "containerd" / "containerd.log").read_text(errors="replace")[-2000:]
+        log = (self.workdir / "containerd.log").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"containerd's CRI plugin did not start:\n{log}")
 
+    def alive(self) -> bool:
+        return bool(self.daemons) and all(Path(f"/proc/{pid}").exists() for pid in self.daemons.values())
+
+    def kubectl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run(in_netns(["kubectl", "--kubeconfig", str(self.kubeconfig), *args]),
+                              capture_output=True, text=True, timeout=timeout)
+
     def stop(self) -> None:
+        self._drain_pods()
         self._stop_processes()
         self._restore_machine()
 
+    def _drain_pods(self) -> None:
+        """Delete every pod through the API while the kubelet still runs: it stops the containers and
+        CNI tears each pod's network down properly. The scheduler goes first, so that no controller's
+        replacement pod lands on the node meanwhile (an unscheduled pod is deleted at once)."""
+        if not all(Path(f"/proc/{self.daemons.get(name, 0)}").exists() for name in ("kube-apiserver", "kubelet")):
+            return
+        for name in ("kube-scheduler", "kube-controller-manager"):
+            _signal_group(self.daemons[name], signal.SIGTERM)
+        self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while time.monotonic() < deadline and self.kubectl("get", "pods", "-A", "-o", "name").stdout.strip():
+            time.sleep(0.5)
+        _run(in_netns([str(NODE_BINARIES / "kube-proxy"), "--cleanup"]))
+
     def _stop_processes(self) -> None:
-        for pid in self.pids:
+        for pid in self.daemons.values():
             _signal_group(pid, signal.SIGTERM)
         _kill_namespace_processes()
         # Containers live in their pods' own namespaces, not the node's: kill them by cgroup, and
@@ -398,18 +490,58 @@ def _unmount_under(directory: Path) -> None:
         subprocess.run(["umount", "--lazy", mount_point], check=True)
 
 
+@contextlib.contextmanager
+def _switched(namespace_file: str) -> Iterator[None]:
+    """The calling thread in another network namespace until the block ends (setns(2) on a network
+    namespace is per thread): sockets it opens, threads and processes it starts meanwhile live there."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def enter(fd: int) -> None:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {namespace_file} (root needed)")
+
+    with open("/proc/thread-self/ns/net") as home, open(namespace_file) as target:
+        enter(target.fileno())
+        try:
+            yield
+        finally:
+            enter(home.fileno())
+
+
+def entered() -> contextlib.AbstractContextManager[None]:
+    """Inside the node's network namespace, as a client of the node: the API server listens on its
+    127.0.0.1 and pods are reachable there."""
+    return _switched(f"/run/netns/{NETNS}")
+
+
+def outside() -> contextlib.AbstractContextManager[None]:
+    """In the machine's own network namespace (the one this module was imported in), e.g. to build
+    an image whose pip needs the package index while a test runs inside the node's namespace."""
+    return _switched(MACHINE_NETNS)
+
+
+def attached() -> RealNode | None:
+    """The node ``up`` started (from this or another shell), if its daemons still run."""
+    if not STATE.exists():
+        return None
+    state = json.loads(STATE.read_text())
+    node = RealNode(Path(state["workdir"]), state["sysctls"], state["daemons"], state["images"],
+                    state["made_paths"], state["made_cgroups"], state["netns_before"])
+    return node if node.alive() else None
+
+
 def up() -> RealNode:
     if STATE.exists():
-        raise RuntimeError(f"a real node is already up ({STATE}): run python -m tests.cluster down --real first")
-    node = RealNode(Path(tempfile.mkdtemp(prefix="trainctl-real-node-"))).start()
-    STATE.write_text(json.dumps(node.state()))
-    return node
+        if attached() is not None:
+            raise RuntimeError(f"a real node is already up ({STATE}): run python -m tests.cluster down --real first")
+        down()  # left behind by a process that died: clean up before starting again
+    return RealNode(Path(tempfile.mkdtemp(prefix="trainctl-real-node-"))).start()
 
 
 def down() -> None:
     if not STATE.exists():
         return
     state = json.loads(STATE.read_text())
-    RealNode(Path(state["workdir"]), state["sysctls"], state["pids"], state["images"],
+    RealNode(Path(state["workdir"]), state["sysctls"], state["daemons"], state["images"],
              state["made_paths"], state["made_cgroups"], state["netns_before"]).stop()
     STATE.unlink()

@@ -1,0 +1,148 @@
+"""The real-node tier: real pods on a real kubelet (containerd + runc + CNI), the controller running
+in-cluster as its Deployment from its own image, and trainctl used as a user uses it.
+
+One node per test session (tests/cluster/realnode.py), started by the first test that needs it and
+torn down at the end; a node already started by hand (``python -m tests.cluster up --real``) is
+used as it is and left running. Every test here runs inside the node's network namespace, where the
+API server listens on 127.0.0.1 (the ``_in_node_network`` fixture moves the test's thread there, so
+the subprocesses it starts live there too).
+
+Without root or the node's parts the tier is skipped with the reason, unless
+TRAINCTL_REQUIRE_K8S=1 (scripts/test.sh sets it): then it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.cluster import images, realnode
+from tests.cluster.server import cached_apiserver
+from tests.conftest import REPO
+
+NODE_COMMANDS = ("containerd", "runc", "nsenter", "dnsmasq", "mmdebstrap", "kubectl", "iptables")
+CONTROLLER_NAMESPACE = "trainctl-system"
+JOB_TIMEOUT_S = 300
+
+
+def missing_capability() -> str | None:
+    if os.geteuid() != 0:
+        return "the real node needs root (network namespace, containerd, mounts)"
+    if cached_apiserver() is None:
+        return "no cached kube-apiserver/etcd: run bash scripts/build-apiserver.sh"
+    missing = [name for name in NODE_COMMANDS if shutil.which(name) is None]
+    missing += [name for name in ("kubelet", "kube-proxy") if not (realnode.NODE_BINARIES / name).exists()]
+    if missing:
+        return f"missing for the real node: {', '.join(missing)}: run bash scripts/build-node.sh"
+    return None
+
+
+@pytest.fixture(scope="session")
+def real_node():
+    reason = missing_capability()
+    if reason:
+        if os.environ.get("TRAINCTL_REQUIRE_K8S") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    node = realnode.attached()
+    if node is not None:  # started by hand: use it, leave it running
+        yield node
+        return
+    try:
+        node = realnode.up()
+    except images.SetupStepError as error:
+        pytest.fail(f"real node: {error}")
+    try:
+        yield node
+    finally:
+        realnode.down()
+
+
+@pytest.fixture(autouse=True)
+def _in_node_network(real_node):
+    with realnode.entered():
+        yield
+
+
+@dataclass
+class Cli:
+    """trainctl as a user runs it against the node: the node's admin kubeconfig, no backend override,
+    from a directory of the user's own (not the repository, whose tree a job would otherwise ship)."""
+
+    env: dict
+    cwd: Path
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(self.argv(*args), env=self.env, cwd=self.cwd, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(self.argv(*args), env=self.env, cwd=self.cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    @staticmethod
+    def argv(*args: str) -> list[str]:
+        return [sys.executable, "-m", "trainctl", *args]
+
+
+@pytest.fixture(scope="session")
+def cli(real_node, tmp_path_factory) -> Cli:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KUBECONFIG": str(real_node.kubeconfig), "COLUMNS": "200"}
+    env.pop("TRAINCTL_BACKEND", None)
+    return Cli(env, tmp_path_factory.mktemp("user"))
+
+
+@pytest.fixture(scope="session")
+def in_cluster_controller(real_node, cli):
+    """``trainctl controller install --image <local controller image>`` and ``kubectl rollout status``:
+    the controller runs as its Deployment (ServiceAccount, leader election, probes, metrics)."""
+    with realnode.entered():
+        image = real_node.image("controller")
+        # busybox for the PyTorch workers' wait-for-master init container (alpine cannot be pulled here)
+        result = cli("controller", "install", "--image", image,
+                     "--pytorch-init-container-image", real_node.image("busybox"))
+        assert result.returncode == 0, result.stderr
+        rollout = real_node.kubectl("rollout", "status", "deployment/trainctl-controller", "-n",
+                                    CONTROLLER_NAMESPACE, "--timeout=180s", timeout=200)
+        assert rollout.returncode == 0, (rollout.stdout + rollout.stderr
+                                         + real_node.kubectl("describe", "pods", "-n", CONTROLLER_NAMESPACE).stdout)
+    return image
+
+
+@pytest.fixture
+def trainctl(cli, in_cluster_controller) -> Cli:
+    """The CLI against the node with the in-cluster controller running."""
+    return cli
+
+
+@pytest.fixture
+def namespace(real_node):
+    name = f"rn-{uuid.uuid4().hex[:8]}"
+    assert real_node.kubectl("create", "namespace", name).returncode == 0
+    yield name
+    real_node.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture(scope="session")
+def python_image(real_node) -> str:
+    return real_node.image("python")
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
+    """Poll ``predicate`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
