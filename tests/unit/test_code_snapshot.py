@@ -200,7 +200,9 @@ def test_the_init_container_refuses_a_changed_or_incomplete_snapshot(big, tmp_pa
         third.unlink()
     done = subprocess.run(init_command(resource, tmp_path / "chunks", tmp_path / "ws"), capture_output=True, text=True)
     assert done.returncode == 1
-    assert f"not {code.snapshot.hex}" in done.stderr and "submit the job again" in done.stderr
+    assert f"not {code.snapshot.hex}" in done.stderr
+    assert f"kubectl delete configmap -l trainctl.io/code-snapshot={code.snapshot.hex[:20]}) and submit again" \
+        in done.stderr
     assert not (tmp_path / "ws").exists()  # nothing unpacked from a snapshot that failed its check
 
 

@@ -43,7 +43,8 @@ def check(archive, digest):
     actual = hashlib.sha256(archive).hexdigest()
     if actual != expected:
         raise Refused(f"the code snapshot's sha256 is {actual}, not {expected}: a ConfigMap of it was changed "
-                      "or is missing a chunk; submit the job again to upload it anew")
+                      "or is missing a chunk; delete them (kubectl delete configmap -l "
+                      f"trainctl.io/code-snapshot={expected[:20]}) and submit again to upload it anew")
 
 
 def target_of(member, root):
