@@ -22,6 +22,7 @@ import base64
 import hashlib
 import hmac
 import importlib
+import importlib.util
 import json
 import linecache
 import os
@@ -94,7 +95,10 @@ def load_module(call: dict, directory: Path) -> types.ModuleType:
     name, filename, source = call["module"], call["filename"], call["source"]
     module = types.ModuleType(name)
     module.__file__ = filename
-    module.__package__ = name.rpartition(".")[0] if name != "__main__" else None
+    module.__package__ = call["package"]
+    if call["package"] == name:  # a package's __init__: its submodules are where this replica finds the package
+        found = importlib.util.find_spec(name)
+        module.__path__ = list(found.submodule_search_locations or []) if found else []
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show lines
     sys.modules[name] = module
     for alias, imported in call["imports"].items():  # what a __main__ function's code names

@@ -87,7 +87,8 @@ def ship(func: object, args: dict | None, kind: str) -> Shipment:
         source, filename, imports, values = module_source(function), module_filename(function), {}, {}
     key = secrets.token_hex(32)
     call = {"kind": kind, "module": function.__module__, "qualname": function.__qualname__, "filename": filename,
-            "source": source, "imports": imports, "result_key": key}
+            "source": source, "imports": imports, "result_key": key,
+            "package": getattr(sys.modules[function.__module__], "__package__", None)}  # for relative imports
     files = {RUNNER_FILE: Path(runner.__file__).read_bytes(),
              runner.CALL_FILE: json.dumps(call, indent=1).encode(),
              runner.GLOBALS_FILE: pickle.dumps(values, protocol=4),
