@@ -76,7 +76,7 @@ def test_code_flag_values_end_in_one_line_or_land_whole(mount, pip, limit, requi
     assert master["containers"][0]["workingDir"] == mount
     assert master["initContainers"][0]["command"][-1] == mount
     strings = set(all_strings(job))
-    assert all(spec in strings for spec in pip)
+    assert all(f"--pip={spec}" in strings for spec in pip)
 
 
 def test_the_snapshot_is_refused_in_one_line_for_a_missing_directory():

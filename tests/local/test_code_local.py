@@ -51,7 +51,7 @@ def test_pip_installs_before_the_command_once_per_job(cli):
 
 def test_requirements_file_relative_to_the_workdir(cli):
     build_wheel(cli.cwd / "dist")
-    (cli.cwd / "requirements.txt").write_text(f"./dist/{WHEEL}\n")
+    (cli.cwd / "requirements.txt").write_text(f"--no-index\n./dist/{WHEEL}\n")  # an option first, as many have
     result = offline(cli)("submit", "jax", "--name", "reqok", "--workdir", ".", "--requirements", "requirements.txt",
                           "--wait", "--", "python", "-c", "import tinypkg; print('got', tinypkg.VALUE)")
     assert result.returncode == 0, (result.stdout, result.stderr)

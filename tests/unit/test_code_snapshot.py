@@ -259,7 +259,7 @@ def test_values_file_keys_and_flags_reach_the_same_options(cli):
     config_map, job = json.loads(from_file.stdout)["items"]
     main = job["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert main["workingDir"] == "/code" and main["command"][5:] == [
-        "--pip", "numpy", "--pip", "einops", "--requirements-text", "einops\n", "--", "python", "t.py"]
+        "--pip=numpy", "--pip=einops", "--requirements-text=einops\n", "--", "python", "t.py"]
     assert "code: 2 files" in from_file.stderr
     (cli.cwd / "values.yaml").write_text("no-workdir: yes please\n")
     refused = cli("submit", "jax", "-f", "values.yaml", "--dry-run", "--", "python", "t.py")

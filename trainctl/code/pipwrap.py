@@ -1,6 +1,6 @@
 """The replica's command under ``--pip``/``--requirements``: install the packages, then run it.
 
-    python3 -c "<this file>" [--pip SPEC]... [--requirements-text TEXT] -- COMMAND [ARGS...]
+    python3 -c "<this file>" [--pip=SPEC]... [--requirements-text=TEXT] -- COMMAND [ARGS...]
 
 It runs as the replica's main container, so pip's output is in ``trainctl logs``, and a
 failed install ends the replica with pip's exit code after one line that says so (the

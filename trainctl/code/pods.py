@@ -138,9 +138,10 @@ def ship_snapshot(pod: dict, container: dict, code: CodeRequest) -> None:
 
 def wrap_with_pip(pod: dict, container: dict, code: CodeRequest) -> None:
     command = [*entry(container, "command", []), *(container.pop("args", None) or [])]
-    options = [word for spec in code.pip for word in ("--pip", spec)]
+    # --option=VALUE: a requirements file starting with "--index-url" must not read as an option
+    options = [f"--pip={spec}" for spec in code.pip]
     if code.requirements is not None:
-        options += ["--requirements-text", code.requirements]
+        options.append(f"--requirements-text={code.requirements}")
     container["command"] = script_command("pipwrap", "trainctl-pip", [*options, "--", *command])
     entry(pod, "volumes", []).append({"name": PIP_VOLUME, "emptyDir": {}})
     entry(container, "volumeMounts", []).append({"name": PIP_VOLUME, "mountPath": PIP_PATH})
