@@ -22,7 +22,8 @@ from trainctl.validation import validate
 
 pytestmark = pytest.mark.fuzz
 
-segment = st.lists(st.sampled_from(list("abc.*![]?/#\\ -_") + ["**", "x y"]), min_size=1, max_size=8).map("".join)
+segment = st.lists(st.sampled_from(list("abc.*![]?/#\\ -_") + ["**", "x y", "[c-a]", "[!"]), min_size=1,
+                   max_size=8).map("".join)
 ignore_lines = st.lists(st.one_of(segment, st.sampled_from(SPECIAL), text_values), max_size=8).map("\n".join)
 names = st.lists(st.text(st.sampled_from(list("abc.-_ #!*")), min_size=1, max_size=6), min_size=1, max_size=3) \
     .map("/".join).filter(lambda n: all(part not in (".", "..") for part in n.split("/")))

@@ -52,6 +52,11 @@ def test_gitignore_and_trainctlignore_rules(tmp_path):
     # helper/.gitignore (deeper) comes after the root .trainctlignore's re-include: the last match wins
 
 
+def test_a_pattern_that_matches_nothing_is_no_error(tmp_path):
+    tree(tmp_path, {"train.py": "", "b.py": "", ".trainctlignore": "[z-a].py\n[b.py\n\\\n"})
+    assert names_in(snapshot.take(tmp_path)) == [".trainctlignore", "b.py", "train.py"]
+
+
 def test_always_skipped_whatever_the_ignore_files_say(tmp_path):
     tree(tmp_path, {"train.py": "", ".git/HEAD": "", "__pycache__/m.cpython-311.pyc": "", "m.pyc": "",
                     ".venv/bin/python": "", "env/pyvenv.cfg": "", "env/lib/x.py": "", ".trainctl/templates/t": "",

@@ -58,7 +58,11 @@ def parse_line(line: str, base: str) -> Rule | None:
     if not line:
         return None
     anchored = "/" in line
-    return Rule(base, re.compile(translate(line.lstrip("/"), anchored)), negated, directories_only)
+    try:
+        pattern = re.compile(translate(line.lstrip("/"), anchored))
+    except re.error:  # [z-a] and the like: git matches nothing with it, and neither does trainctl
+        return None
+    return Rule(base, pattern, negated, directories_only)
 
 
 def translate(pattern: str, anchored: bool) -> str:
