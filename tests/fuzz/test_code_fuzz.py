@@ -8,6 +8,8 @@ ends in exit 0 or one line, and an accepted one lands in the pod spec as one who
 from __future__ import annotations
 
 import io
+import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -131,3 +133,27 @@ def test_apply_of_hostile_snapshot_configmaps_ends_in_one_line_and_unpacks_nothi
 
         Client(backend="local").delete("hostile")
     assert not Path("x").exists() and not Path("../x").exists()
+
+
+TREE = ["a", "b", "a.b", "ab", "c", "a/b", "a/a", "b/a", "a/b/c", "ab/c", "c/a/b", ".a", "a b", "x[a]", "d/e/f/a"]
+git_lines = st.lists(st.lists(st.sampled_from(list("ab.*!?/c") + ["**", "\\*", "[ab]", "[!a]", "[a-c]"]),
+                              min_size=1, max_size=5).map("".join), min_size=1, max_size=3).map("\n".join)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is the oracle")
+@fuzz(120)
+@given(gitignore=git_lines, files=st.lists(st.sampled_from(TREE), min_size=1, max_size=7, unique=True))
+def test_gitignore_rules_select_what_git_selects(tmp_path_factory, gitignore, files):
+    """git itself (ls-files --others --exclude-standard) is the reference for .gitignore semantics."""
+    root = tmp_path_factory.mktemp("git")
+    for name in files:
+        path = root / name
+        if not any(parent.is_file() for parent in path.parents) and not path.is_dir():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("x")
+    (root / ".gitignore").write_text(gitignore + "\n")
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    listed = subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "-z"], cwd=root,
+                            capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(snapshot.take(root).archive), mode="r:gz") as tar:
+        assert set(tar.getnames()) == {name.decode() for name in listed.split(b"\0") if name}, gitignore

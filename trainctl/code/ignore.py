@@ -54,12 +54,12 @@ def parse_line(line: str, base: str) -> Rule | None:
     if negated or line.startswith(("\\!", "\\#")):
         line = line[1:]
     directories_only = line.endswith("/")
-    line = line.rstrip("/")
+    line = line[:-1] if directories_only else line  # one slash each end, as git: "//x" matches nothing
     if not line:
         return None
     anchored = "/" in line
     try:
-        pattern = re.compile(translate(line.lstrip("/"), anchored))
+        pattern = re.compile(translate(line[1:] if line.startswith("/") else line, anchored))
     except re.error:  # [z-a] and the like: git matches nothing with it, and neither does trainctl
         return None
     return Rule(base, pattern, negated, directories_only)
@@ -69,14 +69,18 @@ def translate(pattern: str, anchored: bool) -> str:
     """A gitignore glob as a regular expression over a '/'-separated path relative to its base."""
     parts, i = [], 0
     while i < len(pattern):
-        if pattern.startswith("**/", i):
+        whole = i == 0 or pattern[i - 1] == "/"  # ** spans directories only as a whole segment
+        if pattern.startswith("**/", i) and whole:
             parts.append("(?:.*/)?")
             i += 3
         elif pattern.startswith("/**", i) and i + 3 == len(pattern):
             parts.append("/.*")
             i += 3
-        elif pattern.startswith("**", i):
+        elif pattern.startswith("**", i) and whole and i + 2 == len(pattern):
             parts.append(".*")
+            i += 2
+        elif pattern.startswith("**", i):  # not a whole segment: git reads it as one *
+            parts.append("[^/]*")
             i += 2
         elif pattern[i] == "*":
             parts.append("[^/]*")
@@ -84,10 +88,9 @@ def translate(pattern: str, anchored: bool) -> str:
         elif pattern[i] == "?":
             parts.append("[^/]")
             i += 1
-        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1:end]
-            parts.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
-            i = end + 1
+        elif pattern[i] == "[":
+            body, i = bracket(pattern, i)
+            parts.append(body)
         elif pattern[i] == "\\" and i + 1 < len(pattern):
             parts.append(re.escape(pattern[i + 1]))
             i += 2
@@ -95,6 +98,24 @@ def translate(pattern: str, anchored: bool) -> str:
             parts.append(re.escape(pattern[i]))
             i += 1
     return ("" if anchored else "(?:.*/)?") + "".join(parts)
+
+
+def bracket(pattern: str, start: int) -> tuple[str, int]:
+    """The class ``[...]`` at ``start`` as a regex class, and where the pattern goes on. As in git, ``!``
+    or ``^`` first negates, a ``]`` first is a member, a backslash escapes; unclosed, it matches nothing."""
+    i, members = start + 1, ["^"] if pattern[start + 1:start + 2] in ("!", "^") else []
+    i += len(members)
+    if pattern[i:i + 1] == "]":
+        members.append("\\]")
+        i += 1
+    while i < len(pattern) and pattern[i] != "]":
+        escaped = pattern[i] == "\\" and i + 1 < len(pattern)
+        character = pattern[i + 1] if escaped else pattern[i]
+        members.append("-" if character == "-" and not escaped else re.escape(character))
+        i += 2 if escaped else 1
+    if i >= len(pattern):
+        raise re.error("unclosed [")
+    return "[" + "".join(members) + "]", i + 1
 
 
 def ignored(rules: list[Rule], relative: str, is_dir: bool) -> bool:
