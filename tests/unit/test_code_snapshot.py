@@ -302,3 +302,21 @@ def test_apply_reads_the_json_list_submit_prints(cli):
     (cli.cwd / "job.json").write_text('{"apiVersion": "v1", "kind": "List", "items": "nope"}')
     refused = cli("apply", "-f", "job.json")
     assert refused.returncode == 2 and "items must be a list" in refused.stderr
+
+
+def test_the_pip_wrapper_in_an_image_without_pip_says_so(tmp_path):
+    """The main container's command as rendered, run by a python3 without pip (a venv made --without-pip)."""
+    import sys
+    import venv
+
+    venv.create(tmp_path / "nopip", with_pip=False)
+    options = SubmitOptions(command=["python3", "-c", "print('ran')"], pip=["einops"])
+    resource = render(by_name("pytorch"), options, request(options, "local", "PyTorchJob"))
+    command = resource["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    env = {"PATH": f"{tmp_path / 'nopip' / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin",
+           "TRAINCTL_PIP_CACHE": str(tmp_path / "cache"), "PIP_NO_INDEX": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1 and "ran" not in done.stdout, (done.stdout, done.stderr, sys.executable)
+    assert done.stderr.strip().splitlines()[-1] == (
+        "trainctl-pip: pip install failed with exit code 1 (is pip in the image? python3 -m pip must work): "
+        "the job's command did not run")
