@@ -122,6 +122,8 @@ def submit(
             console(stderr=True).print(snapshot.summary(), soft_wrap=True, markup=False)
         typer.echo(dry_run_text(resource, code, output or "yaml"), nl=False)
         return
+    if snapshot is not None:  # before the upload, beside the summary: stderr keeps only an error's one line
+        console(stderr=bool(output)).print(snapshot.summary(), soft_wrap=True, markup=False)
     stored = client.submit(resource, replace=replace, preflight=not no_preflight, code=code)
     if output:  # like kubectl create -o yaml: the created resource on stdout, the summary aside
         typer.echo(dump(stored, output), nl=False)
@@ -200,8 +202,6 @@ def print_summary(client, resource: dict, framework, flags: str, out, unenforced
     out.print(f"[green]submitted[/] {framework.singular}/[bold]{name}[/] "
               f"([dim]{topology_text(resource, framework)}[/]) on {client.backend.description}")
     out.print(f"  --workers means {framework.workers_help}")
-    if snapshot is not None:
-        out.print(escape(f"  {snapshot.summary()}"), soft_wrap=True)
     if client.backend_name == "local":
         images = sorted({c.get("image") for spec in resource["spec"][framework.replica_spec_field].values()
                          for c in spec["template"]["spec"]["containers"]} - {None})

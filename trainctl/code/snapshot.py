@@ -44,7 +44,7 @@ class Snapshot:
         return self.digest.split(":", 1)[1]
 
     def summary(self) -> str:
-        return (f"code: {self.files} files, {human(self.unpacked_bytes)} ({human(len(self.archive))} compressed) "
+        return (f"code: {self.files} file{'' if self.files == 1 else 's'}, {human(self.unpacked_bytes)} ({human(len(self.archive))} compressed) "
                 f"from {self.source}, {self.digest[:19]}")
 
 
