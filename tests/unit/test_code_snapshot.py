@@ -244,6 +244,13 @@ def test_an_image_without_python3_says_so(big, tmp_path):
                                    "and no --pip")
 
 
+def test_the_printed_yaml_has_no_anchors(cli):
+    tree(cli.cwd, {"train.py": ""})
+    printed = cli("submit", "tf", "--workers", "2", "--ps", "1", "--workdir", ".", "--pip", "x", "--dry-run", "--",
+                  "python", "train.py")
+    assert printed.returncode == 0 and "&id" not in printed.stdout and "*id" not in printed.stdout
+
+
 def test_describe_for_status(big):
     code, resource = big
     line = pods.describe(resource["metadata"]["annotations"])

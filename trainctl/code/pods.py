@@ -132,7 +132,7 @@ def ship_snapshot(pod: dict, container: dict, code: CodeRequest) -> None:
     entry(pod, "initContainers", []).append({
         "name": PREFIX, "image": container.get("image"), "command": unpack,
         "volumeMounts": [{"name": CHUNKS_VOLUME, "mountPath": CHUNKS_PATH, "readOnly": True}, workspace]})
-    entry(container, "volumeMounts", []).append(workspace)
+    entry(container, "volumeMounts", []).append(dict(workspace))  # not the same object: YAML would alias it
     container["workingDir"] = code.mount
 
 
