@@ -25,13 +25,13 @@ from trainctl.kube import job_resource
 RETRIES = 5
 
 
-def upload(client: kube.Client, snapshot: Snapshot, namespace: str) -> list[str]:
-    """Create the snapshot's missing ConfigMaps; the names created now."""
+def upload(client: kube.Client, snapshot: Snapshot, namespace: str) -> list[tuple[str, str]]:
+    """Create the snapshot's missing ConfigMaps; (name, resourceVersion) of those created now."""
     created = []
     for body in pods.config_maps(snapshot, namespace):
         name = body["metadata"]["name"]
-        if read(client, name, namespace) is None and create(client, body, namespace):
-            created.append(name)
+        if read(client, name, namespace) is None and (version := create(client, body, namespace)):
+            created.append((name, version))
     return created
 
 
@@ -53,7 +53,7 @@ def add_owner(client: kube.Client, body: dict, namespace: str, ref: dict) -> boo
     name = body["metadata"]["name"]
     current = read(client, name, namespace)
     if current is None:
-        return create(client, {**body, "metadata": {**body["metadata"], "ownerReferences": [ref]}}, namespace)
+        return bool(create(client, {**body, "metadata": {**body["metadata"], "ownerReferences": [ref]}}, namespace))
     refs = current.get("ownerReferences") or []
     if any(r.get("uid") == ref["uid"] for r in refs):
         return True
@@ -67,9 +67,10 @@ def add_owner(client: kube.Client, body: dict, namespace: str, ref: dict) -> boo
         raise
 
 
-def undo(client: kube.Client, names: list[str], namespace: str) -> None:
-    for name in names:
-        delete_if_present(client, name, namespace, None)
+def undo(client: kube.Client, created: list[tuple[str, str]], namespace: str) -> None:
+    """Delete what :func:`upload` created, unless another job took it meanwhile (its resourceVersion moved)."""
+    for name, version in created:
+        delete_if_present(client, name, namespace, version)
 
 
 def release(client: kube.Client, job: dict) -> None:
@@ -118,14 +119,13 @@ def read(client: kube.Client, name: str, namespace: str) -> dict | None:
         raise
 
 
-def create(client: kube.Client, body: dict, namespace: str) -> bool:
-    """True when created now; False when another submit created it first."""
+def create(client: kube.Client, body: dict, namespace: str) -> str | None:
+    """The new ConfigMap's resourceVersion; None when another submit created it first."""
     try:
-        client.create(kube.CONFIGMAPS, body, namespace)
-        return True
+        return client.create(kube.CONFIGMAPS, body, namespace)["metadata"]["resourceVersion"]
     except kube.ApiError as error:
         if error.status == 409:
-            return False
+            return None
         raise
 
 
