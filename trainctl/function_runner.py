@@ -92,27 +92,39 @@ def load_module(call: dict, directory: Path) -> types.ModuleType:
     needs, and they become this process's ``__main__``: what it returns pickles as
     ``__main__.X``, which the notebook that reads the result has.
     """
+    module = empty_module(call)
+    later = set_globals(module, call, directory)
+    exec(compile(call["source"], call["filename"], "exec"), module.__dict__)
+    for global_name, data in later.items():
+        setattr(module, global_name, pickle.loads(data))
+    return module
+
+
+def empty_module(call: dict) -> types.ModuleType:
+    """The module, registered under its name, with its package and the source for tracebacks; no code run."""
     name, filename, source = call["module"], call["filename"], call["source"]
     module = types.ModuleType(name)
-    module.__file__ = filename
-    module.__package__ = call["package"]
+    module.__file__, module.__package__ = filename, call["package"]
     if call["package"] == name:  # a package's __init__: its submodules are where this replica finds the package
         found = importlib.util.find_spec(name)
         module.__path__ = list(found.submodule_search_locations or []) if found else []
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show lines
     sys.modules[name] = module
-    for alias, imported in call["imports"].items():  # what a __main__ function's code names
+    return module
+
+
+def set_globals(module: types.ModuleType, call: dict, directory: Path) -> dict[str, bytes]:
+    """A __main__ function's imports and pickled globals, set before its sources run (their decorators and
+    defaults may need them); returns those that need a class the sources define, to set after."""
+    for alias, imported in call["imports"].items():
         setattr(module, alias, importlib.import_module(imported))
     later = {}
-    for name, data in pickle.loads((directory / GLOBALS_FILE).read_bytes()).items():  # name -> its own pickle
+    for global_name, data in pickle.loads((directory / GLOBALS_FILE).read_bytes()).items():
         try:
-            setattr(module, name, pickle.loads(data))  # before the sources: their decorators may need it
-        except AttributeError:  # an instance of a class the sources define: once they ran
-            later[name] = data
-    exec(compile(source, filename, "exec"), module.__dict__)
-    for name, data in later.items():
-        setattr(module, name, pickle.loads(data))
-    return module
+            setattr(module, global_name, pickle.loads(data))
+        except AttributeError:  # "Can't get attribute 'Config' on <module '__main__'>": not defined yet
+            later[global_name] = data
+    return later
 
 
 def main(directory: Path) -> int:

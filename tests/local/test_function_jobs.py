@@ -30,7 +30,9 @@ def needs(package: str) -> None:
 
 
 def texts(job) -> list[str]:
-    return [str(line) for line in job.logs()]
+    """Every replica's lines: followed, because the job may succeed while another replica still prints
+    (a PyTorchJob when its Master does, a TFJob when worker 0 does)."""
+    return [str(line) for line in job.logs(follow=True)]
 
 
 def test_pytorch_function_allreduces_on_three_workers(client):
@@ -96,7 +98,7 @@ def test_paddle_function_under_its_launcher(client):
     job = client.run(function_jobs.paddle_allreduce, framework="paddle", workers=2, name="fn-paddle",
                      backoff_limit=0)
     assert job.result(timeout=180) == 3.0  # from trainer 0
-    printed = {line.text for line in job.logs()}  # Paddle's launcher numbers the nodes as they register
+    printed = {line.text for line in job.logs(follow=True)}  # Paddle's launcher numbers nodes as they register
     assert {"paddle rank 0 of 2 sum 3", "paddle rank 1 of 2 sum 3"} <= printed, printed
     job.delete()
 

@@ -51,7 +51,7 @@ job = Client("local").run(train, args={"x": 2}, workers=2, name="main-fn", backo
 score = job.result(timeout=90)
 assert type(score) is Score, type(score)
 print("RESULT", score.value)
-for line in sorted(str(line) for line in job.logs()):
+for line in sorted(str(line) for line in job.logs(follow=True)):  # the worker may print after the master ended
     print("LOG", line)
 job.delete()
 '''
