@@ -98,7 +98,7 @@ def image_hints(resource: dict, replicas: list) -> list[str]:
     images = {rtype.lower(): image for rtype, image in replica_images(resource).items()}
     stuck: dict[tuple[str, str], list[str]] = {}
     for row in replicas:
-        if row.state in IMAGE_PULL_STATES:
+        if row.state.removeprefix("Init:") in IMAGE_PULL_STATES:
             stuck.setdefault((images.get(row.replica_type.lower(), ""), row.state), []).append(row.name)
     return [f"{', '.join(names)}: image {image!r} cannot be pulled ({state}): check its name and tag, that the "
             f"cluster can reach its registry (imagePullSecrets for a private one); then delete the job and "

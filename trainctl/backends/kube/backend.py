@@ -278,8 +278,8 @@ def replica_row(pod: dict, replica_types: list[str]) -> ReplicaRow:
     statuses = status.get("containerStatuses") or []
     ended = telling_termination((s.get("state") or {}).get("terminated") for s in statuses)
     last = telling_termination((s.get("lastState") or {}).get("terminated") for s in statuses)
-    waiting = next((w["reason"] for s in statuses if (w := (s.get("state") or {}).get("waiting") or {}).get("reason")),
-                   "")
+    waiting = init_waiting(status) or next(
+        (w["reason"] for s in statuses if (w := (s.get("state") or {}).get("waiting") or {}).get("reason")), "")
     state = status.get("phase") or "Pending"
     if waiting and state in ("Pending", "Running"):
         state = waiting
@@ -310,6 +310,19 @@ def init_trouble(statuses: list[dict]) -> tuple[str, dict]:
         if waiting and waiting != "PodInitializing":
             return f"Init:{waiting}", (container.get("lastState") or {}).get("terminated") or {}
     return "", {}
+
+
+def init_waiting(status: dict) -> str:
+    """``Init:<reason>`` (as kubectl shows it) for an init container that cannot start or keeps
+    failing, e.g. ``Init:ImagePullBackOff``: the main container then only says PodInitializing."""
+    for init in status.get("initContainerStatuses") or []:
+        state = init.get("state") or {}
+        reason = (state.get("waiting") or {}).get("reason") or ""
+        if reason and reason != "PodInitializing":
+            return f"Init:{reason}"
+        if (state.get("terminated") or {}).get("exitCode"):
+            return f"Init:{state['terminated'].get('reason') or 'Error'}"
+    return ""
 
 
 def telling_termination(terminations) -> dict:
