@@ -1,0 +1,92 @@
+"""Real failures from a real kubelet: exit codes, restarts, signals, memory limits, missing images."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from tests.realnode.conftest import JOB_TIMEOUT_S, wait_for
+
+pytestmark = pytest.mark.realnode
+
+# A worker that fails while the master is still at work: the job's failure is the worker's. (A
+# PyTorchJob whose master has succeeded has succeeded, whatever its workers do.)
+WORKER_RAISES = ("import os, time\n"
+                 "if os.environ['RANK'] == '0':\n"
+                 "    time.sleep(120)\n"
+                 "raise RuntimeError('worker gave up: rank ' + os.environ['RANK'])\n")
+
+
+def submit(trainctl, namespace: str, name: str, image: str, *flags: str, code: str) -> None:
+    result = trainctl("submit", "pytorch", "--name", name, "-n", namespace, "--image", image, *flags,
+                      "--", "python3", "-c", code)
+    assert result.returncode == 0, result.stderr
+
+
+def wait_failed(trainctl, namespace: str, name: str):
+    waited = trainctl("wait", name, "-n", namespace, "--timeout", str(JOB_TIMEOUT_S), timeout=JOB_TIMEOUT_S + 30)
+    assert waited.returncode != 0, waited.stdout
+    return waited.stdout + waited.stderr
+
+
+def pod_statuses(real_node, namespace: str, name: str) -> dict[str, dict]:
+    pods = json.loads(real_node.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+    return {pod["metadata"]["name"]: (pod.get("status") or {}) for pod in pods
+            if pod["metadata"]["name"].startswith(f"{name}-")}
+
+
+def test_never_restarted_worker_exiting_1_fails_the_job_with_its_summary(trainctl, namespace, python_image):
+    submit(trainctl, namespace, "never", python_image, "--workers", "2", "--restart-policy", "Never",
+           code=WORKER_RAISES)
+    output = wait_failed(trainctl, namespace, "never")
+    assert "worker-0" in output and "exit code 1" in output, output
+    assert "RuntimeError: worker gave up: rank 1" in output, output
+
+
+def test_on_failure_restarts_by_the_kubelet_count_against_the_backoff_limit(real_node, trainctl, namespace,
+                                                                           python_image):
+    submit(trainctl, namespace, "loop", python_image, "--workers", "1", "--restart-policy", "OnFailure",
+           "--backoff-limit", "1", code="raise SystemExit(3)")
+    output = wait_failed(trainctl, namespace, "loop")
+    assert "exit code 3" in output, output
+    restarts = [status["containerStatuses"][0]["restartCount"]
+                for status in pod_statuses(real_node, namespace, "loop").values() if status.get("containerStatuses")]
+    assert restarts and max(restarts) >= 1, restarts  # the kubelet restarted the container in place
+    described = trainctl("status", "loop", "-n", namespace)
+    assert "BackoffLimitExceeded" in described.stdout or "backoff" in described.stdout.lower(), described.stdout
+
+
+def test_exit_code_policy_retries_a_sigkilled_replica_then_fails(real_node, trainctl, namespace, python_image):
+    # Killed from outside, as the kernel or an operator would: the container's python is PID 1 of its
+    # PID namespace, and a signal it sends itself would be ignored.
+    marker = f"sigkill-me-{namespace}"
+    submit(trainctl, namespace, "killed", python_image, "--workers", "1", "--restart-policy", "ExitCode",
+           "--backoff-limit", "1", code=f"import time; time.sleep(600)  # {marker}")
+    for attempt in range(2):  # the first kill is retried (137 >= 128), the second exceeds the backoff limit
+        wait_for(lambda: subprocess.run(["pkill", "-KILL", "-f", marker]).returncode == 0, 120,
+                 f"a running replica to SIGKILL (attempt {attempt + 1})")
+        time.sleep(1)
+    output = wait_failed(trainctl, namespace, "killed")
+    assert "exit code 137" in output and "SIGKILL" in output, output
+
+
+def test_memory_limit_exceeded_is_reported_as_oomkilled(trainctl, namespace, python_image):
+    submit(trainctl, namespace, "oom", python_image, "--workers", "1", "--restart-policy", "Never",
+           "--memory", "64Mi", code="hog = b'x' * (512 << 20)")
+    output = wait_failed(trainctl, namespace, "oom")
+    assert "OOMKilled" in output and "137" in output, output
+
+
+def test_missing_image_is_shown_with_the_fix(trainctl, namespace):
+    submit(trainctl, namespace, "noimage", "trainctl.local/does-not-exist:1", "--workers", "1", code="pass")
+
+    def stuck():
+        described = trainctl("status", "noimage", "-n", namespace)
+        return described.stdout if "cannot be pulled" in described.stdout else None
+
+    shown = wait_for(stuck, 120, "status to show the image that cannot be pulled")
+    assert "trainctl.local/does-not-exist:1" in shown and "--image" in shown, shown
+    assert "ImagePullBackOff" in shown or "ErrImagePull" in shown, shown

@@ -1,0 +1,114 @@
+"""Run policies and deletion with the real garbage collector, and logs through the real kubelet."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.realnode.conftest import JOB_TIMEOUT_S, wait_for
+
+pytestmark = pytest.mark.realnode
+
+SLEEPER = "import time; print('started', flush=True); time.sleep(600)"
+
+
+def objects(real_node, namespace: str, kinds: str = "pods,services,configmaps") -> list[str]:
+    """The job's objects left in ``namespace`` (the namespace's own kube-root-ca.crt ConfigMap aside)."""
+    listed = real_node.kubectl("get", kinds, "-n", namespace, "-o", "name").stdout.split()
+    return [name for name in listed if name != "configmap/kube-root-ca.crt"]
+
+
+def pods(real_node, namespace: str) -> list[dict]:
+    return json.loads(real_node.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+
+
+def running(real_node, namespace: str, count: int):
+    return lambda: [p for p in pods(real_node, namespace) if (p.get("status") or {}).get("phase") == "Running"
+                    and not p["metadata"].get("deletionTimestamp")][count - 1:] and True
+
+
+def test_delete_leaves_no_pod_service_or_configmap(real_node, trainctl, namespace, python_image):
+    submitted = trainctl("submit", "pytorch", "--name", "gone", "-n", namespace, "--workers", "2",
+                         "--image", python_image, "--", "python3", "-c", SLEEPER)
+    assert submitted.returncode == 0, submitted.stderr
+    wait_for(running(real_node, namespace, 2), 120, "both replicas Running")
+    assert any(name.startswith("service/") for name in objects(real_node, namespace))
+    deleted = trainctl("delete", "gone", "-n", namespace)
+    assert deleted.returncode == 0, deleted.stderr
+    wait_for(lambda: not objects(real_node, namespace), 120, "the garbage collector to remove the job's objects")
+
+
+def test_clean_pod_policy_all_removes_pods_when_the_job_ends(real_node, trainctl, namespace, python_image):
+    submitted = trainctl("submit", "pytorch", "--name", "clean", "-n", namespace, "--workers", "2",
+                         "--clean-pod-policy", "All", "--image", python_image, "--", "python3", "-c", "print('done')")
+    assert submitted.returncode == 0, submitted.stderr
+    waited = trainctl("wait", "clean", "-n", namespace, "--timeout", str(JOB_TIMEOUT_S), timeout=JOB_TIMEOUT_S + 30)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    wait_for(lambda: not objects(real_node, namespace, "pods"), 120, "cleanPodPolicy All to remove the pods")
+    assert trainctl("status", "clean", "-n", namespace).returncode == 0  # the job itself stays
+
+
+def test_ttl_after_finished_deletes_the_job_and_everything_it_owns(real_node, trainctl, namespace, python_image):
+    submitted = trainctl("submit", "pytorch", "--name", "ttl", "-n", namespace, "--workers", "2",
+                         "--ttl-after-finished", "2", "--image", python_image, "--", "python3", "-c", "print('done')")
+    assert submitted.returncode == 0, submitted.stderr
+    wait_for(lambda: real_node.kubectl("get", "pytorchjob", "ttl", "-n", namespace).returncode != 0, 180,
+             "the TTL to delete the job")
+    wait_for(lambda: not objects(real_node, namespace), 120, "the garbage collector to remove the job's objects")
+
+
+def test_suspend_stops_the_pods_and_resume_starts_them_again(real_node, trainctl, namespace, python_image):
+    submitted = trainctl("submit", "pytorch", "--name", "pause", "-n", namespace, "--workers", "2",
+                         "--image", python_image, "--", "python3", "-c", SLEEPER)
+    assert submitted.returncode == 0, submitted.stderr
+    wait_for(running(real_node, namespace, 2), 120, "both replicas Running")
+    assert trainctl("suspend", "pause", "-n", namespace).returncode == 0
+    wait_for(lambda: not objects(real_node, namespace, "pods"), 120, "suspend to remove the pods")
+    assert "Suspended" in trainctl("status", "pause", "-n", namespace).stdout
+    assert trainctl("resume", "pause", "-n", namespace).returncode == 0
+    wait_for(running(real_node, namespace, 2), 120, "both replicas Running again after resume")
+
+
+def test_logs_follow_started_before_the_pods_exist(real_node, trainctl, namespace, python_image):
+    # the master outlives the worker's run: a PyTorchJob ends when its master does
+    code = ("import os, time\nfor step in range(3): print('rank', os.environ['RANK'], 'step', step, flush=True)\n"
+            "if os.environ['RANK'] == '0': time.sleep(20)")
+    submitted = trainctl("submit", "pytorch", "--name", "follow", "-n", namespace, "--workers", "2", "--suspend",
+                         "--image", python_image, "--", "python3", "-c", code)
+    assert submitted.returncode == 0, submitted.stderr
+    follower = trainctl.popen("logs", "-f", "follow", "-n", namespace)
+    try:
+        assert not objects(real_node, namespace, "pods")  # it starts following a job without pods
+        assert trainctl("resume", "follow", "-n", namespace).returncode == 0
+        stdout, stderr = follower.communicate(timeout=JOB_TIMEOUT_S)
+    finally:
+        follower.kill()
+    assert follower.returncode == 0, stderr
+    for rank in ("0", "1"):
+        assert f"rank {rank} step 2" in stdout, stdout
+
+
+def test_logs_previous_after_a_real_restart(real_node, trainctl, namespace, python_image):
+    code = ("import sys, time\n"
+            "print('run started at', time.time_ns(), flush=True)\n"
+            "time.sleep(1)\n"
+            "sys.exit(5)\n")
+    submitted = trainctl("submit", "pytorch", "--name", "again", "-n", namespace, "--workers", "1",
+                         "--restart-policy", "OnFailure", "--backoff-limit", "5", "--image", python_image,
+                         "--", "python3", "-c", code)
+    assert submitted.returncode == 0, submitted.stderr
+
+    def restarted_and_running():
+        return any(s.get("restartCount", 0) >= 1 and "running" in (s.get("state") or {})
+                   for p in pods(real_node, namespace) for s in (p.get("status") or {}).get("containerStatuses") or [])
+
+    wait_for(restarted_and_running, 120, "the kubelet to restart the container", interval=0.2)
+
+    def started_at(output: str) -> int:
+        return int(next(line for line in output.splitlines() if "run started at" in line).split()[-1])
+
+    previous = trainctl("logs", "again", "-n", namespace, "--previous")
+    current = trainctl("logs", "again", "-n", namespace)
+    assert previous.returncode == 0 and current.returncode == 0, previous.stderr + current.stderr
+    assert started_at(previous.stdout) < started_at(current.stdout), (previous.stdout, current.stdout)
