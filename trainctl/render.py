@@ -121,12 +121,12 @@ def render(framework: Framework, options: SubmitOptions, code: CodeRequest | Non
                         "save it as UTF-8") from None
     resource = load_one(text, f"template {template.filename}")
     check_rendered(resource, template.filename, framework)
-    if code is not None:  # before --set, which may still change what it adds
+    for assignment in options.set:
+        apply_set(resource, assignment)
+    if code is not None:  # after --set: the init container takes the image the replica ends up with
         from trainctl.code.pods import attach
 
         attach(resource, framework, code)
-    for assignment in options.set:
-        apply_set(resource, assignment)
     return validate(resource, source=f"rendered from {source}" if options.template or options.set else None)
 
 

@@ -244,6 +244,18 @@ def test_an_image_without_python3_says_so(big, tmp_path):
                                    "and no --pip")
 
 
+def test_the_init_container_runs_the_image_as_the_replica_does(tmp_path):
+    tree(tmp_path, {"train.py": ""})
+    worker = "spec.jaxReplicaSpecs.Worker.template.spec.containers[0]"
+    options = SubmitOptions(command=["python", "train.py"], workdir=str(tmp_path), set=[
+        f"{worker}.image=me/img:2", f"{worker}.imagePullPolicy=Never", f"{worker}.securityContext.runAsUser=1000"])
+    resource = render(by_name("jax"), options, request(options, "kubernetes", "JAXJob"))
+    (init,) = resource["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["initContainers"]
+    assert (init["image"], init["imagePullPolicy"], init["securityContext"]) == ("me/img:2", "Never", {"runAsUser": 1000})
+    main = resource["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert init["securityContext"] is not main["securityContext"]  # one object twice: YAML would alias it
+
+
 def test_the_printed_yaml_has_no_anchors(cli):
     tree(cli.cwd, {"train.py": ""})
     printed = cli("submit", "tf", "--workers", "2", "--ps", "1", "--workdir", ".", "--pip", "x", "--dry-run", "--",

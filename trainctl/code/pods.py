@@ -19,6 +19,7 @@ positional arguments, never part of the shell text.
 from __future__ import annotations
 
 import base64
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,8 +130,10 @@ def ship_snapshot(pod: dict, container: dict, code: CodeRequest) -> None:
     workspace = {"name": WORKSPACE_VOLUME, "mountPath": code.mount}
     unpack = script_command("unpack", "trainctl-unpack",
                             ["--chunks", CHUNKS_PATH, "--digest", code.snapshot.digest, "--into", code.mount])
+    # the replica's image as the replica pulls it, and its user, who then owns the files it unpacks
+    same = {key: copy.deepcopy(container[key]) for key in ("imagePullPolicy", "securityContext") if key in container}
     entry(pod, "initContainers", []).append({
-        "name": PREFIX, "image": container.get("image"), "command": unpack,
+        "name": PREFIX, "image": container.get("image"), **same, "command": unpack,
         "volumeMounts": [{"name": CHUNKS_VOLUME, "mountPath": CHUNKS_PATH, "readOnly": True}, workspace]})
     entry(container, "volumeMounts", []).append(dict(workspace))  # not the same object: YAML would alias it
     container["workingDir"] = code.mount
