@@ -80,3 +80,9 @@ def test_workdir_runs_from_the_jobs_own_copy(cli):
     line = cli("logs", "copy").stdout.strip()
     assert line.endswith(f"before {cli.home / 'jobs' / 'default' / 'copy' / 'workspace'}"), line
     assert "code: sha256:" in cli("status", "copy").stdout
+
+
+def test_preflight_sees_the_command_inside_the_pip_wrapper(cli):
+    refused = cli("submit", "pytorch", "--pip", "einops", "--", "python", "missing.py")
+    assert refused.returncode == 2 and "no file missing.py" in refused.stderr, refused.stderr
+    assert not (cli.home / "jobs").exists() or not any((cli.home / "jobs").rglob("job.json"))

@@ -46,12 +46,21 @@ def check(job: Job, workdir: str) -> None:
     for rtype in job.replica_types:
         spec = job.template(rtype)["spec"]
         container = job.main_container(spec["containers"]) or {}
-        command = [*(container.get("command") or []), *(container.get("args") or [])]
+        command = wrapped([*(container.get("command") or []), *(container.get("args") or [])])
         where = f"{job.framework.replica_spec_field}.{rtype}"
         if command and tuple(command) not in seen:
             seen.add(tuple(command))
             check_command(command, workdir, replica_path(container), where)
         check_volumes(spec, container, where)
+
+
+def wrapped(command: list[str]) -> list[str]:
+    """The job's own command inside trainctl's --pip wrapper (trainctl.code.pipwrap), which is what can be missing."""
+    from trainctl.code.pods import GUARD
+
+    if command[:4] == ["sh", "-c", GUARD, "trainctl-pip"] and "--" in command[5:]:  # [4] is the wrapper's source
+        return command[command.index("--", 5) + 1:]
+    return command
 
 
 def replica_path(container: dict) -> str:
