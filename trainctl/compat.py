@@ -57,7 +57,8 @@ class TrainingClient:
                    resources_per_worker: dict | None = None, num_chief_replicas: int | None = None,
                    num_ps_replicas: int | None = None, packages_to_install: list[str] | None = None,
                    pip_index_url: str = UPSTREAM_PIP_INDEX, env_vars: dict | list | None = None,
-                   queue_name: str | None = None, volumes: list | None = None, volume_mounts: list | None = None) -> None:
+                   queue_name: str | None = None, volumes: list | None = None,
+                   volume_mounts: list | None = None) -> None:
         namespace = namespace or self.namespace
         for field, value in (("labels", labels), ("annotations", annotations)):
             if value is not None and not isinstance(value, dict):
@@ -81,7 +82,8 @@ class TrainingClient:
         if pip_index_url != UPSTREAM_PIP_INDEX:
             raise InvalidArgument(f"pip_index_url={pip_index_url!r}: not supported; configure pip where the job runs")
         self.client.run(
-            train_func, framework=kind, name=name, namespace=namespace, args=positional_parameters(train_func, parameters),
+            train_func, framework=kind, name=name, namespace=namespace,
+            args=positional_parameters(train_func, parameters),
             workers=num_workers, nproc_per_node=None if num_procs_per_worker is None else str(num_procs_per_worker),
             chief=num_chief_replicas, ps=num_ps_replicas, packages=packages_to_install, image=base_image,
             env=env_dict(env_vars), annotation=annotations, label=with_queue(labels, queue_name),

@@ -103,7 +103,8 @@ compat_keywords = st.fixed_dictionaries({
     "labels": mostly(st.dictionaries(st.sampled_from(["team", "a/b"]), python_values, max_size=2), python_values),
     "annotations": mostly(st.dictionaries(text_values, python_values, max_size=2), python_values),
     "queue_name": mostly(st.sampled_from(["team-a", " "]), python_values),
-    "pip_index_url": mostly(st.just("https://pypi.org/simple"), python_values), "volumes": mostly(st.none(), python_values),
+    "pip_index_url": mostly(st.just("https://pypi.org/simple"), python_values),
+    "volumes": mostly(st.none(), python_values),
     "job": mostly(st.none(), st.one_of(python_values, st.just({"apiVersion": "kubeflow.org/v1"}))),
 })
 

@@ -61,8 +61,8 @@ def play_kubelet(k8s_cluster, kube_node, namespace: str, pod_name: str, workspac
     return ran.stdout
 
 
-def test_a_function_runs_from_the_snapshot_and_returns_through_the_log(k8s_cluster, kube_node, kube, tmp_path,  # noqa: F811
-                                                                     monkeypatch):
+def test_a_function_runs_from_the_snapshot_and_returns_through_the_log(  # noqa: F811  (kube: the fixture)
+        k8s_cluster, kube_node, kube, tmp_path, monkeypatch):
     project = tmp_path / "project"
     project.mkdir()
     (project / "trainfn.py").write_text(TRAIN)
