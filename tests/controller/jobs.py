@@ -36,7 +36,8 @@ def get_job(rest: Client, kind: str, namespace: str, name: str) -> dict:
     return rest.get(job_resource(by_kind(kind)), name, namespace)
 
 
-def wait_for(predicate, timeout: float = WAIT_S, what: str = "condition"):
+def wait_for(predicate, timeout: float = WAIT_S, what: str = "condition", interval: float = 0.1):
+    """Poll ``predicate`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -44,7 +45,7 @@ def wait_for(predicate, timeout: float = WAIT_S, what: str = "condition"):
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 def pods(rest: Client, namespace: str, job_name: str | None = None) -> dict[str, dict]:

@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,15 +133,3 @@ def namespace(real_node):
 @pytest.fixture(scope="session")
 def python_image(real_node) -> str:
     return real_node.image("python")
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
-    """Poll ``predicate`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)

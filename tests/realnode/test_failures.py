@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tests.realnode.conftest import JOB_TIMEOUT_S, wait_for
+from tests.controller.jobs import wait_for
+from tests.realnode.conftest import JOB_TIMEOUT_S
 
 pytestmark = pytest.mark.realnode
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.realnode.conftest import JOB_TIMEOUT_S, wait_for
+from tests.controller.jobs import wait_for
+from tests.realnode.conftest import JOB_TIMEOUT_S
 
 pytestmark = pytest.mark.realnode
 
