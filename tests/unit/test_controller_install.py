@@ -67,6 +67,24 @@ def test_deployment_runs_the_image_unprivileged_with_probes_and_requests():
     assert f"USER {pod['securityContext']['runAsUser']}:" in dockerfile  # the uid the image runs as
 
 
+def test_helper_images_reach_controller_run_and_bad_ones_are_one_line_errors():
+    printed = dry_run("--pytorch-init-container-image", "reg.example.com/bb:1",
+                      "--mpi-kubectl-delivery-image", "reg.example.com/kd:1")
+    assert printed.returncode == 0, printed.stderr
+    [deployment] = [d for d in yaml.safe_load_all(printed.stdout) if d["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-4:] == ["--pytorch-init-container-image", "reg.example.com/bb:1",
+                         "--mpi-kubectl-delivery-image", "reg.example.com/kd:1"]
+    assert "--mpi-kubectl-delivery-image" not in by_kind(manifests())["Deployment"][0]["spec"]["template"][
+        "spec"]["containers"][0]["args"]  # upstream's default: no flag
+    bad = dry_run("--mpi-kubectl-delivery-image", "kd:1 --privileged")
+    assert bad.returncode == 2 and "--mpi-kubectl-delivery-image" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    run = subprocess.run([sys.executable, "-m", "trainctl", "controller", "run", "--mpi-kubectl-delivery-image", " "],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert run.returncode == 2 and "--mpi-kubectl-delivery-image" in run.stderr
+
+
 def test_values_stay_data_and_bad_ones_are_one_line_errors():
     image = "evil:1\n  command: [sh]"
     assert dry_run("--image", image).returncode == 2

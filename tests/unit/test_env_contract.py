@@ -144,6 +144,20 @@ def test_mpi_launcher_env_hostfile_and_idle_workers():
     assert framework.hostfile(Job(resource), LocalNetwork()) == "127.0.0.1 slots=4\n"
 
 
+def test_mpi_launcher_init_container_image_is_the_controllers_setting():
+    from trainctl.job import Job
+
+    resource = job("MPIJob", "mpi", {"Launcher": 1, "Worker": 2})
+    images = {}
+    for network in (ClusterNetwork(), ClusterNetwork(mpi_kubectl_delivery_image="reg.example.com/kd:1")):
+        pod = {"spec": {"containers": [{"name": "mpi", "image": "x"}]}}
+        by_kind("MPIJob").decorate_pod(Job(resource), "Launcher", pod, network)
+        [init] = pod["spec"]["initContainers"]
+        images[network.mpi_kubectl_delivery_image] = init["image"]
+    assert images == {"kubeflow/kubectl-delivery:latest": "kubeflow/kubectl-delivery:latest",
+                      "reg.example.com/kd:1": "reg.example.com/kd:1"}
+
+
 @pytest.mark.parametrize("kind, replicas, key, expected_local", [
     ("PyTorchJob", {"Master": 1, "Worker": 1}, "MASTER_ADDR", "127.0.0.1"),
     ("XGBoostJob", {"Master": 1, "Worker": 1}, "MASTER_PORT", "40000"),

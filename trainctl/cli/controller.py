@@ -27,6 +27,9 @@ def _check_namespaces(values: list[str] | None) -> list[str] | None:
 PytorchInitImage = Annotated[str | None, typer.Option("--pytorch-init-container-image", help=(
     "Image of the init container that holds PyTorch workers until the master's name resolves (needs sh, "
     "seq, sleep and nslookup, as alpine and busybox have). Default: alpine:3.10."))]
+MpiKubectlDeliveryImage = Annotated[str | None, typer.Option("--mpi-kubectl-delivery-image", help=(
+    "Image of the MPI launcher's init container: copies kubectl to $TARGET_DIR for kubexec.sh, then waits "
+    "until every worker accepts kubectl exec. Default: kubeflow/kubectl-delivery:latest."))]
 
 KINDS_HELP = "Job kinds to reconcile, comma-separated or repeated (default: all six). Example: --kinds pytorch,tf"
 
@@ -55,11 +58,12 @@ def run(
     cluster_domain: Annotated[str | None, typer.Option("--cluster-domain", envvar="CUSTOM_CLUSTER_DOMAIN", help=(
         "Cluster domain appended to TF_CONFIG addresses, as the Kubeflow operator's CUSTOM_CLUSTER_DOMAIN."))] = None,
     pytorch_init_image: PytorchInitImage = None,
+    mpi_kubectl_delivery_image: MpiKubectlDeliveryImage = None,
     log_format: Annotated[str, typer.Option("--log-format", help="text or json.")] = "text",
     context: Context = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
-    from trainctl.controller.manager import PYTORCH_INIT_IMAGE, Options, run_controller
+    from trainctl.controller.manager import MPI_KUBECTL_DELIVERY_IMAGE, PYTORCH_INIT_IMAGE, Options, run_controller
 
     options = Options.from_flags(namespaces=namespace or [], kinds=kinds or [], concurrency=concurrency,
                                  leader_elect=leader_elect, lease_namespace=lease_namespace, lease_name=lease_name,
@@ -67,6 +71,8 @@ def run(
                                  gang_scheduler_name=gang_scheduler_name, cluster_domain=cluster_domain,
                                  pytorch_init_image=PYTORCH_INIT_IMAGE if pytorch_init_image is None
                                  else pytorch_init_image,
+                                 mpi_kubectl_delivery_image=MPI_KUBECTL_DELIVERY_IMAGE
+                                 if mpi_kubectl_delivery_image is None else mpi_kubectl_delivery_image,
                                  log_format=log_format, context=context, kubeconfig=kubeconfig)
     raise typer.Exit(run_controller(options))
 
@@ -82,6 +88,7 @@ def install(
     install_namespace: Annotated[str, typer.Option("--install-namespace", help=(
         "Namespace the controller and its Lease live in."))] = "trainctl-system",
     pytorch_init_image: PytorchInitImage = None,
+    mpi_kubectl_delivery_image: MpiKubectlDeliveryImage = None,
     output: Output = None,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
@@ -89,7 +96,8 @@ def install(
     from trainctl.cli.apply import dump_all
     from trainctl.controller.install import apply_manifests, manifests
 
-    documents = manifests(namespace=install_namespace, image=image, pytorch_init_image=pytorch_init_image)
+    documents = manifests(namespace=install_namespace, image=image, pytorch_init_image=pytorch_init_image,
+                          mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
     if dry_run:
         typer.echo(dump_all(documents, output or "yaml"), nl=False)
         return

@@ -24,7 +24,7 @@ from trainctl.controller.metrics import Metrics
 from trainctl.controller.queue import WorkQueue
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, CreateService, DeleteJob, DeleteReplica, DeleteService, RecordEvent
-from trainctl.core.network import PYTORCH_INIT_IMAGE, ClusterNetwork
+from trainctl.core.network import MPI_KUBECTL_DELIVERY_IMAGE, PYTORCH_INIT_IMAGE, ClusterNetwork
 from trainctl.core.reconcile import reconcile, rfc3339
 from trainctl.frameworks import ALL
 from trainctl.frameworks.base import LABEL_JOB_NAME
@@ -63,11 +63,13 @@ OWNED_FIELDS = ("data", "rules", "subjects", "roleRef", "spec")
 class Controller:
     def __init__(self, client: Client, *, frameworks=ALL, namespaces: list[str] | None = None,
                  gang: GangScheduler | None = None, cluster_domain: str | None = None,
-                 pytorch_init_image: str = PYTORCH_INIT_IMAGE, metrics: Metrics | None = None,
+                 pytorch_init_image: str = PYTORCH_INIT_IMAGE,
+                 mpi_kubectl_delivery_image: str = MPI_KUBECTL_DELIVERY_IMAGE, metrics: Metrics | None = None,
                  identity: str | None = None) -> None:
         self.client, self.frameworks = client, list(frameworks)
         self.by_operator = {fw.operator_name: fw for fw in self.frameworks}
-        self.network = ClusterNetwork(cluster_domain, pytorch_init_image=pytorch_init_image)
+        self.network = ClusterNetwork(cluster_domain, pytorch_init_image=pytorch_init_image,
+                                      mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
         self.metrics = metrics or Metrics()
         self.identity = identity or f"{os.uname().nodename}-{uuid.uuid4().hex[:6]}"
         self.queue = WorkQueue()
@@ -219,7 +221,7 @@ class Controller:
 
     def create_pod(self, key: JobKey, job: Job, action: CreateReplica) -> None:
         body = pod_objects.pod_body(job, action)
-        job.framework.decorate_pod(job, action.rtype, body)
+        job.framework.decorate_pod(job, action.rtype, body, self.network)
         if self.gang:
             warning = self.gang.decorate(job, action.rtype, body)
             if warning:

@@ -77,11 +77,17 @@ def metadata(name: str, namespace: str | None = None) -> dict:
     return meta
 
 
-def deployment(namespace: str, image: str, pytorch_init_image: str | None = None) -> dict:
+# the helper images `controller run` takes, by keyword: upstream's flag names
+HELPER_IMAGE_FLAGS = {"pytorch_init_image": "--pytorch-init-container-image",
+                      "mpi_kubectl_delivery_image": "--mpi-kubectl-delivery-image"}
+
+
+def deployment(namespace: str, image: str, **helper_images: str | None) -> dict:
     args = ["controller", "run", "--leader-elect", "--lease-name", NAME, "--log-format", "json",
             "--metrics-addr", f":{METRICS_PORT}", "--health-addr", f":{HEALTH_PORT}"]
-    if pytorch_init_image:  # a cluster that cannot pull alpine (air-gapped, a mirror) names its own
-        args += ["--pytorch-init-container-image", pytorch_init_image]
+    for name, value in helper_images.items():
+        if value:  # a cluster that cannot pull upstream's (air-gapped, a mirror) names its own
+            args += [HELPER_IMAGE_FLAGS[name], value]
     probe = {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 10, "failureThreshold": 3}
     container = {
         "name": "controller", "image": image, "imagePullPolicy": "IfNotPresent",
@@ -110,16 +116,18 @@ def deployment(namespace: str, image: str, pytorch_init_image: str | None = None
 
 
 def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
-              pytorch_init_image: str | None = None) -> list[dict]:
-    """Everything the controller needs, in the order it must be created."""
+              **helper_images: str | None) -> list[dict]:
+    """Everything the controller needs, in the order it must be created; ``helper_images`` are
+    HELPER_IMAGE_FLAGS' keywords (None: upstream's default)."""
     from trainctl.crds import all_crds
 
     if not DNS_1123_LABEL.fullmatch(namespace):
         raise UserError(f"--install-namespace {namespace!r}: use lower-case letters, digits and '-' "
                         "(at most 63, starting and ending with a letter or digit)")
     image = check_image(image or DEFAULT_IMAGE, "--image")
-    if pytorch_init_image is not None:
-        check_image(pytorch_init_image, "--pytorch-init-container-image")
+    for name, value in helper_images.items():
+        if value is not None:
+            check_image(value, HELPER_IMAGE_FLAGS[name])
     account = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(namespace)},
@@ -134,7 +142,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
          "rules": lease_rules()},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata(NAME, namespace),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}, "subjects": [account]},
-        deployment(namespace, image, pytorch_init_image),
+        deployment(namespace, image, **helper_images),
         {"apiVersion": "v1", "kind": "Service", "metadata": metadata(f"{NAME}-metrics", namespace),
          "spec": {"selector": dict(SELECTOR),
                   "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]}},

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from trainctl.core.network import PYTORCH_INIT_IMAGE
+from trainctl.core.network import MPI_KUBECTL_DELIVERY_IMAGE, PYTORCH_INIT_IMAGE
 from trainctl.errors import UserError
 
 log = logging.getLogger("trainctl.controller")
@@ -40,6 +40,7 @@ class Options:
     gang_scheduler_name: str = ""
     cluster_domain: str | None = None
     pytorch_init_image: str = PYTORCH_INIT_IMAGE
+    mpi_kubectl_delivery_image: str = MPI_KUBECTL_DELIVERY_IMAGE
     log_format: str = "text"
     context: str | None = None
     kubeconfig: str | None = None
@@ -60,6 +61,8 @@ class Options:
         for flag in ("metrics_addr", "health_addr"):
             parse_address(flags[flag], "--" + flag.replace("_", "-"))
         check_image(flags.get("pytorch_init_image", PYTORCH_INIT_IMAGE), "--pytorch-init-container-image")
+        check_image(flags.get("mpi_kubectl_delivery_image", MPI_KUBECTL_DELIVERY_IMAGE),
+                    "--mpi-kubectl-delivery-image")
         return cls(kinds=frameworks, log_format=log_format, **flags)
 
 
@@ -117,7 +120,8 @@ class Manager:
             gang = None
         self.controller = Controller(self.client, frameworks=options.kinds or ALL, namespaces=options.namespaces,
                                      gang=gang, cluster_domain=options.cluster_domain,
-                                     pytorch_init_image=options.pytorch_init_image)
+                                     pytorch_init_image=options.pytorch_init_image,
+                                     mpi_kubectl_delivery_image=options.mpi_kubectl_delivery_image)
         self.controller.hpa = self.served_hpa()
         self.stopping = threading.Event()
         self.acting = threading.Event()

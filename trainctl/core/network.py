@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 # upstream's --pytorch-init-container-image default
 PYTORCH_INIT_IMAGE = "alpine:3.10"
+# upstream's --mpi-kubectl-delivery-image default
+MPI_KUBECTL_DELIVERY_IMAGE = "kubeflow/kubectl-delivery:latest"
 
 
 class Network(Protocol):
@@ -25,6 +27,8 @@ class Network(Protocol):
     #: image of the init container that holds PyTorch workers until the master's name resolves
     #: (cluster only: it needs sh, seq, sleep and nslookup, as alpine and busybox have)
     pytorch_init_image: str
+    #: image of the MPI launcher's init container that copies kubectl into it and waits for the workers
+    mpi_kubectl_delivery_image: str
 
     def host(self, job: Job, rtype: str, index: int) -> str:
         """Address other replicas use (MASTER_ADDR style)."""
@@ -46,6 +50,7 @@ class ClusterNetwork:
     cluster_domain: str | None = None
     cluster: bool = True
     pytorch_init_image: str = PYTORCH_INIT_IMAGE
+    mpi_kubectl_delivery_image: str = MPI_KUBECTL_DELIVERY_IMAGE
 
     def host(self, job: Job, rtype: str, index: int) -> str:
         return job.pod_name(rtype, index)
@@ -70,6 +75,7 @@ class LocalNetwork:
     mpi_config_dir: str = "/etc/mpi"
     cluster: bool = False
     pytorch_init_image: str = ""  # processes need no init container: they start in order
+    mpi_kubectl_delivery_image: str = ""  # mpirun starts local ranks itself: no kubectl
 
     def host(self, job: Job, rtype: str, index: int) -> str:
         return self.address

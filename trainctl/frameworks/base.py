@@ -126,7 +126,7 @@ class Framework:
         """Objects besides pods and services this kind needs in a cluster (created or updated each pass)."""
         return []
 
-    def decorate_pod(self, job: Job, rtype: str, pod: dict) -> None:
+    def decorate_pod(self, job: Job, rtype: str, pod: dict, network: Network) -> None:
         """Cluster-only changes to a replica's pod before it is created (volumes, service account)."""
 
     def __repr__(self) -> str:

@@ -10,7 +10,6 @@ from trainctl.frameworks.base import Framework, env_var
 
 WORKER_IDLE_COMMAND = {"command": ["sleep"], "args": ["365d"]}
 CLUSTER = ClusterNetwork()
-KUBECTL_DELIVERY_IMAGE = "kubeflow/kubectl-delivery:latest"  # upstream's --mpi-kubectl-delivery-image default
 CONFIG_DIR, KUBECTL_DIR = "/etc/mpi", "/opt/kube"
 CONFIG_VOLUME, KUBECTL_VOLUME = "mpi-job-config", "mpi-job-kubectl"
 EXECUTABLE, READ_ONLY = 0o555, 0o444
@@ -125,7 +124,7 @@ class MPI(Framework):
                          and (p.get("status") or {}).get("phase") == "Running")
         return "#!/bin/sh" + "".join(lines + [f"\necho {name}:{slots}" for name in running])
 
-    def decorate_pod(self, job, rtype, pod):
+    def decorate_pod(self, job, rtype, pod, network):
         spec = pod["spec"]
         main = spec["containers"][0]
         config = {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR}
@@ -136,7 +135,7 @@ class MPI(Framework):
         spec.setdefault("serviceAccountName", self.service_account(job))
         kubectl = {"name": KUBECTL_VOLUME, "mountPath": KUBECTL_DIR}
         spec["initContainers"] = (spec.get("initContainers") or []) + [{
-            "name": "kubectl-delivery", "image": KUBECTL_DELIVERY_IMAGE, "imagePullPolicy": "IfNotPresent",
+            "name": "kubectl-delivery", "image": network.mpi_kubectl_delivery_image, "imagePullPolicy": "IfNotPresent",
             "env": [env_var("TARGET_DIR", KUBECTL_DIR), env_var("NAMESPACE", job.namespace)],
             "volumeMounts": [kubectl, config],
             "resources": {kind: {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"}
