@@ -11,6 +11,7 @@ on every rank only if training really was synchronised. Tests and humans read it
 
 import hashlib
 import json
+import sys
 
 
 def parameter_hash(arrays) -> str:
@@ -21,5 +22,9 @@ def parameter_hash(arrays) -> str:
 
 
 def report(framework: str, rank: int, world_size: int, allreduce_sum: float, model_hash: str, **extra) -> None:
-    print(json.dumps({"event": "result", "framework": framework, "rank": rank, "world_size": world_size,
-                      "allreduce_sum": float(allreduce_sum), "model_hash": model_hash, **extra}), flush=True)
+    line = json.dumps({"event": "result", "framework": framework, "rank": rank, "world_size": world_size,
+                       "allreduce_sum": float(allreduce_sum), "model_hash": model_hash, **extra})
+    # one write: ranks that share a stdout (mpirun forwards them all to the launcher's) would otherwise
+    # interleave, since print under PYTHONUNBUFFERED writes the text and its newline separately
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
