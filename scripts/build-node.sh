@@ -2,9 +2,8 @@
 # The parts of a real Kubernetes node for the test suite (issue 14), from Debian only: the Debian
 # packages a node needs (containerd, runc, CNI plugins, mmdebstrap, ...) and kubelet,
 # kube-scheduler, kube-controller-manager and kube-proxy built from the same Debian `kubernetes`
-# source tree as the test kube-apiserver (scripts/kube-source.sh downloads and patches it once).
-#
-# NOT WIRED YET: scripts/test.sh and CI do not run this; the real-node test tier does not exist yet.
+# source tree as the test kube-apiserver (scripts/kube-source.sh downloads and patches it once), and
+# a static kubectl for the MPI launcher's kubectl-delivery image (about 3 min more with the Go cache warm).
 #
 #   bash scripts/build-node.sh        # idempotent; prints the binaries' directory last
 #
@@ -16,17 +15,22 @@
 set -euo pipefail
 source "$(dirname "$0")/kube-source.sh"
 
-NODE_COMMANDS=(kubelet kube-scheduler kube-controller-manager kube-proxy)
+# kubectl is for the MPI launcher's kubectl-delivery image (tests/cluster/images.py), not the node
+NODE_COMMANDS=(kubelet kube-scheduler kube-controller-manager kube-proxy kubectl)
 CACHE=${TRAINCTL_NODE_CACHE:-$CACHE_ROOT/node/$SOURCE_VERSION}
 
 # Runtime parts of the node; their own services are not used (the fixture starts its own daemons).
 apt_install containerd runc containernetworking-plugins mmdebstrap busybox-static iptables \
   conntrack socat dnsmasq-base gcc libc6-dev
 
+runs() {  # kubectl has no --version
+  if [ "$1" = kubectl ]; then "$CACHE/$1" version --client; else "$CACHE/$1" --version; fi >/dev/null
+}
+
 cached() {
   local command
   for command in "${NODE_COMMANDS[@]}"; do
-    "$CACHE/$command" --version >/dev/null 2>&1 || return 1
+    runs "$command" 2>/dev/null || return 1
   done
 }
 
@@ -55,7 +59,7 @@ mkdir -p "$CACHE"
 for command in "${NODE_COMMANDS[@]}"; do
   cp "$SRC/_output/local/bin/linux/amd64/$command" "$CACHE/$command.tmp"
   mv "$CACHE/$command.tmp" "$CACHE/$command"
-  "$CACHE/$command" --version >/dev/null
+  runs "$command"
 done
 printf 'build_tag=%s\nbuild_seconds=%s\n' "$tag" "$seconds" >"$CACHE/build-info.txt"
 log "node binaries built in ${seconds}s (build tag: $tag) and cached: $CACHE"

@@ -13,7 +13,8 @@
 #   4. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks, and
 #      .venv-upstream-sdk with the Kubeflow SDK (requirements/upstream-sdk.txt)
 #   5. the node's images, built without Docker or a registry (tests/cluster/images.py): pause,
-#      python (torch + numpy + examples/) and the controller from controller/Dockerfile's steps
+#      busybox, kubectl-delivery (MPI), python (torch, numpy, tensorflow, Open MPI + mpi4py,
+#      examples/) and the controller from controller/Dockerfile's steps
 #   6. pytest (the real-node tier starts the node in a network namespace of its own and stops it)
 # Each step's line shows the seconds since the start, so cold and cached set-up times can be read off.
 set -euo pipefail

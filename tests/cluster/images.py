@@ -1,7 +1,7 @@
 """Container images for the real-node test tier (issue 14), built without a registry or a Docker daemon.
 
-NOT WIRED YET: no test or script uses these images so far; they are the groundwork for a real
-Kubernetes node (docs/real-node.md). Run by hand, as root:
+scripts/test.sh builds them all and the real-node tier (tests/cluster/realnode.py) imports them
+into its node's containerd. Run by hand, as root:
 
     python -m tests.cluster.images pause        # prints the path of each OCI archive it built
     python -m tests.cluster.images python
@@ -17,9 +17,12 @@ into containerd saves, since nothing is ever pushed.
 
 * ``pause``: the pod sandbox's init process, ``gcc -Os -static`` of build/pause/linux/pause.c from
   the same Debian kubernetes source tree the node binaries are built from (scripts/kube-source.sh).
-* ``python``: a Debian bookworm root filesystem from ``mmdebstrap`` with python3, plus the pinned
-  CPU frameworks (torch, numpy, tensorflow-cpu and tf-keras from requirements/) installed by pip inside it,
-  and the repository's examples/ at /opt/trainctl/examples.
+* ``busybox``: Debian's static busybox (the PyTorch workers' wait-for-master init container).
+* ``kubectl-delivery``: the MPI launcher's init container: static busybox, the static kubectl built
+  with the node binaries, and DELIVER_KUBECTL as the entrypoint.
+* ``python``: a Debian bookworm root filesystem from ``mmdebstrap`` with python3 and Debian's Open MPI
+  and mpi4py, plus the pinned CPU frameworks (torch, numpy, tensorflow-cpu and tf-keras from
+  requirements/) installed by pip inside it, and the repository's examples/ at /opt/trainctl/examples.
 * ``controller``: trainctl's controller image, from controller/Dockerfile's own steps, with Debian
   bookworm's Python 3.11 standing in for ``python:3.11-slim`` (see ``build_controller``).
 
@@ -51,6 +54,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.cluster.server import SOURCE_VERSION
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "trainctl" / "images"
 # Bump when the way an image is assembled changes, so cached archives are rebuilt.
@@ -60,6 +65,10 @@ DEBIAN_SUITE = "bookworm"
 # goes in with --no-deps, as in scripts/test.sh (it requires `tensorflow`, not the -cpu build).
 PYTHON_IMAGE_PACKAGES = ("torch", "numpy", "tensorflow-cpu")
 PYTHON_IMAGE_NO_DEPS = ("tf-keras",)
+# MPI comes from Debian, not from the pip pins the local backend uses: Open MPI 4's mpirun (ORTE) starts
+# its orted on each worker through OMPI_MCA_plm_rsh_agent (the controller's kubexec.sh) with orted on
+# the image's PATH, which is how the operator's own images do it; python3-mpi4py is built against it.
+PYTHON_IMAGE_DEBIAN_MPI = ("openmpi-bin", "python3-mpi4py")
 EXAMPLES_IN_IMAGE = Path("/opt/trainctl/examples")
 # Docker's default PATH: images built by docker carry it in their config, and the CRI passes it on.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -206,29 +215,84 @@ def build_pause() -> Path:
 # --- busybox ----------------------------------------------------------------------------------
 
 
+BUSYBOX = Path("/bin/busybox")
+
+
+def _busybox_applets() -> list[str]:
+    if not BUSYBOX.exists():
+        raise SetupStepError("no /bin/busybox: install busybox-static (bash scripts/build-node.sh)")
+    return run_step("busybox --list", [str(BUSYBOX), "--list"]).stdout.split()
+
+
+def _add_busybox(archive: tarfile.TarFile, applets: list[str]) -> None:
+    """/bin/busybox with a link per applet, and /tmp."""
+    for directory in ("bin", "tmp"):
+        info = tarfile.TarInfo(directory)
+        info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory == "tmp" else 0o755
+        archive.addfile(info)
+    archive.add(BUSYBOX, "bin/busybox")
+    for applet in applets:
+        if applet != "busybox":
+            link = tarfile.TarInfo(f"bin/{applet}")
+            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+            archive.addfile(link)
+
+
 def build_busybox() -> Path:
     """Debian's static busybox with a link per applet: what the operator's small helper containers
     need (the PyTorch workers' wait-for-master init container runs sh, seq, sleep and nslookup)."""
-    binary = Path("/bin/busybox")
-    if not binary.exists():
-        raise SetupStepError("no /bin/busybox: install busybox-static (bash scripts/build-node.sh)")
-    applets = run_step("busybox --list", [str(binary), "--list"]).stdout.split()
-    key = _content_key("busybox", _sha256_file(binary), applets)
+    applets = _busybox_applets()
+    key = _content_key("busybox", _sha256_file(BUSYBOX), applets)
 
     def build_layer(layer: Path, work: Path) -> None:
         with tarfile.open(layer, "w") as archive:
-            for directory in ("bin", "tmp"):
-                info = tarfile.TarInfo(directory)
-                info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory == "tmp" else 0o755
-                archive.addfile(info)
-            archive.add(binary, "bin/busybox")
-            for applet in applets:
-                if applet != "busybox":
-                    link = tarfile.TarInfo(f"bin/{applet}")
-                    link.type, link.linkname = tarfile.SYMTYPE, "busybox"
-                    archive.addfile(link)
+            _add_busybox(archive, applets)
 
     return _cached_build("busybox", key, build_layer, ImageConfig(entrypoint=["/bin/sh"]))
+
+
+# --- kubectl-delivery -------------------------------------------------------------------------
+
+# kubectl built with the node binaries (scripts/build-node.sh: CGO_ENABLED=0, so static)
+NODE_KUBECTL = CACHE.parent / "node" / SOURCE_VERSION / "kubectl"
+# What upstream's kubeflow/kubectl-delivery image does, in our own words: hand kubectl to the MPI
+# launcher's main container, then hold the launcher until every worker in its hostfile accepts a
+# kubectl exec (mpirun's first exec would fail otherwise). It runs as the launcher's ServiceAccount,
+# whose Role allows exec on the workers only, so the launcher itself (a GPU launcher is in the
+# hostfile) is skipped.
+DELIVER_KUBECTL = """#!/bin/sh
+set -eu
+: "${TARGET_DIR:?set TARGET_DIR, e.g. /opt/kube}" "${NAMESPACE:?set NAMESPACE}"
+cp /bin/kubectl "$TARGET_DIR/kubectl"
+while read -r host _; do
+  [ -n "$host" ] && [ "$host" != "$(hostname)" ] || continue
+  until kubectl -n "$NAMESPACE" exec "$host" -- true >/dev/null 2>&1; do
+    echo "waiting for worker $host"
+    sleep 1
+  done
+  echo "worker $host accepts kubectl exec"
+done < /etc/mpi/hostfile
+"""
+
+
+def build_kubectl_delivery() -> Path:
+    """The MPI launcher's init container (upstream: kubeflow/kubectl-delivery): static busybox for
+    the script's sh, cp, hostname and sleep; the static kubectl; the script as the entrypoint."""
+    if not NODE_KUBECTL.exists():
+        raise SetupStepError(f"no {NODE_KUBECTL}: run bash scripts/build-node.sh")
+    applets = _busybox_applets()
+    key = _content_key("kubectl-delivery", _sha256_file(BUSYBOX), applets, _sha256_file(NODE_KUBECTL),
+                       DELIVER_KUBECTL)
+
+    def build_layer(layer: Path, work: Path) -> None:
+        with tarfile.open(layer, "w") as archive:
+            _add_busybox(archive, applets)
+            archive.add(NODE_KUBECTL, "bin/kubectl")
+            script = tarfile.TarInfo("deliver_kubectl.sh")
+            script.size, script.mode = len(DELIVER_KUBECTL), 0o755
+            archive.addfile(script, io.BytesIO(DELIVER_KUBECTL.encode()))
+
+    return _cached_build("kubectl-delivery", key, build_layer, ImageConfig(entrypoint=["/deliver_kubectl.sh"]))
 
 
 # --- root filesystems with pip ----------------------------------------------------------------
@@ -316,7 +380,7 @@ def build_python() -> Path:
     EXAMPLES_IN_IMAGE (the real-node tests run the scripts that are in the image, as users do)."""
     requirements = pinned_requirements(PYTHON_IMAGE_PACKAGES)
     no_deps = pinned_requirements(PYTHON_IMAGE_NO_DEPS, "frameworks-no-deps.txt")
-    packages = ["python3", "python3-pip", "ca-certificates"]
+    packages = ["python3", "python3-pip", "ca-certificates", *PYTHON_IMAGE_DEBIAN_MPI]
     examples = REPO / "examples"
     key = _content_key("python", DEBIAN_SUITE, packages, requirements, no_deps, _context_digest([examples]))
 
@@ -420,7 +484,8 @@ def build_controller() -> Path:
     return _cached_build("controller", key, build_layer, config)
 
 
-BUILDERS = {"pause": build_pause, "busybox": build_busybox, "python": build_python, "controller": build_controller}
+BUILDERS = {"pause": build_pause, "busybox": build_busybox, "kubectl-delivery": build_kubectl_delivery,
+            "python": build_python, "controller": build_controller}
 
 
 def main(argv: list[str]) -> int:

@@ -105,9 +105,11 @@ def in_cluster_controller(real_node, cli):
     the controller runs as its Deployment (ServiceAccount, leader election, probes, metrics)."""
     with realnode.entered():
         image = real_node.image("controller")
-        # busybox for the PyTorch workers' wait-for-master init container (alpine cannot be pulled here)
+        # nothing can be pulled here: busybox for the PyTorch workers' wait-for-master init container
+        # (upstream: alpine), and a kubectl-delivery image of our own for the MPI launcher
         result = cli("controller", "install", "--image", image,
-                     "--pytorch-init-container-image", real_node.image("busybox"))
+                     "--pytorch-init-container-image", real_node.image("busybox"),
+                     "--mpi-kubectl-delivery-image", real_node.image("kubectl-delivery"))
         assert result.returncode == 0, result.stderr
         rollout = real_node.kubectl("rollout", "status", "deployment/trainctl-controller", "-n",
                                     CONTROLLER_NAMESPACE, "--timeout=180s", timeout=200)

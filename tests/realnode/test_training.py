@@ -83,3 +83,23 @@ def test_tfjob_of_two_workers_trains_with_multi_worker_mirrored_strategy(real_no
                                 if env["name"] == "TF_CONFIG"))
     # Service names, resolved by the cluster's DNS in every pod
     assert tf_config["cluster"]["worker"] == [f"mwms-worker-{i}.{namespace}.svc:2222" for i in range(2)], tf_config
+
+
+def test_mpijob_runs_mpirun_on_two_workers_through_kubectl_exec(real_node, trainctl, namespace, python_image):
+    script = EXAMPLES_IN_IMAGE / "mpi" / "allreduce.py"
+    submitted = trainctl("submit", "mpi", "--name", "mpi", "-n", namespace, "--workers", "2",
+                         "--image", python_image, "--", "python3", str(script))
+    assert submitted.returncode == 0, submitted.stderr
+    waited = trainctl("wait", "mpi", "-n", namespace, "--timeout", str(JOB_TIMEOUT_S), timeout=JOB_TIMEOUT_S + 30)
+    logs = trainctl("logs", "mpi", "-n", namespace)
+    assert waited.returncode == 0, waited.stdout + waited.stderr + logs.stdout
+    found = results(logs.stdout)  # every rank's output comes back through mpirun on the launcher
+    assert sorted(record["rank"] for record in found) == [0, 1], logs.stdout
+    assert {record["allreduce_sum"] for record in found} == {3.0}
+    assert len({record["model_hash"] for record in found}) == 1  # averaged gradients kept the ranks equal
+    # kubexec.sh traces each daemon start (set -x): Open MPI's rsh agent reached both workers by kubectl exec
+    for worker in ("mpi-worker-0", "mpi-worker-1"):
+        assert f"/opt/kube/kubectl exec {worker} -- /bin/sh -c" in logs.stdout + logs.stderr, logs.stdout
+    launcher = json.loads(real_node.kubectl("get", "pod", "mpi-launcher", "-n", namespace, "-o", "json").stdout)
+    [delivery] = launcher["status"]["initContainerStatuses"][-1:]
+    assert delivery["name"] == "kubectl-delivery" and delivery["state"]["terminated"]["exitCode"] == 0
