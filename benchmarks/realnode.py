@@ -68,10 +68,10 @@ class Bench:
         return subprocess.run([self.trainctl, *args], env=self.env, cwd=ROOT, capture_output=True, text=True,
                               timeout=timeout, check=True)
 
-    def submit_args(self, name: str, image: str, workers: int, command: list[str]) -> list[str]:
+    def submit_args(self, name: str, image: str, workers: int, command: list[str], flags: tuple = ()) -> list[str]:
         # --no-workdir: the image has what runs (code shipping would add a ConfigMap and an init step)
         return ["submit", "pytorch", "-n", self.namespace, "--name", name, "--workers", str(workers),
-                "--image", image, "--no-workdir", "--", *command]
+                "--image", image, "--no-workdir", *flags, "--", *command]
 
     def clear(self) -> None:
         """Delete the jobs first (so the controller recreates nothing), then their pods and services."""
@@ -100,7 +100,9 @@ class Bench:
 
     def train_in_pods(self, name: str, image: str) -> float:
         script = str(EXAMPLES_IN_IMAGE / "pytorch" / "train_ddp.py")
-        self.cli(*self.submit_args(name, image, 2, ["python3", script, *TRAIN_ARGS, "--output", "/tmp/bench-output"]))
+        # a core each, as the local backend gives each of 2 processes on 2 cores (OMP_NUM_THREADS follows)
+        self.cli(*self.submit_args(name, image, 2, ["python3", script, *TRAIN_ARGS, "--output", "/tmp/bench-output"],
+                                   ("--cpu", "1")))
         self.cli("wait", name, "-n", self.namespace, "--timeout", str(TRAIN_TIMEOUT_S), timeout=TRAIN_TIMEOUT_S + 30)
         logs = self.cli("logs", name, "-n", self.namespace).stdout
         self.clear()

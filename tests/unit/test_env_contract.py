@@ -188,3 +188,23 @@ def test_user_env_comes_first_and_services_mirror_ports():
     service = next(a for a in plan.actions if type(a).__name__ == "CreateService")
     assert service.ports == [{"name": "pytorchjob-port", "port": 23456}]
     assert "training.kubeflow.org/job-role" not in service.labels
+
+
+def test_pods_get_omp_num_threads_from_their_cpu_limit_unless_they_set_it():
+    from trainctl.core.reconcile import cpu_threads_env
+
+    def threads(resources: dict, env=()) -> list:
+        return cpu_threads_env({"name": "pytorch", "resources": resources, "env": list(env)})
+
+    assert threads({"limits": {"cpu": "1500m"}, "requests": {"cpu": "4"}}) == [{"name": "OMP_NUM_THREADS", "value": "2"}]
+    assert threads({"requests": {"cpu": "0.1"}}) == [{"name": "OMP_NUM_THREADS", "value": "1"}]
+    assert threads({"limits": {"cpu": "2"}}, [{"name": "OMP_NUM_THREADS", "value": "8"}]) == []
+    assert threads({}) == [] and threads({"limits": {"cpu": "nan"}}) == [] and threads({"limits": {"cpu": "2k"}}) == []
+
+
+def test_a_cpu_limited_pod_carries_omp_num_threads_in_a_cluster_and_not_locally():
+    resource = job("PyTorchJob", "cpu", {"Master": 1, "Worker": 1})
+    for spec in resource["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "3"}}
+    assert {action.env.get("OMP_NUM_THREADS") for action in created(resource).values()} == {"3"}
+    assert {action.env.get("OMP_NUM_THREADS") for action in created(resource, LocalNetwork()).values()} == {None}
