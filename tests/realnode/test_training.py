@@ -8,6 +8,7 @@ import urllib.request
 import pytest
 
 from tests.cluster.images import EXAMPLES_IN_IMAGE
+from tests.controller.jobs import wait_for
 from tests.realnode.conftest import JOB_TIMEOUT_S
 
 pytestmark = pytest.mark.realnode
@@ -29,9 +30,13 @@ def results(log_text: str) -> list[dict]:
 
 
 def test_controller_runs_as_its_deployment(real_node, in_cluster_controller):
-    listed = json.loads(real_node.kubectl("get", "pods", "-n", "trainctl-system", "-l",
-                                          "app.kubernetes.io/name=trainctl-controller", "-o", "json").stdout)["items"]
-    [pod] = [pod for pod in listed if not pod["metadata"].get("deletionTimestamp")]  # a rollout's old pod may linger
+    def live_pods() -> list[dict]:  # a rollout's old pod may linger for a moment
+        listed = json.loads(real_node.kubectl("get", "pods", "-n", "trainctl-system", "-l",
+                                              "app.kubernetes.io/name=trainctl-controller", "-o", "json").stdout)
+        live = [pod for pod in listed["items"] if not pod["metadata"].get("deletionTimestamp")]
+        return live if len(live) == 1 else []
+
+    [pod] = wait_for(live_pods, 60, "one controller pod")
     assert pod["spec"]["containers"][0]["image"] == in_cluster_controller
     assert pod["spec"]["serviceAccountName"] == "trainctl-controller"
     assert pod["status"]["phase"] == "Running"
