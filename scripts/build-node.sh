@@ -21,7 +21,7 @@ CACHE=${TRAINCTL_NODE_CACHE:-$CACHE_ROOT/node/$SOURCE_VERSION}
 
 # Runtime parts of the node; their own services are not used (the fixture starts its own daemons).
 apt_install containerd runc containernetworking-plugins mmdebstrap busybox-static iptables \
-  conntrack socat dnsmasq-base gcc libc6-dev
+  conntrack socat dnsmasq-base ipset gcc libc6-dev
 
 runs() {  # kubectl has no --version
   if [ "$1" = kubectl ]; then "$CACHE/$1" version --client; else "$CACHE/$1" --version; fi >/dev/null

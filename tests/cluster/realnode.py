@@ -357,9 +357,16 @@ class RealNode:
                               capture_output=True, text=True, timeout=timeout)
 
     def stop(self) -> None:
-        self._drain_pods()
-        self._stop_processes()
-        self._restore_machine()
+        """Every step runs even if one before it failed (a half-stopped node is the worst outcome);
+        the first failure is raised at the end."""
+        errors = []
+        for step in (self._drain_pods, self._stop_processes, self._restore_machine):
+            try:
+                step()
+            except (OSError, subprocess.SubprocessError, images.SetupStepError) as error:
+                errors.append(error)
+        if errors:
+            raise errors[0]
 
     def _drain_pods(self) -> None:
         """Delete every pod through the API while the kubelet still runs: it stops the containers and
@@ -373,6 +380,8 @@ class RealNode:
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         while time.monotonic() < deadline and self.kubectl("get", "pods", "-A", "-o", "name").stdout.strip():
             time.sleep(0.5)
+        # its iptables rules go with the namespace anyway; --cleanup also empties the ipvs and ipset
+        # state kube-proxy may have made (ipset comes from build-node.sh's packages)
         _run(in_netns([str(NODE_BINARIES / "kube-proxy"), "--cleanup"]))
 
     def _stop_processes(self) -> None:
