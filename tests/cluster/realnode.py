@@ -371,14 +371,16 @@ class RealNode:
     def _drain_pods(self) -> None:
         """Delete every pod through the API while the kubelet still runs: it stops the containers and
         CNI tears each pod's network down properly. The scheduler goes first, so that no controller's
-        replacement pod lands on the node meanwhile (an unscheduled pod is deleted at once)."""
+        replacement pod lands on the node meanwhile; only pods bound to the node are waited for (a
+        replacement the dying controller-manager made stays Pending, and nothing of it runs)."""
         if not all(Path(f"/proc/{self.daemons.get(name, 0)}").exists() for name in ("kube-apiserver", "kubelet")):
             return
         for name in ("kube-scheduler", "kube-controller-manager"):
             _signal_group(self.daemons[name], signal.SIGTERM)
         self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while time.monotonic() < deadline and self.kubectl("get", "pods", "-A", "-o", "name").stdout.strip():
+        on_node = ("get", "pods", "-A", "--field-selector", f"spec.nodeName={NODE_NAME}", "-o", "name")
+        while time.monotonic() < deadline and self.kubectl(*on_node).stdout.strip():
             time.sleep(0.5)
         # its iptables rules go with the namespace anyway; --cleanup also empties the ipvs and ipset
         # state kube-proxy may have made (ipset comes from build-node.sh's packages)
