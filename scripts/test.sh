@@ -11,10 +11,11 @@
 #   3. the real node's parts: containerd, runc, CNI plugins, dnsmasq ... from Debian, and kubelet,
 #      kube-scheduler, kube-controller-manager, kube-proxy from the same source (scripts/build-node.sh)
 #   4. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks, and
-#      .venv-upstream-sdk with the Kubeflow SDK (requirements/upstream-sdk.txt)
+#      .venv-upstream-sdk with the Kubeflow SDK (requirements/upstream-sdk.txt); the fine-tuning
+#      recipe's transformers, peft, datasets and accelerate (requirements/finetune.txt)
 #   5. the node's images, built without Docker or a registry (tests/cluster/images.py): pause,
-#      busybox, kubectl-delivery (MPI), python (torch, numpy, tensorflow, Open MPI + mpi4py,
-#      examples/) and the controller from controller/Dockerfile's steps
+#      busybox, kubectl-delivery (MPI), python (torch, numpy, tensorflow, the Hugging Face stack,
+#      Open MPI + mpi4py, examples/) and the controller from controller/Dockerfile's steps
 #   6. pytest (the real-node tier starts the node in a network namespace of its own and stops it)
 # Each step's line shows the seconds since the start, so cold and cached set-up times can be read off.
 set -euo pipefail
@@ -51,6 +52,8 @@ VENV_PY=.venv/bin/python
 # tf-keras declares a dependency on `tensorflow` (not -cpu); installing it with deps would
 # pull a second TensorFlow into the same directory. examples/README.md gives these two installs.
 "$VENV_PY" -m pip install -q --no-deps -r requirements/frameworks-no-deps.txt
+# The fine-tuning recipe's Hugging Face stack (torch is already there: nothing else is pulled for it).
+"$VENV_PY" -m pip install -q -r requirements/finetune.txt
 # The Kubeflow Training Operator's own SDK, for its e2e managed_by test against our CRDs and controller:
 # it needs kubernetes<36 and the tests pin 37, so it gets a virtualenv of its own.
 if [ ! -x .venv-upstream-sdk/bin/python ]; then

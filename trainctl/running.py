@@ -37,14 +37,17 @@ FLAG = re.compile(r"--([a-z][a-z-]*[a-z])")
 
 
 def run(client: Client, target: object, *, framework: str, args: dict | None, packages: list[str] | None,
-        replace: bool, preflight: bool, dry_run: bool, keywords: dict) -> JobHandle | dict:
+        replace: bool, preflight: bool, dry_run: bool, keywords: dict,
+        extra: dict[str, bytes] | None = None) -> JobHandle | dict:
+    """``extra``: files a command needs beside the working directory's (path in the snapshot -> content),
+    e.g. a recipe of trainctl's; they travel only where a snapshot does (clusters, or --workdir)."""
     from trainctl.handle import JobHandle
 
     if packages is not None:  # the data scientist's name for --pip
         if keywords.get("pip") is not None:
             raise InvalidArgument("packages= is pip= by its data-science name: give one of them")
         keywords = {**keywords, "pip": packages}
-    resource, code, local_files = planned(client, target, framework, args, keywords)
+    resource, code, local_files = planned(client, target, framework, args, keywords, extra)
     for warning in code.snapshot.warnings if code and code.snapshot else []:  # what submit prints in yellow
         warnings.warn(warning, stacklevel=3)
     if dry_run:
@@ -53,8 +56,8 @@ def run(client: Client, target: object, *, framework: str, args: dict | None, pa
     return JobHandle(client, stored["metadata"]["name"], stored["metadata"]["namespace"], stored["kind"])
 
 
-def planned(client: Client, target: object, framework: str, args: dict | None,
-            keywords: dict) -> tuple[dict, CodeRequest | None, Shipment | None]:
+def planned(client: Client, target: object, framework: str, args: dict | None, keywords: dict,
+            extra: dict[str, bytes] | None = None) -> tuple[dict, CodeRequest | None, Shipment | None]:
     """The job's resource, the code that travels with it (trainctl.code.plan, as for submit) and, for a
     function on the local backend, the files to write before it runs. Nothing is written here."""
     from trainctl.code import plan
@@ -66,7 +69,7 @@ def planned(client: Client, target: object, framework: str, args: dict | None,
         raise InvalidArgument("args= is for functions: put a command's arguments in its list, "
                               "e.g. ['python', 'train.py', '--lr', '0.1']")
     options = options_from(keywords, checked_command(target))
-    code = checked(plan.request, options, client.backend_name, kind.kind)
+    code = checked(plan.request, options, client.backend_name, kind.kind, extra)
     return rendered(kind, options, code), code, None
 
 

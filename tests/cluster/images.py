@@ -65,11 +65,15 @@ DEBIAN_SUITE = "bookworm"
 # goes in with --no-deps, as in scripts/test.sh (it requires `tensorflow`, not the -cpu build).
 PYTHON_IMAGE_PACKAGES = ("torch", "numpy", "tensorflow-cpu")
 PYTHON_IMAGE_NO_DEPS = ("tf-keras",)
+# ... and fine-tunes with the Hugging Face recipe (requirements/finetune.txt; the recipe itself travels)
+PYTHON_IMAGE_FINETUNE = ("transformers", "peft", "datasets", "accelerate")
 # MPI comes from Debian, not from the pip pins the local backend uses: Open MPI 4's mpirun (ORTE) starts
 # its orted on each worker through OMPI_MCA_plm_rsh_agent (the controller's kubexec.sh) with orted on
 # the image's PATH, which is how the operator's own images do it; python3-mpi4py is built against it.
 PYTHON_IMAGE_DEBIAN_MPI = ("openmpi-bin", "python3-mpi4py")
 EXAMPLES_IN_IMAGE = Path("/opt/trainctl/examples")
+# Not in the image: the fine-tuning tests prove the recipe and its data travel with the job's code.
+EXAMPLES_NOT_IN_IMAGE = ("finetune",)
 # Docker's default PATH: images built by docker carry it in their config, and the CRI passes it on.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -376,21 +380,27 @@ def pinned_requirements(names: tuple[str, ...], file: str = "frameworks.txt") ->
 
 
 def build_python() -> Path:
-    """Debian bookworm's python3 with the pinned CPU frameworks, and the repository's examples/ at
+    """Debian bookworm's python3 with the pinned CPU frameworks and Hugging Face stack, and the repository's examples/ at
     EXAMPLES_IN_IMAGE (the real-node tests run the scripts that are in the image, as users do)."""
-    requirements = pinned_requirements(PYTHON_IMAGE_PACKAGES)
+    requirements = [*pinned_requirements(PYTHON_IMAGE_PACKAGES),
+                    *pinned_requirements(PYTHON_IMAGE_FINETUNE, "finetune.txt")]
     no_deps = pinned_requirements(PYTHON_IMAGE_NO_DEPS, "frameworks-no-deps.txt")
     packages = ["python3", "python3-pip", "ca-certificates", *PYTHON_IMAGE_DEBIAN_MPI]
-    examples = REPO / "examples"
-    key = _content_key("python", DEBIAN_SUITE, packages, requirements, no_deps, _context_digest([examples]))
+    examples = [path for path in sorted((REPO / "examples").iterdir()) if path.name not in EXAMPLES_NOT_IN_IMAGE]
+    key = _content_key("python", DEBIAN_SUITE, packages, requirements, no_deps, _context_digest(examples))
 
     def build_layer(layer: Path, work: Path) -> None:
         rootfs = work / "rootfs"
         debian_rootfs(rootfs, packages)
         pip_in_rootfs(rootfs, ["install", *requirements])
         pip_in_rootfs(rootfs, ["install", "--no-deps", *no_deps])
-        shutil.copytree(examples, rootfs / EXAMPLES_IN_IMAGE.relative_to("/"),
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        for path in examples:
+            target = rootfs / EXAMPLES_IN_IMAGE.relative_to("/") / path.name
+            if path.is_dir():
+                shutil.copytree(path, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
         _tar_directory(rootfs, layer)
 
     config = ImageConfig(entrypoint=["python3"], env={"PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8"})

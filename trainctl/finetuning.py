@@ -1,0 +1,134 @@
+"""``Client.finetune``: the LoRA fine-tuning recipe (:mod:`trainctl.recipes.finetune`) as a PyTorchJob.
+
+The call only builds the recipe's command line and hands it to ``Client.run``, so every ``run``
+keyword (workers, gpus, volume, packages, restart_policy ...) means what it means there. Where the
+recipe comes from: locally, the installed module (``python -m trainctl.recipes.finetune``); on a
+cluster, the file travels in the job's code snapshot under ``.trainctl/recipes/``, beside the
+working directory, so the image needs Python, torch and the Hugging Face packages, not trainctl.
+``recipe="my_finetune.py"`` runs your own copy instead (it travels with the working directory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trainctl.errors import InvalidArgument
+from trainctl.recipes.finetune import RESERVED_TRAINING  # the recipe imports nothing heavy at the top
+
+if TYPE_CHECKING:
+    from trainctl.api import Client
+    from trainctl.handle import JobHandle
+
+RECIPE_MODULE = "trainctl.recipes.finetune"
+SNAPSHOT_RECIPE = ".trainctl/recipes/finetune.py"  # relative to the pod's working directory
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_column: str,
+             lora: dict | None, training_args: dict | None, max_length: int, merge: bool,
+             deepspeed: str | None, recipe: str | None, run_keywords: dict) -> JobHandle | dict:
+    local = client.backend_name == "local"
+    arguments = recipe_arguments(model, dataset, output_dir, text_column, lora, training_args, max_length,
+                                 merge, deepspeed, local)
+    if recipe is not None:
+        command, extra = [sys.executable if local else "python3", checked_recipe(recipe, local)], None
+    elif local:
+        command, extra = [sys.executable, "-m", RECIPE_MODULE], None
+    elif run_keywords.get("no_workdir"):
+        raise InvalidArgument("no_workdir: finetune's recipe travels to a cluster in the code snapshot; leave "
+                              "no_workdir out, or give recipe= the path of the recipe inside the image")
+    else:
+        from trainctl.recipes import finetune as shipped
+
+        command, extra = ["python3", SNAPSHOT_RECIPE], {SNAPSHOT_RECIPE: Path(shipped.__file__).read_bytes()}
+    from trainctl.running import run
+
+    keywords = dict(run_keywords)
+    switches = {key: keywords.pop(key) for key in ("packages", "replace", "preflight", "dry_run") if key in keywords}
+    return run(client, command + arguments, framework="pytorch", args=None, packages=switches.get("packages"),
+               replace=switches.get("replace", False), preflight=switches.get("preflight", True),
+               dry_run=switches.get("dry_run", False), keywords=keywords, extra=extra)
+
+
+def recipe_arguments(model: str, dataset: str, output_dir: str, text_column: str, lora: dict | None,
+                     training_args: dict | None, max_length: int, merge: bool, deepspeed: str | None,
+                     local: bool) -> list[str]:
+    """The recipe's flags, each value checked here (the job would only fail with it, later, in every replica).
+    ``--flag=value``: a value that starts with a dash stays a value."""
+    words = [f"--model={source(model, 'model', local)}", f"--dataset={source(dataset, 'dataset', local)}",
+             f"--output-dir={text(output_dir, 'output_dir')}", f"--text-column={text(text_column, 'text_column')}",
+             f"--max-length={positive(max_length, 'max_length')}",
+             f"--lora={as_json(lora, 'lora', {})}",
+             f"--training-args={as_json(training_args, 'training_args', RESERVED_TRAINING)}"]
+    if not isinstance(merge, bool):
+        raise InvalidArgument(f"merge={merge!r}: give True or False")
+    if merge:
+        words.append("--merge")
+    if deepspeed is not None:
+        words.append(f"--deepspeed={local_file(deepspeed, 'deepspeed') if local else text(deepspeed, 'deepspeed')}")
+    return words
+
+
+def text(value: object, keyword: str) -> str:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise InvalidArgument(f"{keyword}={value!r}: give a non-empty string")
+    return value
+
+
+def source(value: object, keyword: str, local: bool) -> str:
+    """A model or dataset: a path (checked where the replicas will read it: here, for the local backend, or
+    in the working directory that travels) or a Hub id (downloaded by the replicas: the user's choice)."""
+    name = text(value, keyword)
+    if Path(name).expanduser().exists() or HUB_ID.fullmatch(name) or (not local and Path(name).is_absolute()):
+        return name  # an absolute path on a cluster is the image's or a volume's: not ours to check
+    where = "" if local else " in the working directory that travels (for a volume's, give its absolute path)"
+    raise InvalidArgument(f"{keyword}={name!r}: no such file or directory{where}; give a path, or a "
+                          "Hugging Face Hub id such as 'org/name' (downloaded by the replicas)")
+
+
+def local_file(value: object, keyword: str) -> str:
+    name = text(value, keyword)
+    if not Path(name).expanduser().is_file():
+        raise InvalidArgument(f"{keyword}={name!r}: no such file")
+    return name
+
+
+def checked_recipe(value: object, local: bool) -> str:
+    return local_file(value, "recipe") if local else text(value, "recipe")
+
+
+def positive(value: object, keyword: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"{keyword}={value!r}: give a whole number of at least 1")
+    return value
+
+
+def as_json(value: object, keyword: str, reserved: dict[str, str]) -> str:
+    """A dict of the recipe's config fields as the JSON its flag takes."""
+    value = {} if value is None else value
+    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+        raise InvalidArgument(f"{keyword}={value!r}: give a dict of field names to values, e.g. {{'r': 8}}")
+    for key in value:
+        if key in reserved:
+            raise InvalidArgument(f"{keyword}: {key!r} is the recipe's to set (by {reserved[key]}); leave it out")
+    try:
+        return json.dumps(value, allow_nan=False, default=unsupported)
+    except ValueError as error:  # NaN or infinity: JSON has no spelling for them
+        raise InvalidArgument(f"{keyword}: {error}; give finite numbers") from None
+    except TypeError as error:
+        raise InvalidArgument(f"{keyword}: {error}") from None
+
+
+def unsupported(value: object):
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(f"cannot pass {type(value).__name__} {value!r} to the recipe: give numbers, strings, "
+                    "booleans, None, lists and dicts")
+

@@ -1,0 +1,370 @@
+"""Fine-tune a causal language model with LoRA, on one process or many: a plain Hugging Face job.
+
+    python -m trainctl.recipes.finetune --model ./my-model --dataset data.jsonl --output-dir out
+    trainctl submit pytorch --workers 2 -- python -m trainctl.recipes.finetune --model ... (see docs/finetuning.md)
+
+Every replica runs this same file. Distribution comes from the environment the PyTorchJob operator
+(or trainctl's local backend) gives each replica, MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK, which the
+Transformers Trainer reads: DDP over gloo on CPU, NCCL on GPUs, and each rank trains on its own shard
+of every epoch. What the recipe adds to a textbook Trainer script:
+
+* any text column (``--text-column``) of a JSON Lines, JSON, CSV, Parquet or text file, or of a
+  directory saved by ``datasets.save_to_disk``; nothing is downloaded unless ``--model``/``--dataset``
+  name a Hub id instead of a path;
+* checkpoints every ``save_steps`` into ``--output-dir``, and a restart (the replica's, or the whole
+  job's) resumes from the newest complete one;
+* SIGTERM (``trainctl suspend``, a preempted or drained pod) checkpoints at the end of the current
+  step on every rank (they agree on which step) and exits 143, so a resume continues from there;
+* rank 0 saves the adapter (``<output-dir>/adapter``) once at the end, and with ``--merge`` the
+  base model with the adapter merged in (``<output-dir>/merged``);
+* each rank writes the rows it trained on per epoch to ``<output-dir>/rows-seen/rank-<N>.json``.
+
+This file imports nothing from trainctl: copy it into your project, change it, and run your copy
+the same way (it travels with your working directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import signal
+import sys
+from pathlib import Path
+
+TERMINATED_EXIT = 128 + signal.SIGTERM  # what a shell reports for a process ended by SIGTERM: retried, not success
+DEFAULT_LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.05, "target_modules": "all-linear"}
+DEFAULT_TRAINING = {"num_train_epochs": 1, "per_device_train_batch_size": 8, "learning_rate": 2e-4,
+                    "logging_steps": 10, "save_steps": 50, "save_total_limit": 2, "report_to": "none",
+                    "disable_tqdm": True,  # a progress bar per rank garbles logs; rank 0 prints a line per log step
+                    "ddp_find_unused_parameters": False}
+RESERVED_TRAINING = {"output_dir": "--output-dir", "deepspeed": "--deepspeed",  # trainctl.finetuning checks them too
+                     "resume_from_checkpoint": "the restart (resuming is automatic)"}
+DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text"}
+SAVED_DATASET_FILES = ("dataset_info.json", "state.json", "dataset_dict.json")  # what save_to_disk writes
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+class RecipeError(Exception):
+    """Bad input: printed as one line naming the culprit, exit code 2."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m trainctl.recipes.finetune", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="a model directory (save_pretrained), or a Hub id")
+    parser.add_argument("--dataset", required=True, help="a .jsonl/.json/.csv/.parquet/.txt file, a "
+                        "save_to_disk directory, or a Hub id")
+    parser.add_argument("--output-dir", required=True, help="checkpoints, the adapter and the merged model")
+    parser.add_argument("--text-column", default="text", help="the column holding the training text")
+    parser.add_argument("--max-length", type=int, default=512, help="tokens per example; longer ones are cut")
+    parser.add_argument("--lora", type=json_object, default={}, help='LoraConfig fields as JSON, e.g. \'{"r": 16}\'')
+    parser.add_argument("--training-args", type=json_object, default={},
+                        help='TrainingArguments fields as JSON, e.g. \'{"max_steps": 100, "save_steps": 20}\'')
+    parser.add_argument("--merge", action="store_true", help="also save the base model with the adapter merged in")
+    parser.add_argument("--deepspeed", help="a DeepSpeed config file, e.g. examples/finetune/ds_zero2.json (GPUs)")
+    return parser.parse_args(argv)
+
+
+def json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON ({error.msg} at column {error.colno}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"give a JSON object such as '{{\"r\": 8}}', not {text!r}")
+    return value
+
+
+# ---- data ------------------------------------------------------------------------------------
+
+def load_rows(dataset: str, text_column: str):
+    """The training split as a datasets.Dataset, with the text column checked."""
+    import datasets
+
+    path = Path(dataset)
+    if path.is_dir() and any((path / name).exists() for name in SAVED_DATASET_FILES):
+        rows = datasets.load_from_disk(str(path))
+        rows = rows["train"] if isinstance(rows, datasets.DatasetDict) else rows
+    elif path.is_file():
+        builder = data_builder(path)
+        rows = datasets.load_dataset(builder, data_files=str(path), split="train")
+    else:
+        rows = datasets.load_dataset(dataset, split="train")  # from the Hub: the user's choice, needs network
+    if text_column not in rows.column_names:
+        raise RecipeError(f"--text-column {text_column!r}: {dataset} has the columns "
+                          f"{', '.join(rows.column_names)}; name the one holding the text")
+    return rows
+
+
+def looks_like_hub_id(name: str) -> bool:
+    return re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None
+
+
+def data_builder(path: Path) -> str:
+    """The datasets builder that reads the file ``path``, by its suffix."""
+    builder = DATA_FORMATS.get(path.suffix.lower())
+    if builder is None:
+        raise RecipeError(f"--dataset {path}: cannot read {path.suffix or 'a file without suffix'}; give "
+                          f"one of {', '.join(DATA_FORMATS)} or a save_to_disk directory")
+    return builder
+
+
+def check_sources(options: argparse.Namespace) -> None:
+    """A mistyped path fails here, in one line, not as a Hub download error after the imports."""
+    for flag, value, kind in (("--model", options.model, "directory"), ("--dataset", options.dataset, "file")):
+        if not Path(value).exists() and not looks_like_hub_id(value):
+            raise RecipeError(f"{flag} {value}: no such {kind} (from {os.getcwd()}), and no Hub id such as org/name")
+    if Path(options.model).is_dir() and not (Path(options.model) / "config.json").is_file():
+        raise RecipeError(f"--model {options.model}: no config.json in it; give a directory that save_pretrained "
+                          "wrote (the model's config, weights and tokenizer)")
+    if Path(options.dataset).is_file():
+        data_builder(Path(options.dataset))
+
+
+def loaded(what: str, load, name: str):
+    """``load(name)``, with a missing or unreadable model (or no network for a Hub id) as one line."""
+    try:
+        return load(name)
+    except (OSError, ValueError) as error:  # missing files, no network, a tokenizer it cannot build
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise RecipeError(f"--model {name}: cannot load its {what}: {first}") from None
+
+
+def tokenized(rows, tokenizer, text_column: str, max_length: int):
+    """input_ids per row, plus its index as "row" (so each rank can record what it trained on)."""
+    def tokenize(batch, indices):
+        encoded = tokenizer([str(text) for text in batch[text_column]], truncation=True, max_length=max_length)
+        return {"input_ids": encoded["input_ids"], "row": indices}
+
+    return rows.map(tokenize, batched=True, with_indices=True, remove_columns=rows.column_names,
+                    desc="tokenizing").filter(lambda example: len(example["input_ids"]) > 1)
+
+
+class CausalCollator:
+    """Pads a batch, makes labels of the inputs (padding ignored), and notes which rows it held."""
+
+    def __init__(self, pad_id: int, seen: "RowsSeen"):
+        self.pad_id, self.seen = pad_id, seen
+
+    def __call__(self, examples: list[dict]) -> dict:
+        import torch
+
+        self.seen.add(example["row"] for example in examples)
+        longest = max(len(example["input_ids"]) for example in examples)
+        ids = torch.full((len(examples), longest), self.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, example in enumerate(examples):
+            ids[i, :len(example["input_ids"])] = torch.tensor(example["input_ids"])
+            mask[i, :len(example["input_ids"])] = 1
+        return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+
+
+# ---- callbacks -------------------------------------------------------------------------------
+
+def callbacks(seen: "RowsSeen"):
+    """The Trainer callbacks, defined here so that importing this module needs no transformers."""
+    from transformers import TrainerCallback
+
+    class Progress(TrainerCallback):
+        """One line per logging step on rank 0: what a person reads in ``trainctl logs``."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.is_world_process_zero and logs and "loss" in logs:
+                print(f"step {state.global_step}/{state.max_steps} loss {logs['loss']:.4f} "
+                      f"lr {logs.get('learning_rate', 0):.2e}", flush=True)
+
+    class EpochOfRows(TrainerCallback):
+        def on_epoch_begin(self, args, state, control, **kwargs):
+            seen.epoch = int(state.epoch or 0)
+
+    class CheckpointOnSigterm(TrainerCallback):
+        """SIGTERM -> every rank saves a checkpoint at the end of the same step, then training stops.
+
+        Transformers' own enable_jit_checkpoint lets each rank decide on its own, so in DDP one rank
+        can stop a step before the other and leave it waiting in an all-reduce until it is killed;
+        here the ranks agree through a one-number all-reduce per step."""
+
+        def __init__(self):
+            self.requested = self.stopped = False
+            signal.signal(signal.SIGTERM, self.request)
+
+        def request(self, signum, frame):
+            self.requested = True
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if agreed(self.requested, args.device):
+                print(f"SIGTERM: saving a checkpoint at step {state.global_step}, then stopping", flush=True)
+                control.should_save = control.should_training_stop = self.stopped = True
+            return control
+
+    return Progress(), EpochOfRows(), CheckpointOnSigterm()
+
+
+def agreed(flag: bool, device) -> bool:
+    """Whether any rank has ``flag`` set (every rank gets the same answer)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return flag
+    value = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
+class RowsSeen:
+    """The row indices one rank trained on, per epoch, written to ``rows-seen/rank-<N>.json``."""
+
+    def __init__(self):
+        self.epoch, self.rows = 0, {}
+
+    def add(self, rows) -> None:
+        self.rows.setdefault(str(self.epoch), []).extend(int(row) for row in rows)
+
+    def write(self, output_dir: Path, rank: int) -> None:
+        directory = output_dir / "rows-seen"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"rank-{rank}.json").write_text(json.dumps({"rank": rank, "epochs": self.rows}))
+
+
+# ---- checkpoints -----------------------------------------------------------------------------
+
+def complete_checkpoints(output_dir: Path) -> set[int]:
+    """The steps of the checkpoints written to the end: a replica killed while saving leaves one without
+    trainer_state.json (the Trainer writes it last), which transformers' get_last_checkpoint would pick."""
+    if not output_dir.is_dir():
+        return set()
+    return {int(match.group(1)) for path in output_dir.iterdir()
+            if (match := CHECKPOINT.match(path.name)) and (path / "trainer_state.json").is_file()}
+
+
+def agreed_checkpoint(output_dir: Path) -> Path | None:
+    """The newest checkpoint every rank has, so that all resume from the same step: in pods without a
+    shared volume each rank has its own copy, and a pod made anew has none (then all start over)."""
+    steps = gathered(complete_checkpoints(output_dir))
+    common = set.intersection(*steps)
+    return output_dir / f"checkpoint-{max(common)}" if common else None
+
+
+def output_is_shared(output_dir: Path, rank: int) -> bool:
+    """Whether every rank sees the same output directory (one machine, or a shared volume): rank 0 leaves
+    a file named by a random token there, and each rank looks for it."""
+    token = gathered(secrets.token_hex(8) if rank == 0 else None)[0]
+    marker = output_dir / f".shared-{token}"
+    if rank == 0:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    shared = all(gathered(marker.exists()))  # every rank looked before the gather could complete
+    if rank == 0:
+        marker.unlink()
+    return shared
+
+
+def gathered(value) -> list:
+    """``value`` of every rank, in rank order (a collective: every rank calls it)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [value]
+    values = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values
+
+
+# ---- the job ---------------------------------------------------------------------------------
+
+def training_arguments(options: argparse.Namespace):
+    from transformers import TrainingArguments
+
+    for key, flag in RESERVED_TRAINING.items():
+        if key in options.training_args:
+            raise RecipeError(f"--training-args: {key!r} is set by {flag}; leave it out")
+    import torch
+
+    # Accelerate treats WORLD_SIZE > 1 as distributed CPU training only when told it is on CPU
+    on_cpu = {"use_cpu": True} if not torch.cuda.is_available() else {}
+    fields = {**DEFAULT_TRAINING, **on_cpu, **options.training_args, "output_dir": options.output_dir,
+              "remove_unused_columns": False,  # the collator needs "row"
+              "deepspeed": options.deepspeed}
+    try:
+        return TrainingArguments(**fields)
+    except TypeError as error:  # an unknown field: TypeError names it
+        raise RecipeError(f"--training-args: {error}; the fields are TrainingArguments' "
+                          "(https://huggingface.co/docs/transformers/main_classes/trainer)") from None
+
+
+def lora_model(model, lora: dict):
+    from peft import LoraConfig, get_peft_model
+
+    try:
+        config = LoraConfig(**{**DEFAULT_LORA, **lora, "task_type": "CAUSAL_LM"})
+        return get_peft_model(model, config)
+    except (TypeError, ValueError) as error:
+        raise RecipeError(f"--lora: {error}") from None
+
+
+def finetune(options: argparse.Namespace) -> int:
+    """Train, save, and return the exit code (TERMINATED_EXIT after a SIGTERM checkpoint)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, Trainer
+
+    if "RANK" in os.environ:  # one process per replica (pod): the Trainer also wants LOCAL_RANK
+        os.environ.setdefault("LOCAL_RANK", "0")
+    check_sources(options)
+    args = training_arguments(options)  # sets up the process group from the operator's env
+    output_dir, rank = Path(options.output_dir), args.process_index
+    tokenizer = loaded("tokenizer", AutoTokenizer.from_pretrained, options.model)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    with args.main_process_first(local=False, desc="loading the dataset"):  # rank 0 fills the cache first
+        rows = tokenized(load_rows(options.dataset, options.text_column), tokenizer,
+                         options.text_column, options.max_length)
+    model = lora_model(loaded("model", AutoModelForCausalLM.from_pretrained, options.model), options.lora)
+    if args.process_index == 0:
+        model.print_trainable_parameters()
+    seen = RowsSeen()
+    progress, epochs, sigterm = callbacks(seen)
+    trainer = Trainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer,
+                      data_collator=CausalCollator(tokenizer.pad_token_id, seen),
+                      callbacks=[progress, epochs, sigterm])
+    trainer.remove_callback(PrinterCallback)  # its raw dicts repeat what Progress prints
+    if not output_is_shared(output_dir, rank):
+        args.save_on_each_node = True  # every pod keeps a whole checkpoint of its own to resume from
+    resume = agreed_checkpoint(output_dir)
+    print(f"rank {rank} of {args.world_size}: {len(rows)} rows, "
+          + (f"resuming from {resume} (step {resume.name.split('-')[1]})" if resume else "starting at step 0"),
+          flush=True)
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    seen.write(output_dir, rank)
+    if sigterm.stopped:
+        return TERMINATED_EXIT
+    save_results(trainer, model, tokenizer, output_dir, options.merge)
+    return 0
+
+
+def save_results(trainer, model, tokenizer, output_dir: Path, merge: bool) -> None:
+    """The adapter (and the merged model) once, by rank 0; the others wait until it is there."""
+    trainer.save_state()  # trainer_state.json: the loss history, on rank 0
+    trainer.save_model(str(output_dir / "adapter"))  # rank 0 only: the Trainer checks
+    if merge and trainer.is_world_process_zero():
+        merged = model.merge_and_unload()
+        merged.save_pretrained(output_dir / "merged")
+        tokenizer.save_pretrained(output_dir / "merged")
+    trainer.accelerator.wait_for_everyone()
+    if trainer.is_world_process_zero():
+        print(f"saved the adapter to {output_dir / 'adapter'}" + (f" and the merged model to {output_dir / 'merged'}"
+                                                                   if merge else ""), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    try:
+        return finetune(options)
+    except RecipeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
