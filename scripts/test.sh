@@ -12,7 +12,7 @@
 #      kube-scheduler, kube-controller-manager, kube-proxy from the same source (scripts/build-node.sh)
 #   4. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks, and
 #      .venv-upstream-sdk with the Kubeflow SDK (requirements/upstream-sdk.txt); the fine-tuning
-#      recipe's transformers, peft, datasets and accelerate (requirements/finetune.txt)
+#      recipe's transformers, peft, datasets, accelerate (requirements/finetune.txt) and deepspeed
 #   5. the node's images, built without Docker or a registry (tests/cluster/images.py): pause,
 #      busybox, kubectl-delivery (MPI), python (torch, numpy, tensorflow, the Hugging Face stack,
 #      Open MPI + mpi4py, examples/) and the controller from controller/Dockerfile's steps
@@ -41,6 +41,8 @@ log "The real node's parts (built once from the same source, then cached)"
 bash scripts/build-node.sh
 
 log "Python environment (.venv)"
+# g++: DeepSpeed builds its CPU communication op with it on first use (the fine-tuning tests' ZeRO-2 run)
+(source scripts/kube-source.sh && apt_install g++)
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
@@ -52,8 +54,8 @@ VENV_PY=.venv/bin/python
 # tf-keras declares a dependency on `tensorflow` (not -cpu); installing it with deps would
 # pull a second TensorFlow into the same directory. examples/README.md gives these two installs.
 "$VENV_PY" -m pip install -q --no-deps -r requirements/frameworks-no-deps.txt
-# The fine-tuning recipe's Hugging Face stack (torch is already there: nothing else is pulled for it).
-"$VENV_PY" -m pip install -q -r requirements/finetune.txt
+# The fine-tuning recipe's Hugging Face stack and DeepSpeed (torch is already there: nothing else is pulled for it).
+"$VENV_PY" -m pip install -q -r requirements/finetune.txt -r requirements/deepspeed.txt
 # The Kubeflow Training Operator's own SDK, for its e2e managed_by test against our CRDs and controller:
 # it needs kubernetes<36 and the tests pin 37, so it gets a virtualenv of its own.
 if [ ! -x .venv-upstream-sdk/bin/python ]; then

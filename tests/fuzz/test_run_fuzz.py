@@ -130,3 +130,59 @@ def test_compat_create_job(keywords):
     else:
         raise AssertionError("no cluster, yet a job was created")
     assert not home.exists(), "create_job wrote local state"
+
+
+json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)),
+                           lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                   st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+                           max_leaves=6)
+finetune_keywords = st.fixed_dictionaries({}, optional={
+    "workers": mostly(st.integers(1, 4), python_values),
+    "text_column": mostly(st.sampled_from(["text", "sentence", "-x", "a b"]), st.one_of(text_values, scalars)),
+    "output_dir": mostly(st.sampled_from(["out", "/ckpt/run 1", "--x"]), st.one_of(text_values, scalars)),
+    "lora": mostly(st.dictionaries(st.sampled_from(["r", "lora_alpha", "target_modules"]), json_values, max_size=3),
+                   st.one_of(python_values, st.dictionaries(text_values, json_values, max_size=2))),
+    "training_args": mostly(st.dictionaries(st.sampled_from(["max_steps", "save_steps", "output_dir", "lr"]),
+                                            json_values, max_size=3), python_values),
+    "max_length": mostly(st.integers(1, 4096), python_values),
+    "merge": mostly(st.booleans(), python_values),
+    "deepspeed": mostly(st.sampled_from([None, "ds.json"]), st.one_of(text_values, scalars)),
+    "recipe": mostly(st.none(), st.one_of(text_values, scalars)),
+    **{keyword: mostly(st.none(), python_values) for keyword in ("gpus", "env", "name", "volume")},
+})
+sources = mostly(st.sampled_from(["model", "data.jsonl", "org/name", "/abs/model"]), st.one_of(text_values, scalars))
+
+
+@fuzz(400)
+@given(model=sources, dataset=sources, keywords=finetune_keywords, on_cluster=st.booleans())
+def test_finetune_keywords(model, dataset, keywords, on_cluster, tmp_path_factory):
+    """Client.finetune: a resource whose recipe flags carry each value back unchanged, or one line refused."""
+    from trainctl.finetuning import SNAPSHOT_RECIPE
+
+    home = Path(os.environ["TRAINCTL_HOME"])
+    project = tmp_path_factory.mktemp("project")
+    for name in ("model", "data.jsonl", "ds.json"):
+        (project / name).mkdir() if name == "model" else (project / name).write_text("{}")
+    COUNTS["cases"] += 1
+    client = Client("kubernetes", kubeconfig=str(home.parent / "none")) if on_cluster else Client("local")
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        resource = client.finetune(model, dataset, dry_run=True, **keywords)
+    except InvalidArgument as refused:
+        COUNTS["finetune() refused"] += 1
+        assert "\n" not in str(refused) and str(refused).strip(), repr(refused)
+        return
+    finally:
+        os.chdir(cwd)
+    COUNTS["finetune() rendered"] += 1
+    assert validate(json.loads(json.dumps(resource))) == resource
+    command = resource["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    flags = dict(word[2:].split("=", 1) for word in command if word.startswith("--") and "=" in word)
+    assert flags["model"] == str(model) and flags["dataset"] == str(dataset)
+    assert json.loads(flags["lora"]) == json.loads(json.dumps(keywords.get("lora") or {}))
+    assert json.loads(flags["training-args"]) == json.loads(json.dumps(keywords.get("training_args") or {}))
+    assert "output_dir" not in json.loads(flags["training-args"])
+    if on_cluster and keywords.get("recipe") is None:
+        assert command[:2] == ["python3", SNAPSHOT_RECIPE]
+    assert not home.exists(), "a dry run wrote something"

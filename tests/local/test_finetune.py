@@ -196,3 +196,21 @@ def test_a_model_directory_without_a_model_is_one_line(tiny, tmp_path):
                   "--text-column", "sentence", cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1].startswith("error: --model empty: cannot load its "), done.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
+                    reason="DeepSpeed is not installed here (pip install -r requirements/deepspeed.txt)")
+def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny):
+    from tests.conftest import REPO
+
+    job = start(client, tiny, "ft-ds", deepspeed=str(REPO / "examples" / "finetune" / "ds_zero2.json"),
+                backoff_limit=0, training_args={"max_steps": 16, "save_steps": 16})
+    assert job.wait(timeout=280, progress=False).status == "Succeeded", printed(job)  # the first run builds an op
+    text = printed(job)
+    for replica, rank in (("master-0", 0), ("worker-0", 1)):
+        assert f"{replica} | rank {rank}: DeepSpeed ZeRO stage 2" in text, text  # what the engine ran
+    out = cli.cwd / "out"
+    assert (out / "checkpoint-16" / "global_step16").is_dir()  # DeepSpeed's own optimizer shards
+    losses = finetuning.logged_losses(out)
+    assert losses[-1][1] < losses[0][1] * 0.95, losses
+    assert finetuning.generate(tiny / "model", out)["new_tokens"] == 6

@@ -336,6 +336,8 @@ def finetune(options: argparse.Namespace) -> int:
           + (f"resuming from {resume} (step {resume.name.split('-')[1]})" if resume else "starting at step 0"),
           flush=True)
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    if trainer.is_deepspeed_enabled:  # what the engine really ran, not what the config asked for
+        print(f"rank {rank}: DeepSpeed ZeRO stage {trainer.model_wrapped.zero_optimization_stage()}", flush=True)
     seen.write(output_dir, rank)
     if sigterm.stopped:
         return TERMINATED_EXIT

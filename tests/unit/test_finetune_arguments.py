@@ -1,0 +1,110 @@
+"""Client.finetune builds the recipe's command line and refuses bad values before anything exists."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from trainctl import Client, InvalidArgument
+from trainctl.finetuning import RECIPE_MODULE, SNAPSHOT_RECIPE
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("TRAINCTL_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    (tmp_path / "data.jsonl").write_text('{"text": "a"}\n')
+    return tmp_path
+
+
+def command_of(resource: dict) -> list[str]:
+    return resource["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+
+
+def test_locally_the_installed_recipe_runs_with_every_value_as_its_own_flag(project):
+    resource = Client("local").finetune("model", "data.jsonl", workers=2, text_column="-body", output_dir="out",
+                                        lora={"r": 4, "target_modules": ("c_attn",)}, max_length=64, merge=True,
+                                        training_args={"max_steps": 3}, name="ft", dry_run=True)
+    assert command_of(resource) == [
+        sys.executable, "-m", RECIPE_MODULE, "--model=model", "--dataset=data.jsonl", "--output-dir=out",
+        "--text-column=-body",  # a value that starts with a dash stays a value
+        "--max-length=64", '--lora={"r": 4, "target_modules": ["c_attn"]}', '--training-args={"max_steps": 3}',
+        "--merge"]
+    assert set(resource["spec"]["pytorchReplicaSpecs"]) == {"Master", "Worker"}
+    assert not (project / "home").exists()
+
+
+def test_on_a_cluster_the_recipe_travels_in_the_code_snapshot(project, monkeypatch):
+    from trainctl import running
+    from trainctl.recipes import finetune as recipe
+
+    client = Client("kubernetes", kubeconfig=str(project / "no-such-kubeconfig"))
+    resource = client.finetune("model", "data.jsonl", name="ft", dry_run=True)
+    assert command_of(resource)[:2] == ["python3", SNAPSHOT_RECIPE]
+    # the archive that would become the ConfigMaps, taken where the job would be created
+    handed = {}
+    monkeypatch.setattr(running, "submitted", lambda client, resource, code, *rest: handed.update(code=code)
+                        or {**resource, "metadata": {"name": "ft", "namespace": "default"}})
+    client.finetune("model", "data.jsonl", name="ft")
+    code = handed["code"]
+    with tarfile.open(fileobj=io.BytesIO(code.snapshot.archive)) as archive:
+        names = archive.getnames()
+        assert archive.extractfile(SNAPSHOT_RECIPE).read() == Path(recipe.__file__).read_bytes()
+    assert {"model", "data.jsonl"} <= {name.split("/")[0] for name in names}
+    with pytest.raises(InvalidArgument, match="no_workdir: finetune's recipe travels"):
+        client.finetune("model", "data.jsonl", no_workdir=True, dry_run=True)
+    # absolute paths on a cluster belong to the image or a volume: not checked here
+    assert client.finetune("/data/model", "/data/rows.jsonl", dry_run=True)
+
+
+def test_your_own_copy_of_the_recipe_runs_instead(project):
+    (project / "my_finetune.py").write_text("print('mine')\n")
+    resource = Client("local").finetune("model", "data.jsonl", recipe="my_finetune.py", dry_run=True)
+    assert command_of(resource)[:2] == [sys.executable, "my_finetune.py"]
+
+
+@pytest.mark.parametrize(("keywords", "message"), [
+    ({"model": "nope"}, "model='nope': no such file or directory; give a path, or a Hugging Face Hub id"),
+    ({"dataset": ""}, "dataset='': give a non-empty string"),
+    ({"lora": ["r"]}, "lora=['r']: give a dict of field names to values"),
+    ({"training_args": {"output_dir": "x"}}, "training_args: 'output_dir' is the recipe's to set"),
+    ({"training_args": {"resume_from_checkpoint": True}}, "'resume_from_checkpoint' is the recipe's to set"),
+    ({"training_args": {"lr": float("inf")}}, "training_args: Out of range float values"),
+    ({"lora": {"r": object()}}, "lora: cannot pass object"),
+    ({"max_length": True}, "max_length=True: give a whole number of at least 1"),
+    ({"merge": "yes"}, "merge='yes': give True or False"),
+    ({"deepspeed": "missing.json"}, "deepspeed='missing.json': no such file"),
+    ({"recipe": "missing.py"}, "recipe='missing.py': no such file"),
+    ({"framework": "tensorflow"}, "unknown keyword 'framework'"),
+    ({"gpu": 1}, "did you mean gpus?"),
+])
+def test_bad_values_are_one_line_and_nothing_is_created(project, keywords, message):
+    call = {"model": "model", "dataset": "data.jsonl", **keywords}
+    with pytest.raises(InvalidArgument) as refused:
+        Client("local").finetune(**call)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+    assert not (project / "home").exists()
+
+
+def test_the_sdk_entry_imports_no_framework():
+    code = ("import sys, trainctl.finetuning, trainctl.recipes.finetune; "
+            "print(sorted(m for m in ('torch', 'transformers', 'peft', 'datasets') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout.replace("'", '"')) == []
+
+
+def test_the_pins_the_image_and_the_docs_use_are_the_requirements_file():
+    from tests.cluster.images import PYTHON_IMAGE_FINETUNE, pinned_requirements
+
+    pins = pinned_requirements(PYTHON_IMAGE_FINETUNE, "finetune.txt")
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "finetuning.md").read_text()
+    for pin in pins:
+        assert pin in docs, f"docs/finetuning.md does not give {pin}"
