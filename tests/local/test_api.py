@@ -6,17 +6,11 @@ import json
 
 import pytest
 
-from trainctl.api import Client, state_of
+from trainctl.api import state_of
 from trainctl.errors import NotFound
 
 pytestmark = pytest.mark.timeout(60)
 
-
-@pytest.fixture
-def client(cli, monkeypatch) -> Client:
-    monkeypatch.setenv("TRAINCTL_HOME", str(cli.home))
-    monkeypatch.chdir(cli.cwd)
-    return Client("local")
 
 
 def rendered(cli, *command: str) -> dict:

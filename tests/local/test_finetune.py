@@ -35,13 +35,6 @@ def tiny(tmp_path_factory) -> Path:
     return finetuning.make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
-@pytest.fixture
-def client(cli, monkeypatch) -> Client:
-    monkeypatch.setenv("TRAINCTL_HOME", str(cli.home))
-    monkeypatch.setenv("PATH", cli.env["PATH"])
-    monkeypatch.chdir(cli.cwd)
-    return Client("local")
-
 
 def start(client: Client, tiny: Path, name: str, **keywords):
     training_args = {**FAST, **keywords.pop("training_args", {})}

@@ -11,17 +11,10 @@ import importlib.util
 import pytest
 
 from tests.local import function_jobs
-from trainctl import Client, JobFailed
+from trainctl import JobFailed
 
 pytestmark = [pytest.mark.framework, pytest.mark.timeout(240)]
 
-
-@pytest.fixture
-def client(cli, monkeypatch) -> Client:
-    monkeypatch.setenv("TRAINCTL_HOME", str(cli.home))
-    monkeypatch.setenv("PATH", cli.env["PATH"])  # this environment's bin first, as when it is activated: mpirun
-    monkeypatch.chdir(cli.cwd)
-    return Client("local")
 
 
 def needs(package: str) -> None:

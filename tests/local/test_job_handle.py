@@ -5,18 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tests.local import function_jobs
-from trainctl import Client, JobFailed
+from trainctl import JobFailed
 from trainctl.errors import NotFound
 
 pytestmark = pytest.mark.timeout(90)
 
-
-@pytest.fixture
-def client(cli, monkeypatch) -> Client:
-    monkeypatch.setenv("TRAINCTL_HOME", str(cli.home))
-    monkeypatch.setenv("PATH", cli.env["PATH"])
-    monkeypatch.chdir(cli.cwd)
-    return Client("local")
 
 
 def wait_for(job, state: str) -> None:
