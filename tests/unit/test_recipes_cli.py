@@ -1,0 +1,30 @@
+"""``trainctl recipes``: list the recipes, print one to copy; a name is looked up, never used as a path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import trainctl.recipes.finetune as finetune
+
+
+def test_list_names_each_recipe_with_how_to_run_it(cli):
+    result = cli("recipes", "list")
+    assert result.returncode == 0, result.stderr
+    assert "finetune" in result.stdout and "python -m trainctl.recipes.finetune --help" in " ".join(result.stdout.split())
+
+
+def test_show_prints_the_recipe_byte_for_byte_so_a_copy_runs_the_same(cli):
+    result = cli("recipes", "show", "finetune")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == Path(finetune.__file__).read_text()
+
+
+@pytest.mark.parametrize("name", ["nope", "../api", "finetune.py", "/etc/passwd", "__init__"])
+def test_an_unknown_recipe_is_one_line_naming_the_recipes(cli, name):
+    result = cli("recipes", "show", name)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"error: no recipe {name!r}: the recipes are finetune "
+                                                  "(trainctl recipes list)"]
+    assert result.stdout == ""
