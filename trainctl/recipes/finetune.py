@@ -285,6 +285,8 @@ def training_arguments(options: argparse.Namespace):
 
     # Accelerate treats WORLD_SIZE > 1 as distributed CPU training only when told it is on CPU
     on_cpu = {"use_cpu": True} if not torch.cuda.is_available() else {}
+    if on_cpu:  # DeepSpeed, when installed, finds the CPU by itself too, but warns on every replica
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
     fields = {**DEFAULT_TRAINING, **on_cpu, **options.training_args, "output_dir": options.output_dir,
               "remove_unused_columns": False,  # the collator needs "row"
               "deepspeed": options.deepspeed}
@@ -309,6 +311,7 @@ def finetune(options: argparse.Namespace) -> int:
     """Train, save, and return the exit code (TERMINATED_EXIT after a SIGTERM checkpoint)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, Trainer
 
+    quiet_libraries()
     if "RANK" in os.environ:  # one process per replica (pod): the Trainer also wants LOCAL_RANK
         os.environ.setdefault("LOCAL_RANK", "0")
     check_sources(options)
@@ -343,6 +346,21 @@ def finetune(options: argparse.Namespace) -> int:
         return TERMINATED_EXIT
     save_results(trainer, model, tokenizer, output_dir, options.merge)
     return 0
+
+
+def quiet_libraries() -> None:
+    """Logs are read per replica, line by line: no progress bars, and not the libraries' notes to each other."""
+    import warnings
+
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    # PEFT switches fan_in_fan_out on by itself for GPT-2's Conv1D layers, and says so once per replica;
+    # Transformers' own Trainer calls its deprecated is_gradient_checkpointing.
+    warnings.filterwarnings("ignore", message="fan_in_fan_out is set to False")
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.* is deprecated")
 
 
 def save_results(trainer, model, tokenizer, output_dir: Path, merge: bool) -> None:
