@@ -14,7 +14,8 @@ import json
 import os
 import re
 import sys
-from pathlib import Path
+import warnings
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from trainctl.errors import InvalidArgument
@@ -33,6 +34,10 @@ def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_
              lora: dict | None, training_args: dict | None, max_length: int, merge: bool,
              deepspeed: str | None, recipe: str | None, run_keywords: dict) -> JobHandle | dict:
     local = client.backend_name == "local"
+    if not local and not on_a_volume(output_dir, run_keywords.get("volume")):
+        warnings.warn(f"output_dir={output_dir!r} is on no writable volume of the job: the checkpoints and the adapter "
+                      "stay in each pod's working directory and go with the pod; mount one (volume=['pvc:CLAIM:/ckpt']) "
+                      "and put output_dir under it", stacklevel=3)
     arguments = recipe_arguments(model, dataset, output_dir, text_column, lora, training_args, max_length,
                                  merge, deepspeed, local)
     if recipe is not None:
@@ -53,6 +58,20 @@ def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_
     return run(client, command + arguments, framework="pytorch", args=None, packages=switches.get("packages"),
                replace=switches.get("replace", False), preflight=switches.get("preflight", True),
                dry_run=switches.get("dry_run", False), keywords=keywords, extra=extra)
+
+
+def on_a_volume(output_dir: object, volume: object) -> bool:
+    """Whether ``output_dir`` lies on a writable volume of the job's ``volume=`` keyword."""
+    from trainctl.errors import UserError
+    from trainctl.submit_options import volumes
+
+    items = [volume] if isinstance(volume, str) else volume or []
+    try:
+        mounts = [PurePosixPath(item.mount_path) for item in volumes(list(items)) if not item.read_only]
+    except (UserError, TypeError, AttributeError):
+        return True  # not ours to judge: run() refuses the volume, naming what is wrong
+    path = PurePosixPath(str(output_dir))
+    return path.is_absolute() and any(mount == path or mount in path.parents for mount in mounts)
 
 
 def recipe_arguments(model: str, dataset: str, output_dir: str, text_column: str, lora: dict | None,

@@ -108,3 +108,31 @@ def test_the_pins_the_image_and_the_docs_use_are_the_requirements_file():
     docs = (Path(__file__).resolve().parents[2] / "docs" / "finetuning.md").read_text()
     for pin in pins:
         assert pin in docs, f"docs/finetuning.md does not give {pin}"
+
+
+@pytest.mark.parametrize(("keywords", "warned"), [
+    ({}, True),                                                          # the pod's emptyDir
+    ({"output_dir": "/ckpt/run", "volume": ["pvc:ckpt:/ckpt"]}, False),
+    ({"output_dir": "/ckpt", "volume": "pvc:ckpt:/ckpt"}, False),
+    ({"output_dir": "/ckpt/run", "volume": ["pvc:ckpt:/ckpt:ro"]}, True),  # read-only
+    ({"output_dir": "/ckptx/run", "volume": ["pvc:ckpt:/ckpt"]}, True),
+    ({"output_dir": "ckpt/run", "volume": ["host:/data:/ckpt"]}, True),     # relative: the working directory
+])
+def test_on_a_cluster_an_output_dir_on_no_volume_is_warned_about(project, keywords, warned):
+    import warnings
+
+    client = Client("kubernetes", kubeconfig=str(project / "no-such-kubeconfig"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        client.finetune("model", "data.jsonl", dry_run=True, **keywords)
+    messages = [str(warning.message) for warning in caught if "output_dir" in str(warning.message)]
+    assert bool(messages) == warned, messages
+    assert all("go with the pod; mount one" in message for message in messages)
+
+
+def test_locally_the_output_dir_needs_no_volume(project):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Client("local").finetune("model", "data.jsonl", dry_run=True)
