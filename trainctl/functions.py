@@ -231,3 +231,27 @@ def place_locally(shipment: Shipment, root: Path) -> Path:
         shutil.rmtree(draft, ignore_errors=True)
         raise
     return directory
+
+
+def remove_placed(resource: object, root: Path) -> None:
+    """Remove what :func:`place_locally` wrote for a local job, once the job is gone: the directory under
+    ``root`` whose runner its commands name. Only a direct child of ``root`` is ever removed."""
+    root = root.resolve()
+    for word in command_words(resource):
+        path = Path(word)
+        if path.name == RUNNER_FILE and path.is_absolute() and path.parent.resolve().parent == root:
+            shutil.rmtree(path.parent.resolve(), ignore_errors=True)
+
+
+def command_words(resource: object) -> list[str]:
+    """Every word of every container command of a job resource, read defensively (it may be damaged)."""
+    def mapping(value: object) -> dict:
+        return value if isinstance(value, dict) else {}
+
+    words = []
+    for key, specs in mapping(mapping(resource).get("spec")).items():
+        for replica in mapping(specs).values() if key.endswith("ReplicaSpecs") else ():
+            for container in mapping(mapping(mapping(replica).get("template")).get("spec")).get("containers") or ():
+                command = mapping(container).get("command")
+                words += [str(word) for word in command] if isinstance(command, list) else []
+    return words

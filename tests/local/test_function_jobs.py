@@ -7,6 +7,7 @@ all-reduce, XGBoost's Rabit): a wrong env contract hangs or fails the job instea
 from __future__ import annotations
 
 import importlib.util
+import time
 
 import pytest
 
@@ -108,3 +109,21 @@ def test_a_raising_function_fails_wait_naming_the_replica_and_the_exception(clie
     with pytest.raises(JobFailed):
         job.result()
     job.delete()
+
+
+def test_a_function_jobs_files_go_with_the_job(client, cli):
+    """What a function job wrote under $TRAINCTL_HOME/functions is removed by delete, and by the TTL."""
+    functions = cli.home / "functions"
+    deleted = client.run(function_jobs.decorated, args={"x": 1}, framework="jax", name="fn-files")
+    assert deleted.result(timeout=60) == 2
+    assert len(list(functions.iterdir())) == 1
+    deleted.delete()
+    assert list(functions.iterdir()) == []
+
+    client.run(function_jobs.decorated, args={"x": 2}, framework="jax", name="fn-ttl", ttl_after_finished=0)
+    assert len(list(functions.iterdir())) == 1
+    deadline = time.monotonic() + 60
+    while [job.name for job in client.jobs()] and time.monotonic() < deadline:  # its supervisor deletes it
+        time.sleep(0.2)
+    assert [job.name for job in client.jobs()] == []
+    assert list(functions.iterdir()) == []

@@ -22,7 +22,7 @@ from trainctl import selectors
 from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
 from trainctl.backends.local import processes
 from trainctl.backends.local.logs import follow_logs, read_logs
-from trainctl.backends.local.store import AlreadyExists, DamagedState, JobDir, all_job_dirs
+from trainctl.backends.local.store import AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files
 from trainctl.core import conditions as cond
 from trainctl.core.reconcile import rfc3339
 from trainctl.errors import NotFound, UserError
@@ -136,6 +136,10 @@ class LocalBackend(Backend):
         if not job_dir.path.is_dir():
             raise job_dir.not_found()
         uids = job_dir.uids()  # from the uid file even when job.json and runtime.json are damaged
+        try:
+            resource = job_dir.read_job()  # before it goes: a function job's files are named in it
+        except UserError:
+            resource = None  # damaged: its function files (if any) are named nowhere readable and stay
         # A supervisor that holds the lock too long (hung, or busy) must not keep delete from stopping it:
         # past the wait the processes are stopped anyway, and nothing is left to write the files again.
         with job_dir.locked(timeout=DELETE_LOCK_WAIT_SECONDS):
@@ -144,6 +148,7 @@ class LocalBackend(Backend):
             processes.stop_all(processes.SUPERVISOR_MARKER, uid)
             processes.stop_all(processes.MARKER, uid)
         job_dir.remove()
+        remove_function_files(resource)
 
     def set_suspended(self, name: str, namespace: str, suspend: bool, kind: str | None = None) -> dict:
         job_dir = JobDir(namespace, name)
@@ -167,6 +172,7 @@ class LocalBackend(Backend):
 
 
 # ---- helpers ----------------------------------------------------------------------------
+
 
 def check_replica_count(job: Job) -> None:
     if job.total_replicas > MAX_LOCAL_REPLICAS:

@@ -321,6 +321,14 @@ class JobDir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+def remove_function_files(resource: dict | None) -> None:
+    """A function job's shipped files (under trainctl.running.functions_root), which outlive no job."""
+    from trainctl.functions import remove_placed
+    from trainctl.running import functions_root
+
+    remove_placed(resource, functions_root())
+
+
 def copy_with_path(job_dir: JobDir, path: Path) -> JobDir:
     """The same job at another (already checked) place: the draft that create() fills."""
     draft = object.__new__(JobDir)

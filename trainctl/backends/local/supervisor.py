@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainctl.backends.local import processes
-from trainctl.backends.local.store import DamagedState, JobDir, all_recorded_ports, append_line
+from trainctl.backends.local.store import DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
 from trainctl.core.network import LocalNetwork
@@ -151,6 +151,7 @@ class Supervisor:
                 if isinstance(action, DeleteJob):
                     self.stop_everything()
                     self.dir.remove()
+                    remove_function_files(resource)  # the TTL after it finished ran out
                     return None, True
                 self.execute(action, resource)
             if plan.status != resource.get("status"):
