@@ -52,8 +52,11 @@ def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_
 
         command, extra = ["python3", SNAPSHOT_RECIPE], {SNAPSHOT_RECIPE: Path(shipped.__file__).read_bytes()}
     from trainctl.running import run
+    from trainctl.submit_options import generated_name
 
     keywords = dict(run_keywords)
+    if keywords.get("name") is None:  # a name that says what the job is, in `trainctl list` too
+        keywords["name"] = generated_name("finetune")
     switches = {key: keywords.pop(key) for key in ("packages", "replace", "preflight", "dry_run") if key in keywords}
     return run(client, command + arguments, framework="pytorch", args=None, packages=switches.get("packages"),
                replace=switches.get("replace", False), preflight=switches.get("preflight", True),

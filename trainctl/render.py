@@ -174,7 +174,7 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
         "container": framework.container,
         "port_name": framework.port_name,
         "port": framework.port,
-        "name": options.name or generated_name(framework),
+        "name": options.name or generated_name(framework.name),
         "namespace": options.namespace,
         "labels": labels,
         "annotations": label_map(options.annotation, "--annotation", check_value=False),

@@ -135,9 +135,10 @@ def check_given(options: SubmitOptions) -> None:
 
 # ---- parsers for flag values -------------------------------------------------
 
-def generated_name(framework: Framework) -> str:
+def generated_name(prefix: str) -> str:
+    """``<prefix>-<6 random letters or digits>``: the name of a job the user did not name."""
     alphabet = string.ascii_lowercase + string.digits
-    return f"{framework.name}-{''.join(secrets.choice(alphabet) for _ in range(6))}"
+    return f"{prefix}-{''.join(secrets.choice(alphabet) for _ in range(6))}"
 
 
 def key_value(text: str, flag: str) -> tuple[str, str]:

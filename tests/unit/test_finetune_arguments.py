@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -39,6 +40,8 @@ def test_locally_the_installed_recipe_runs_with_every_value_as_its_own_flag(proj
         "--max-length=64", '--lora={"r": 4, "target_modules": ["c_attn"]}', '--training-args={"max_steps": 3}',
         "--merge"]
     assert set(resource["spec"]["pytorchReplicaSpecs"]) == {"Master", "Worker"}
+    unnamed = Client("local").finetune("model", "data.jsonl", dry_run=True)
+    assert re.fullmatch(r"finetune-[a-z0-9]{6}", unnamed["metadata"]["name"]), unnamed["metadata"]
     assert not (project / "home").exists()
 
 
