@@ -112,7 +112,7 @@ def test_a_killed_replica_restarts_and_the_job_resumes_from_the_last_checkpoint(
 
 
 def test_sigterm_saves_a_checkpoint_on_every_rank_and_resume_continues_from_it(client, cli, tiny):
-    job = start(client, tiny, "ft-term", training_args={"max_steps": 400, "save_steps": 1000, "logging_steps": 10})
+    job = start(client, tiny, "ft-term", training_args={"max_steps": 600, "save_steps": 1000, "logging_steps": 10})
     wait_for(lambda: any(step >= 50 for step in finetuning.step_lines(printed(job))), 180, "step 50")
     client.suspend("ft-term")  # the replicas get SIGTERM, as pods of a suspended or preempted job
     out = cli.cwd / "out"
@@ -131,7 +131,7 @@ def test_sigterm_saves_a_checkpoint_on_every_rank_and_resume_continues_from_it(c
     resumed = f"master-0 | rank 0 of 2: 256 rows, resuming from out/checkpoint-{step} (step {step})"
     assert resumed in text, text
     assert finetuning.step_lines(text[text.index(resumed):])[0] == (step // 10 + 1) * 10
-    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 400
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 600
 
 
 def recipe(*args: str, cwd: Path) -> subprocess.CompletedProcess:
