@@ -91,3 +91,21 @@ def test_missing_image_is_shown_with_the_fix(trainctl, namespace):
     shown = wait_for(stuck, 120, "status to show the image that cannot be pulled")
     assert "trainctl.local/does-not-exist:1" in shown and "--image" in shown, shown
     assert "ImagePullBackOff" in shown or "ErrImagePull" in shown, shown
+
+
+def test_an_init_container_that_fails_shows_its_log_in_logs_and_the_summary(real_node, trainctl, namespace,
+                                                                           tmp_path):
+    """An image without python3 cannot unpack the shipped code: the unpack init container fails, the main
+    container never starts, and only the init container's log says why."""
+    (tmp_path / "train.py").write_text("print('never runs')\n")
+    result = trainctl("submit", "pytorch", "--name", "noinit", "-n", namespace, "--image", real_node.image("busybox"),
+                      "--restart-policy", "Never", "--backoff-limit", "0", "--workdir", str(tmp_path),
+                      "--", "python3", "train.py")
+    assert result.returncode == 0, result.stderr
+    output = wait_failed(trainctl, namespace, "noinit")
+    assert "exited 127, so the replica never started" in output, output
+    assert "needs python3 in the image" in output, output  # the guard's own words, from the init container
+    logs = trainctl("logs", "noinit", "-n", namespace)
+    lines = logs.stdout.splitlines()
+    assert lines[0].startswith("master-0 | (init container ") and "exited 127" in lines[0], logs.stdout
+    assert any(line.startswith("master-0 | trainctl: ") and "needs python3" in line for line in lines), logs.stdout

@@ -169,10 +169,10 @@ class KubeBackend(Backend):
             picked = pick_replica(replica, name, list(replicas))
             replicas = {picked: replicas[picked]}
         if not follow or self.job_ended(job):  # a finished job's logs are merged in time order even with -f
-            return pod_logs.merged([pod_logs.timed_chunks(self.client, namespace, pod, pod_logs.log_query(
-                container, follow=False, timestamps=True, tail=tail, since_seconds=since_seconds, previous=previous),
-                replica_id, keep_stamps=timestamps)
-                for replica_id, (pod, container) in replicas.items()])
+            return pod_logs.merged([self.finished_log(namespace, pod, container, replica_id, tail=tail,
+                                                      since_seconds=since_seconds, previous=previous,
+                                                      timestamps=timestamps)
+                                    for replica_id, (pod, container) in replicas.items()])
 
         def source(replica_id: str, pod: str, container: str):
             def run(emit):
@@ -183,6 +183,19 @@ class KubeBackend(Backend):
 
         return pod_logs.follow_all([source(replica_id, *pod) for replica_id, pod in replicas.items()],
                                    lambda: self.job_ended(job))
+
+    def finished_log(self, namespace: str, pod: str, container: str, replica_id: str, *, tail: int | None,
+                     since_seconds: int | None, previous: bool, timestamps: bool) -> Iterator[LogChunk]:
+        """One replica's log as it stands; a pod held back by a failed init container gives that container's
+        log instead, after a line that says so (else the replica would show only "(no logs: ...)")."""
+        failed = None if previous else pod_logs.failed_init(self.client, namespace, pod)
+        if failed is not None:
+            container, previous, code = failed
+            yield LogChunk(replica_id, f"(init container {container} exited {code}, so the replica never started; "
+                                       "its log:)\n".encode(), 0.0)  # before its lines
+        yield from pod_logs.timed_chunks(self.client, namespace, pod, pod_logs.log_query(
+            container, follow=False, timestamps=True, tail=tail, since_seconds=since_seconds, previous=previous),
+            replica_id, keep_stamps=timestamps)
 
     @staticmethod
     def container_of(job: Job, rtype: str) -> str:

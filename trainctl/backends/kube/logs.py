@@ -185,3 +185,24 @@ def wait_started(client: Client, namespace: str, pod: str) -> bool:
         if status[0] != "Pending":
             return True
         time.sleep(POLL_S)
+
+
+def failed_init(client: Client, namespace: str, pod: str) -> tuple[str, bool, int] | None:
+    """(name, previous, exit code) of the init container that failed and so kept the pod's main container
+    from ever starting (code shipping's unpack, a --pip install, the wait for the master): then its log
+    is the only one that says why. None when the main container ran, or nothing failed."""
+    try:
+        status = client.get(PODS, pod, namespace).get("status") or {}
+    except (ApiError, OSError):
+        return None
+    if any((s.get("state") or {}).get("running") or (s.get("state") or {}).get("terminated")
+           or (s.get("lastState") or {}).get("terminated") for s in status.get("containerStatuses") or []):
+        return None
+    for init in status.get("initContainerStatuses") or []:
+        ended = ((init.get("state") or {}).get("terminated") or {}).get("exitCode", 0)
+        before = ((init.get("lastState") or {}).get("terminated") or {}).get("exitCode", 0)
+        if ended:  # it failed and stays failed (restartPolicy Never)
+            return init.get("name", ""), False, ended
+        if before and (init.get("state") or {}).get("waiting"):  # failed, and waits to be run again
+            return init.get("name", ""), True, before
+    return None
