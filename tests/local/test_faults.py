@@ -475,3 +475,21 @@ def test_supervisor_sigkilled_at_a_random_moment_loses_nothing(cli, scripts, see
     assert (job_dir(cli, name) / "job.json").read_bytes() == stored  # status judged, but wrote nothing
     assert not [p.name for p in (cli.home / "jobs" / "default").iterdir() if p.name != name]
     assert_deleted_without_trace(cli, name, uid)
+
+
+def test_a_draft_left_by_a_killed_submit_is_removed_by_the_next_create_and_a_live_one_is_not(cli, scripts):
+    """kill -9 of a submit mid-create leaves its hidden draft directory (its cleanup never ran): the next
+    create in the namespace removes drafts whose creator is dead, and only those."""
+    namespace_dir = cli.home / "jobs" / "default"
+    namespace_dir.mkdir(parents=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # reaped: its pid names no process now
+    abandoned = namespace_dir / f".lost.{dead.pid}.k2j4x9ab.creating"
+    abandoned.mkdir()
+    (abandoned / "job.json").write_text('{"half": ')
+    in_progress = namespace_dir / f".busy.{os.getpid()}.q8w7e6rt.creating"  # its creator (this test) is alive
+    in_progress.mkdir()
+    submit(cli, "after", "python", "-c", "print(1)")
+    assert not abandoned.exists()
+    assert in_progress.is_dir()
+    assert cli("delete", "after").returncode == 0

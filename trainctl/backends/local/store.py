@@ -42,6 +42,9 @@ from trainctl.errors import NotFound, UserError
 # store's own hidden files), nothing a terminal or rich markup would interpret.
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 LABEL_MAX = 63
+# A job directory being created: ".<name>.<creator pid>.<random>.creating", renamed into place when full.
+DRAFT_SUFFIX = ".creating"
+ABANDONED_DRAFT = re.compile(r"\.[a-z0-9-]+\.(?P<pid>[0-9]+)\.[^./]+\.creating")
 
 
 class DamagedState(UserError):
@@ -194,7 +197,8 @@ class JobDir:
         """A hidden, empty draft of this job's directory to fill; renamed into place when the block
         ends, removed if it raises. The rename fails if the job exists, so of two creators one wins."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        draft = copy_with_path(self, Path(tempfile.mkdtemp(prefix=f".{self.name}.", suffix=".creating",
+        remove_abandoned_drafts(self.path.parent)
+        draft = copy_with_path(self, Path(tempfile.mkdtemp(prefix=f".{self.name}.{os.getpid()}.", suffix=DRAFT_SUFFIX,
                                                            dir=self.path.parent)))
         try:
             yield draft
@@ -319,6 +323,18 @@ class JobDir:
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def remove_abandoned_drafts(namespace_dir: Path) -> None:
+    """The drafts of creators that died mid-create (kill -9 of a submit: its finally never ran), told from
+    those being filled right now by the creator's pid in the draft's name (see JobDir.create)."""
+    from trainctl.backends.local.processes import alive
+
+    with contextlib.suppress(OSError):
+        for entry in namespace_dir.iterdir():
+            match = ABANDONED_DRAFT.fullmatch(entry.name)
+            if match and not alive(int(match.group("pid"))):
+                shutil.rmtree(entry, ignore_errors=True)
 
 
 def remove_function_files(resource: dict | None) -> None:
