@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import warnings
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from trainctl.errors import InvalidArgument
-from trainctl.recipes.finetune import RESERVED_TRAINING  # the recipe imports nothing heavy at the top
+from trainctl.recipes.finetune import RESERVED_TRAINING, looks_like_hub_id  # the recipe's top level is stdlib only
 
 if TYPE_CHECKING:
     from trainctl.api import Client
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 
 RECIPE_MODULE = "trainctl.recipes.finetune"
 SNAPSHOT_RECIPE = ".trainctl/recipes/finetune.py"  # relative to the pod's working directory
-HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
 def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_column: str,
@@ -108,7 +106,7 @@ def source(value: object, keyword: str, local: bool) -> str:
     """A model or dataset: a path (checked where the replicas will read it: here, for the local backend, or
     in the working directory that travels) or a Hub id (downloaded by the replicas: the user's choice)."""
     name = text(value, keyword)
-    if Path(name).expanduser().exists() or HUB_ID.fullmatch(name) or (not local and Path(name).is_absolute()):
+    if Path(name).expanduser().exists() or looks_like_hub_id(name) or (not local and Path(name).is_absolute()):
         return name  # an absolute path on a cluster is the image's or a volume's: not ours to check
     where = "" if local else " in the working directory that travels (for a volume's, give its absolute path)"
     raise InvalidArgument(f"{keyword}={name!r}: no such file or directory{where}; give a path, or a "
@@ -141,16 +139,15 @@ def as_json(value: object, keyword: str, reserved: dict[str, str]) -> str:
         if key in reserved:
             raise InvalidArgument(f"{keyword}: {key!r} is the recipe's to set (by {reserved[key]}); leave it out")
     try:
-        return json.dumps(value, allow_nan=False, default=unsupported)
+        return json.dumps(value, allow_nan=False, default=not_json)
     except ValueError as error:  # NaN or infinity: JSON has no spelling for them
         raise InvalidArgument(f"{keyword}: {error}; give finite numbers") from None
     except TypeError as error:
         raise InvalidArgument(f"{keyword}: {error}") from None
 
 
-def unsupported(value: object):
-    if isinstance(value, tuple):
-        return list(value)
+def not_json(value: object):
+    """json.dumps' ``default`` (tuples it writes as lists itself): the message names what is wrong."""
     raise TypeError(f"cannot pass {type(value).__name__} {value!r} to the recipe: give numbers, strings, "
                     "booleans, None, lists and dicts")
 

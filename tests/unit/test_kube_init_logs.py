@@ -8,16 +8,6 @@ import pytest
 from trainctl.backends.kube.logs import failed_init
 
 
-class OnePod:
-    def __init__(self, status: dict | None):
-        self.status = status
-
-    def get(self, resource, name, namespace):
-        if self.status is None:
-            raise OSError("connection refused")
-        return {"status": self.status}
-
-
 def terminated(code: int) -> dict:
     return {"terminated": {"exitCode": code}}
 
@@ -39,7 +29,7 @@ MAIN_WAITING = [{"name": "pytorch", "state": {"waiting": {"reason": "PodInitiali
     ({"initContainerStatuses": [{"name": "wait", "state": {"running": {}}}], "containerStatuses": MAIN_WAITING},
      None),  # still waiting for the master: nothing failed
     ({}, None),
-    (None, None),  # the pod cannot be read
+    (None, None),  # no such pod
 ])
 def test_the_failed_init_container_is_found_only_when_it_kept_the_main_one_from_running(status, found):
-    assert failed_init(OnePod(status), "default", "job-master-0") == found
+    assert failed_init(status) == found

@@ -45,6 +45,7 @@ RESERVED_TRAINING = {"output_dir": "--output-dir", "deepspeed": "--deepspeed",  
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text"}
 SAVED_DATASET_FILES = ("dataset_info.json", "state.json", "dataset_dict.json")  # what save_to_disk writes
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")  # org/name
 
 
 class RecipeError(Exception):
@@ -99,7 +100,7 @@ def load_rows(dataset: str, text_column: str):
 
 
 def looks_like_hub_id(name: str) -> bool:
-    return re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None
+    return HUB_ID.fullmatch(name) is not None
 
 
 def data_builder(path: Path) -> str:
@@ -324,7 +325,7 @@ def finetune(options: argparse.Namespace) -> int:
         rows = tokenized(load_rows(options.dataset, options.text_column), tokenizer,
                          options.text_column, options.max_length)
     model = lora_model(loaded("model", AutoModelForCausalLM.from_pretrained, options.model), options.lora)
-    if args.process_index == 0:
+    if rank == 0:
         model.print_trainable_parameters()
     seen = RowsSeen()
     progress, epochs, sigterm = callbacks(seen)

@@ -169,9 +169,10 @@ class KubeBackend(Backend):
             picked = pick_replica(replica, name, list(replicas))
             replicas = {picked: replicas[picked]}
         if not follow or self.job_ended(job):  # a finished job's logs are merged in time order even with -f
+            statuses = {} if previous else self.pod_statuses(name, namespace)
             return pod_logs.merged([self.finished_log(namespace, pod, container, replica_id, tail=tail,
                                                       since_seconds=since_seconds, previous=previous,
-                                                      timestamps=timestamps)
+                                                      timestamps=timestamps, status=statuses.get(pod))
                                     for replica_id, (pod, container) in replicas.items()])
 
         def source(replica_id: str, pod: str, container: str):
@@ -184,11 +185,21 @@ class KubeBackend(Backend):
         return pod_logs.follow_all([source(replica_id, *pod) for replica_id, pod in replicas.items()],
                                    lambda: self.job_ended(job))
 
+    def pod_statuses(self, name: str, namespace: str) -> dict[str, dict]:
+        """The status of each pod of the job, by pod name, in one request ({} when they cannot be read:
+        the logs themselves then say why)."""
+        try:
+            pods = self.client.list(kube.PODS, namespace, selector=f"{LABEL_JOB_NAME}={name}")["items"]
+        except (kube.ApiError, OSError):
+            return {}
+        return {pod["metadata"]["name"]: pod.get("status") or {} for pod in pods}
+
     def finished_log(self, namespace: str, pod: str, container: str, replica_id: str, *, tail: int | None,
-                     since_seconds: int | None, previous: bool, timestamps: bool) -> Iterator[LogChunk]:
-        """One replica's log as it stands; a pod held back by a failed init container gives that container's
-        log instead, after a line that says so (else the replica would show only "(no logs: ...)")."""
-        failed = None if previous else pod_logs.failed_init(self.client, namespace, pod)
+                     since_seconds: int | None, previous: bool, timestamps: bool,
+                     status: dict | None) -> Iterator[LogChunk]:
+        """One replica's log as it stands; a pod held back by a failed init container (``status``: the pod's)
+        gives that container's log instead, after a line that says so (else only "(no logs: ...)")."""
+        failed = None if previous else pod_logs.failed_init(status)
         if failed is not None:
             container, previous, code = failed
             yield LogChunk(replica_id, f"(init container {container} exited {code}, so the replica never started; "

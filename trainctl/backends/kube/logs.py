@@ -187,14 +187,12 @@ def wait_started(client: Client, namespace: str, pod: str) -> bool:
         time.sleep(POLL_S)
 
 
-def failed_init(client: Client, namespace: str, pod: str) -> tuple[str, bool, int] | None:
+def failed_init(status: dict | None) -> tuple[str, bool, int] | None:
     """(name, previous, exit code) of the init container that failed and so kept the pod's main container
     from ever starting (code shipping's unpack, a --pip install, the wait for the master): then its log
-    is the only one that says why. None when the main container ran, or nothing failed."""
-    try:
-        status = client.get(PODS, pod, namespace).get("status") or {}
-    except (ApiError, OSError):
-        return None
+    is the only one that says why. ``status``: the pod's status (None: no such pod). None when the main
+    container ran, or nothing failed."""
+    status = status or {}
     if any((s.get("state") or {}).get("running") or (s.get("state") or {}).get("terminated")
            or (s.get("lastState") or {}).get("terminated") for s in status.get("containerStatuses") or []):
         return None
