@@ -147,8 +147,8 @@ class LocalBackend(Backend):
         for uid in uids:
             processes.stop_all(processes.SUPERVISOR_MARKER, uid)
             processes.stop_all(processes.MARKER, uid)
+        remove_function_files(resource)  # before the job: once it is gone, so are they
         job_dir.remove()
-        remove_function_files(resource)
 
     def set_suspended(self, name: str, namespace: str, suspend: bool, kind: str | None = None) -> dict:
         job_dir = JobDir(namespace, name)

@@ -150,8 +150,9 @@ class Supervisor:
             for action in plan.actions:
                 if isinstance(action, DeleteJob):
                     self.stop_everything()
+                    # the TTL after it finished ran out; its files first, so a job seen gone has none left
+                    remove_function_files(resource)
                     self.dir.remove()
-                    remove_function_files(resource)  # the TTL after it finished ran out
                     return None, True
                 self.execute(action, resource)
             if plan.status != resource.get("status"):
