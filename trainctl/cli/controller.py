@@ -23,6 +23,10 @@ def _check_namespaces(values: list[str] | None) -> list[str] | None:
     return values
 
 
+# upstream's flag, with 'yunikorn' a value of trainctl's own
+GangSchedulerName = Annotated[str, typer.Option("--gang-scheduler-name", help=(
+    "Gang scheduling: 'volcano', 'yunikorn' (task groups on the pods, no CRD), or the scheduler-plugins "
+    "scheduler's name (PodGroups are created only when that PodGroup CRD is installed). See docs/schedulers.md."))]
 # upstream's flag name; the default (alpine:3.10) is the Kubeflow operator's
 PytorchInitImage = Annotated[str | None, typer.Option("--pytorch-init-container-image", help=(
     "Image of the init container that holds PyTorch workers until the master's name resolves (needs sh, "
@@ -52,9 +56,7 @@ def run(
         "Serve Prometheus /metrics here (host:port; '0' turns it off)."))] = ":8080",
     health_addr: Annotated[str, typer.Option("--health-addr", help=(
         "Serve /healthz and /readyz here (host:port; '0' turns it off)."))] = ":8081",
-    gang_scheduler_name: Annotated[str, typer.Option("--gang-scheduler-name", help=(
-        "Gang scheduling: 'volcano', or the scheduler-plugins scheduler's name (PodGroups are "
-        "created only when that PodGroup CRD is installed)."))] = "",
+    gang_scheduler_name: GangSchedulerName = "",
     cluster_domain: Annotated[str | None, typer.Option("--cluster-domain", envvar="CUSTOM_CLUSTER_DOMAIN", help=(
         "Cluster domain appended to TF_CONFIG addresses, as the Kubeflow operator's CUSTOM_CLUSTER_DOMAIN."))] = None,
     pytorch_init_image: PytorchInitImage = None,
@@ -87,6 +89,7 @@ def install(
         "Controller image, built from controller/Dockerfile (default: ghcr.io/trainctl/trainctl:<version>)."))] = None,
     install_namespace: Annotated[str, typer.Option("--install-namespace", help=(
         "Namespace the controller and its Lease live in."))] = "trainctl-system",
+    gang_scheduler_name: GangSchedulerName = "",
     pytorch_init_image: PytorchInitImage = None,
     mpi_kubectl_delivery_image: MpiKubectlDeliveryImage = None,
     output: Output = None,
@@ -96,7 +99,8 @@ def install(
     from trainctl.cli.apply import dump_all
     from trainctl.controller.install import apply_manifests, manifests
 
-    documents = manifests(namespace=install_namespace, image=image, pytorch_init_image=pytorch_init_image,
+    documents = manifests(namespace=install_namespace, image=image, gang_scheduler_name=gang_scheduler_name,
+                          pytorch_init_image=pytorch_init_image,
                           mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
     if dry_run:
         typer.echo(dump_all(documents, output or "yaml"), nl=False)

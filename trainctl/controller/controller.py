@@ -83,7 +83,7 @@ class Controller:
         self.pods = [Informer(client, PODS, ns, children, pod_objects.job_index) for ns in scopes]
         self.services = [Informer(client, SERVICES, ns, children, pod_objects.job_index) for ns in scopes]
         self.gang = gang
-        self.pod_groups = [Informer(client, gang.resource, ns) for ns in scopes] if gang else []
+        self.pod_groups = [Informer(client, gang.resource, ns) for ns in scopes] if gang and gang.resource else []
         self.hpa = HPA_V2
         self.wire()
 
@@ -176,7 +176,7 @@ class Controller:
             return
         owned = [p for p in pods if pod_objects.controller_uid(p) == live_uid]
         finished = cond.finished((job.status or {}).get("conditions") or [])
-        if self.gang and not self.sync_pod_group(key, job, finished):
+        if self.gang and self.gang.resource and not self.sync_pod_group(key, job, finished):
             return
         self.apply_objects(key, job, framework.cluster_objects(job, owned), framework.pruned_kinds)
         observed = [o for o in (pod_objects.observe(job, p) for p in owned) if o is not None]

@@ -1,12 +1,17 @@
-"""Gang scheduling: one PodGroup per job, for Volcano or scheduler-plugins (contract 1.10).
+"""Gang scheduling: one PodGroup per job for Volcano or scheduler-plugins (contract 1.10), or
+YuniKorn's task groups.
 
-Enabled by ``--gang-scheduler-name``: ``volcano``, or any other name for the
+Enabled by ``--gang-scheduler-name``: ``volcano``, ``yunikorn``, or any other name for the
 scheduler-plugins coscheduling scheduler. The controller creates PodGroups only when
 that PodGroup CRD is installed (it checks at start-up and says so once otherwise).
+YuniKorn has no CRD: everything it reads is on the pods themselves, the application id
+and queue labels and, on every pod, the job's task groups (one per replica type: how many
+members, what each requests, where it may run) plus the name of the pod's own group.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -18,6 +23,10 @@ COSCHEDULING = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", kind="Po
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_TASK_ANNOTATION = "volcano.sh/task-spec"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+YUNIKORN_APP_ID_LABEL = "yunikorn.apache.org/app-id"
+YUNIKORN_QUEUE_LABEL = "yunikorn.apache.org/queue"
+YUNIKORN_TASK_GROUPS = "yunikorn.apache.org/task-groups"
+YUNIKORN_TASK_GROUP_NAME = "yunikorn.apache.org/task-group-name"
 
 SUFFIXES = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
             "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
@@ -49,7 +58,14 @@ class GangScheduler:
         return self.name.lower() == "volcano"
 
     @property
-    def resource(self) -> Resource:
+    def yunikorn(self) -> bool:
+        return self.name.lower() == "yunikorn"
+
+    @property
+    def resource(self) -> Resource | None:
+        """The PodGroup kind the controller keeps one of per job; None for YuniKorn, which reads pods only."""
+        if self.yunikorn:
+            return None
         return VOLCANO if self.volcano else COSCHEDULING
 
     def pod_group(self, job: Job, priorities: dict[str, int], existing: dict | None) -> dict:
@@ -82,7 +98,7 @@ class GangScheduler:
     def decorate(self, job: Job, rtype: str, pod: dict) -> str | None:
         """Point the pod at the gang scheduler and its group; returns a warning when the template picked another."""
         spec, metadata = pod["spec"], pod["metadata"]
-        scheduler = "volcano" if self.volcano else self.name
+        scheduler = self.name.lower() if self.volcano or self.yunikorn else self.name
         warning = None
         if spec.get("schedulerName") and spec["schedulerName"] != scheduler:
             warning = "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"
@@ -90,9 +106,47 @@ class GangScheduler:
         if self.volcano:
             metadata["annotations"] = {**(metadata.get("annotations") or {}),
                                        VOLCANO_GROUP_ANNOTATION: job.name, VOLCANO_TASK_ANNOTATION: rtype.lower()}
+        elif self.yunikorn:
+            queue = (job.run_policy.get("schedulingPolicy") or {}).get("queue")
+            metadata["labels"] = {**(metadata.get("labels") or {}), YUNIKORN_APP_ID_LABEL: job.name,
+                                  **({YUNIKORN_QUEUE_LABEL: queue} if queue else {})}
+            metadata["annotations"] = {**(metadata.get("annotations") or {}),
+                                       YUNIKORN_TASK_GROUPS: json.dumps(task_groups(job)),
+                                       YUNIKORN_TASK_GROUP_NAME: rtype.lower()}
         else:
             metadata["labels"] = {**(metadata.get("labels") or {}), COSCHEDULING_LABEL: job.name}
         return warning
+
+
+def task_groups(job: Job) -> list[dict]:
+    """YuniKorn's task groups: one per replica type, in the job's order. ``minAvailable`` below the
+    job's replicas keeps members from the first types, as the PodGroup's ``minMember`` counts them."""
+    policy = job.run_policy.get("schedulingPolicy") or {}
+    left = job.total_replicas if policy.get("minAvailable") is None else policy["minAvailable"]
+    groups = []
+    for rtype in job.replica_types:
+        members = min(job.replicas(rtype), max(left, 0))
+        left -= members
+        if not members:
+            continue
+        spec = job.template(rtype)["spec"]
+        group = {"name": rtype.lower(), "minMember": members,
+                 "minResource": {name: format_quantity(value) for name, value in pod_requests(spec).items()}}
+        for field in ("nodeSelector", "tolerations", "affinity"):
+            if spec.get(field):
+                group[field] = spec[field]
+        groups.append(group)
+    return groups
+
+
+def pod_requests(spec: dict) -> dict[str, Decimal]:
+    """What one pod asks for: its containers' requests (limits where a container has none), summed."""
+    totals: dict[str, Decimal] = {}
+    for container in spec.get("containers", []):
+        resources = container.get("resources") or {}
+        for name, quantity in (resources.get("requests") or resources.get("limits") or {}).items():
+            totals[name] = totals.get(name, Decimal(0)) + parse_quantity(quantity)
+    return dict(sorted(totals.items()))
 
 
 def min_resources(job: Job, min_member: int, priorities: dict[str, int]) -> dict[str, str]:
@@ -107,8 +161,6 @@ def min_resources(job: Job, min_member: int, priorities: dict[str, int]) -> dict
             if counted >= min_member:
                 break
             counted += 1
-            for container in job.template(rtype)["spec"].get("containers", []):
-                resources = container.get("resources") or {}
-                for name, quantity in (resources.get("requests") or resources.get("limits") or {}).items():
-                    totals[name] = totals.get(name, Decimal(0)) + parse_quantity(quantity)
+            for name, value in pod_requests(job.template(rtype)["spec"]).items():
+                totals[name] = totals.get(name, Decimal(0)) + value
     return {name: format_quantity(value) for name, value in sorted(totals.items())}

@@ -28,6 +28,7 @@ LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "trainctl
 SELECTOR = {"app.kubernetes.io/name": NAME}
 CRD_ESTABLISHED_TIMEOUT_S = 60
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_1123_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 ADMIN_HINT = "installing needs cluster-admin (it creates CRDs and a ClusterRole)"
 
 READ = ["get", "list", "watch"]
@@ -82,9 +83,11 @@ HELPER_IMAGE_FLAGS = {"pytorch_init_image": "--pytorch-init-container-image",
                       "mpi_kubectl_delivery_image": "--mpi-kubectl-delivery-image"}
 
 
-def deployment(namespace: str, image: str, **helper_images: str | None) -> dict:
+def deployment(namespace: str, image: str, gang_scheduler_name: str = "", **helper_images: str | None) -> dict:
     args = ["controller", "run", "--leader-elect", "--lease-name", NAME, "--log-format", "json",
             "--metrics-addr", f":{METRICS_PORT}", "--health-addr", f":{HEALTH_PORT}"]
+    if gang_scheduler_name:
+        args += ["--gang-scheduler-name", gang_scheduler_name]
     for name, value in helper_images.items():
         if value:  # a cluster that cannot pull upstream's (air-gapped, a mirror) names its own
             args += [HELPER_IMAGE_FLAGS[name], value]
@@ -115,7 +118,7 @@ def deployment(namespace: str, image: str, **helper_images: str | None) -> dict:
                      "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod_spec}}}
 
 
-def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
+def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang_scheduler_name: str = "",
               **helper_images: str | None) -> list[dict]:
     """Everything the controller needs, in the order it must be created; ``helper_images`` are
     HELPER_IMAGE_FLAGS' keywords (None: upstream's default)."""
@@ -128,6 +131,9 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
     for name, value in helper_images.items():
         if value is not None:
             check_image(value, HELPER_IMAGE_FLAGS[name])
+    if gang_scheduler_name and not DNS_1123_SUBDOMAIN.fullmatch(gang_scheduler_name):
+        raise UserError(f"--gang-scheduler-name {gang_scheduler_name!r}: a scheduler's name, e.g. volcano or "
+                        "yunikorn (lower-case letters, digits, '-' and '.')")
     account = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(namespace)},
@@ -142,7 +148,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
          "rules": lease_rules()},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata(NAME, namespace),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}, "subjects": [account]},
-        deployment(namespace, image, **helper_images),
+        deployment(namespace, image, gang_scheduler_name, **helper_images),
         {"apiVersion": "v1", "kind": "Service", "metadata": metadata(f"{NAME}-metrics", namespace),
          "spec": {"selector": dict(SELECTOR),
                   "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]}},

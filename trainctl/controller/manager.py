@@ -114,7 +114,7 @@ class Manager:
         self.options = options
         self.client = connect(options.context, options.kubeconfig)
         gang = GangScheduler(options.gang_scheduler_name) if options.gang_scheduler_name else None
-        if gang and not self.crd_installed(f"{gang.resource.plural}.{gang.resource.group}"):
+        if gang and gang.resource and not self.crd_installed(f"{gang.resource.plural}.{gang.resource.group}"):
             log.warning("--gang-scheduler-name %s: the %s PodGroup CRD is not installed; no PodGroups will be made",
                         gang.name, gang.resource.group)
             gang = None
