@@ -21,12 +21,14 @@ from trainctl.errors import UserError
 from trainctl.frameworks import Framework
 from trainctl.submit_options import (
     INT64_MAX,
+    KUEUE_QUEUE_LABEL,
     SubmitOptions,
     check_given,
     clean_pod_policy,
     env_pairs,
     generated_name,
     label_map,
+    local_queue,
     positive,
     quantity,
     restart_policy,
@@ -176,7 +178,7 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
         "port": framework.port,
         "name": options.name or generated_name(framework.name),
         "namespace": options.namespace,
-        "labels": labels,
+        "labels": queue_labels(labels, options.local_queue),
         "annotations": label_map(options.annotation, "--annotation", check_value=False),
         "pod_labels": labels,
         "pod_annotations": {},
@@ -194,6 +196,16 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
         "nproc_per_node": options.nproc_per_node,
         "slots_per_worker": positive(options.slots_per_worker, "--slots-per-worker"),
     }
+
+
+def queue_labels(labels: dict[str, str], queue: str | None) -> dict[str, str]:
+    """The job's labels plus Kueue's queue label (on the job only: Kueue reads it there)."""
+    if local_queue(queue) is None:
+        return labels
+    if labels.get(KUEUE_QUEUE_LABEL, queue) != queue:
+        raise UserError(f"--label {KUEUE_QUEUE_LABEL}={labels[KUEUE_QUEUE_LABEL]} and --local-queue {queue}: "
+                        "give the queue once, with --local-queue")
+    return {**labels, KUEUE_QUEUE_LABEL: queue}
 
 
 def replica_topology(framework: Framework, options: SubmitOptions) -> dict[str, int]:
@@ -253,7 +265,7 @@ def run_policy(options: SubmitOptions, total_replicas: int) -> dict:
         else positive(options.backoff_limit, "--backoff-limit", minimum=0),
         "activeDeadlineSeconds": positive(options.active_deadline, "--active-deadline", maximum=INT64_MAX),
         "ttlSecondsAfterFinished": positive(options.ttl_after_finished, "--ttl-after-finished", minimum=0),
-        "suspend": options.suspend or None,
+        "suspend": options.suspend or bool(options.local_queue) or None,  # Kueue admits by unsuspending
     }
     scheduling = {
         "queue": options.queue,

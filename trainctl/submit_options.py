@@ -26,6 +26,8 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SIZE = re.compile(r"(\d{1,12})(Ki|Mi|Gi|K|M|G)?")
 SIZE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 MAX_WORKDIR_LIMIT = 256 << 20
+# Kueue's kubeflow.org integration queues a job that carries this label (and was created suspended)
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Entries per repeatable option (and words of the command): far above real jobs, and low enough
 # that every replica's copy of them renders and validates in well under a second.
 MAX_ITEMS = 1000
@@ -68,6 +70,7 @@ class SubmitOptions:
     toleration: list[str] = field(default_factory=list)
     priority_class: str | None = None
     queue: str | None = None
+    local_queue: str | None = None
     gang: bool | None = None
     restart_policy: str | None = None
     backoff_limit: int | None = None
@@ -268,6 +271,14 @@ def pip_specs(items: list[str]) -> list[str]:
             raise UserError(f"--pip {item!r}: give a requirement (numpy==2.1, ./pkg.whl); pip options such as "
                             "--index-url go in a --requirements file")
     return list(items)
+
+
+def local_queue(name: str | None) -> str | None:
+    """``--local-queue``: the name of a Kueue LocalQueue (a DNS subdomain that fits a label value)."""
+    if name is not None and (len(name) > 63 or not DNS_SUBDOMAIN.fullmatch(name)):
+        raise UserError(f"--local-queue {name!r}: not a LocalQueue name (at most 63 lower-case letters, digits, "
+                        "'-' and '.')")
+    return name
 
 
 def tolerations(items: list[str]) -> list[dict]:

@@ -145,6 +145,10 @@ class Backend(abc.ABC):
     def delete(self, name: str, namespace: str, kind: str | None = None) -> None:
         """Delete the job and everything it started."""
 
+    def kueue_workload(self, resource: dict) -> dict | None:
+        """Kueue's Workload for the job, where Kueue is installed and has made one; None elsewhere."""
+        return None
+
     @abc.abstractmethod
     def set_suspended(self, name: str, namespace: str, suspend: bool, kind: str | None = None) -> dict:
         """Set spec.runPolicy.suspend; return the updated job."""

@@ -34,6 +34,7 @@ CHANGING_COLUMNS = ("AGE", "DURATION")  # a clock tick is not a change worth a l
 
 # Waiting reasons of a container whose image the node does not have and cannot get.
 IMAGE_PULL_STATES = ("ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName")
+KUEUE_WORKLOAD_GRACE_S = 60  # Kueue makes a Workload within seconds of seeing a queued job
 
 
 def status(name: JobReference, namespace: Namespace = None, output: ListingOutput = None, local: Local = False,
@@ -62,6 +63,8 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
 
     if code := describe(resource["metadata"].get("annotations") or {}):
         out.print(f"  {escape(code)}", soft_wrap=True)
+    for line in kueue_lines(client, resource):
+        out.print(f"  [yellow]{escape(line)}[/]", soft_wrap=True)
     for condition in job_status.get("conditions") or []:
         out.print(f"  {condition['type']:<11} {condition['status']:<5} {escape(condition.get('reason', ''))}: "
                   f"{escape(condition.get('message', ''))}", soft_wrap=True)
@@ -78,6 +81,37 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
         summary = client.failure_summary(name, namespace, details=details)
         if summary is not None:
             print_failure(summary, out)
+
+
+def kueue_lines(client, resource: dict) -> list[str]:
+    """For a job held for Kueue: which LocalQueue, and what Kueue's Workload says (or that there is none:
+    Kueue absent, or its kubeflow.org integration off, see docs/schedulers.md)."""
+    from trainctl.submit_options import KUEUE_QUEUE_LABEL
+
+    queue = (resource["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    if not queue or not ((resource.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+        return []
+    lines = [f"waiting for admission by Kueue (LocalQueue {queue})"]
+    workload = client.backend.kueue_workload(resource)
+    if workload is None:
+        if age_seconds(resource["metadata"].get("creationTimestamp")) > KUEUE_WORKLOAD_GRACE_S:
+            lines.append("no Kueue Workload after a minute: is Kueue installed, with its kubeflow.org integration "
+                         "enabled? (docs/schedulers.md)")
+        return lines
+    for condition in (workload.get("status") or {}).get("conditions") or []:
+        if condition.get("status") == "True" or condition.get("type") == "QuotaReserved":
+            lines.append(f"Kueue Workload {workload['metadata']['name']}: {condition.get('type')} "
+                         f"{condition.get('reason', '')}: {condition.get('message', '')}")
+    return lines
+
+
+def age_seconds(timestamp: str | None) -> float:
+    from datetime import datetime, timezone
+
+    if not timestamp:
+        return 0.0
+    created = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return (datetime.now(timezone.utc) - created).total_seconds()
 
 
 def print_replicas(resource: dict, replicas: list, wide: bool) -> None:

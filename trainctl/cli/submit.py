@@ -61,6 +61,9 @@ def submit(
     toleration: Annotated[list[str] | None, typer.Option(help=f"key[=value]:NoSchedule|PreferNoSchedule|NoExecute {REPEAT}.")] = None,
     priority_class: Annotated[str | None, typer.Option(help="PriorityClass of the pods.")] = None,
     queue: Annotated[str | None, typer.Option(help="Scheduling queue (runPolicy.schedulingPolicy.queue).")] = None,
+    local_queue: Annotated[str | None, typer.Option(help=(
+        "Kueue LocalQueue: label the job kueue.x-k8s.io/queue-name and create it suspended until Kueue "
+        "admits it (docs/schedulers.md)."))] = None,
     gang: Annotated[bool | None, typer.Option("--gang", help="Gang-schedule: all replicas start together or none.")] = None,
     restart_policy: Annotated[str | None, typer.Option(help="Always, OnFailure, Never or ExitCode (default per kind).")] = None,
     backoff_limit: Annotated[int | None, typer.Option(help="Restarts allowed before the job fails (default 3).")] = None,
@@ -103,7 +106,7 @@ def submit(
         cpu=cpu, memory=memory, nproc_per_node=nproc_per_node, ps=ps, chief=chief, evaluator=evaluator,
         slots_per_worker=slots_per_worker, env=env or [], label=label or [], annotation=annotation or [],
         volume=volume or [], shm_size=shm_size, node_selector=node_selector or [], toleration=toleration or [],
-        priority_class=priority_class, queue=queue, gang=gang, restart_policy=restart_policy,
+        priority_class=priority_class, queue=queue, local_queue=local_queue, gang=gang, restart_policy=restart_policy,
         backoff_limit=backoff_limit, active_deadline=active_deadline, ttl_after_finished=ttl_after_finished,
         clean_pod_policy=clean_pod_policy, suspend=suspend, set=set_ or [], template=template,
         workdir=workdir, no_workdir=no_workdir, workdir_limit=workdir_limit, workdir_mount=workdir_mount,

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 POLL_S = 0.5
 VOLCANO_QUEUES = kube.Resource("scheduling.volcano.sh", "v1beta1", "queues", namespaced=False, kind="Queue")
+# Kueue's record of a queued job: found by the job's uid, which Kueue puts in a label
+KUEUE_WORKLOADS = kube.Resource("kueue.x-k8s.io", "v1beta1", "workloads", kind="Workload")
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 RECENT_EVENTS = 20
 
 
@@ -135,6 +138,15 @@ class KubeBackend(Backend):
         return JobDetails(resource=resource, replicas=rows, events=[
             {"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"), "time": event_time(e)}
             for e in recent])
+
+    def kueue_workload(self, resource: dict) -> dict | None:
+        metadata = resource["metadata"]
+        try:
+            found = self.client.list(KUEUE_WORKLOADS, metadata.get("namespace"),
+                                     selector=f"{KUEUE_JOB_UID_LABEL}={metadata.get('uid')}")["items"]
+        except (kube.ApiError, OSError):  # Kueue not installed (404), or not ours to read (403)
+            return None
+        return found[0] if found else None
 
     def find(self, name: str, namespace: str, kind: str | None = None) -> dict:
         """The job named ``name`` of the given kind, or of whichever kind has it."""

@@ -28,6 +28,7 @@ from trainctl.core.reconcile import rfc3339
 from trainctl.errors import NotFound, UserError
 from trainctl.failures import CRASH_LOOP
 from trainctl.job import Job
+from trainctl.submit_options import KUEUE_QUEUE_LABEL
 
 if TYPE_CHECKING:
     from trainctl.code.snapshot import Snapshot
@@ -58,6 +59,7 @@ class LocalBackend(Backend):
         job = Job(resource)
         check_replica_count(job)
         check_commands(job)
+        check_not_queued(job)
         if preflight:  # before a replaced job is deleted: a failed check changes nothing
             from trainctl.backends.local import preflight as checks
 
@@ -178,6 +180,14 @@ def check_replica_count(job: Job) -> None:
     if job.total_replicas > MAX_LOCAL_REPLICAS:
         raise UserError(f'job "{job.name}" has {job.total_replicas} replicas; the local backend runs at most '
                         f"{MAX_LOCAL_REPLICAS} processes on this machine: lower its replica count, or run it on a cluster")
+
+
+def check_not_queued(job: Job) -> None:
+    """A job created suspended for Kueue waits for an admission no local run ever gets."""
+    queue = (job.resource["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    if queue and job.run_policy.get("suspend"):
+        raise UserError(f"--local-queue {queue}: Kueue admits jobs on Kubernetes only, so this job would stay "
+                        "suspended here; leave --local-queue out for a local run")
 
 
 def check_commands(job: Job) -> None:

@@ -1,0 +1,99 @@
+"""Kueue, YuniKorn and Volcano as each drives a job, played by the test against the real API server
+and trainctl's controller: Kueue admits a queued job by injecting a node selector and a toleration
+and unsuspending it, evicts it by suspending it again; YuniKorn reads the task groups on the pods."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.controller.jobs import create, get_job, job, pods, wait_for
+from tests.controller.test_lifecycle import running
+from trainctl.controller.gang import (
+    YUNIKORN_APP_ID_LABEL,
+    YUNIKORN_QUEUE_LABEL,
+    YUNIKORN_TASK_GROUP_NAME,
+    YUNIKORN_TASK_GROUPS,
+)
+from trainctl.frameworks import by_kind
+from trainctl.kube import job_resource
+from trainctl.submit_options import KUEUE_QUEUE_LABEL
+
+pytestmark = pytest.mark.k8s
+PYTORCH = job_resource(by_kind("PyTorchJob"))
+EVICTION_S = 20
+
+
+def test_kueue_queued_job_waits_is_admitted_with_injected_placement_and_evicted(
+        rest, start_controller, managed_namespace, trainctl):
+    ns = managed_namespace
+    start_controller(ns)
+    submitted = trainctl("submit", "pytorch", "--workers", "2", "--name", "queued", "-n", ns, "--image", "busybox",
+                         "--no-workdir", "--local-queue", "team-a", "--", "python", "train.py")
+    assert submitted.returncode == 0, submitted.stderr
+    stored = get_job(rest, "PyTorchJob", ns, "queued")
+    assert stored["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "team-a"
+    assert stored["spec"]["runPolicy"]["suspend"] is True
+    time.sleep(2)
+    assert pods(rest, ns, "queued") == {}  # not admitted: no pods
+    status = trainctl("status", "queued", "-n", ns)  # no Kueue CRD here: the line, and nothing breaks
+    assert status.returncode == 0 and "waiting for admission by Kueue (LocalQueue team-a)" in status.stdout, \
+        status.stdout + status.stderr
+
+    # Kueue admits: it injects the flavor's node selector and toleration into every template, then unsuspends
+    placement = {"nodeSelector": {"cloud.example.com/flavor": "spot"},
+                 "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]}
+    specs = {rtype: {"template": {"spec": placement}} for rtype in ("Master", "Worker")}
+    rest.patch(PYTORCH, "queued", {"spec": {"pytorchReplicaSpecs": specs}}, ns)
+    rest.patch(PYTORCH, "queued", {"spec": {"runPolicy": {"suspend": False}}}, ns)
+    for pod in running(rest, ns, "queued", 2).values():
+        assert pod["spec"]["nodeSelector"]["cloud.example.com/flavor"] == "spot"
+        assert {"key": "spot", "operator": "Exists", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
+    assert "waiting for admission" not in trainctl("status", "queued", "-n", ns).stdout
+
+    # Kueue evicts (preemption): it suspends the job; the pods go and no replica counts as active
+    rest.patch(PYTORCH, "queued", {"spec": {"runPolicy": {"suspend": True}}}, ns)
+    started = time.monotonic()
+    wait_for(lambda: not pods(rest, ns, "queued") and all(
+        replica.get("active", 0) == 0
+        for replica in ((get_job(rest, "PyTorchJob", ns, "queued").get("status") or {})
+                        .get("replicaStatuses") or {}).values()),
+        timeout=EVICTION_S, what="pods gone and active 0 after eviction")
+    assert time.monotonic() - started < EVICTION_S
+
+
+def test_multikueue_job_is_left_to_its_manager(rest, start_controller, managed_namespace):
+    ns = managed_namespace
+    start_controller(ns)
+    create(rest, job("PyTorchJob", "remote", ns, {"Master": 1, "Worker": 1},
+                     run_policy={"managedBy": "kueue.x-k8s.io/multikueue"}))
+    time.sleep(2)
+    assert pods(rest, ns, "remote") == {}
+    assert not get_job(rest, "PyTorchJob", ns, "remote").get("status")
+
+
+def test_yunikorn_pods_carry_scheduler_labels_and_task_groups(rest, start_controller, managed_namespace):
+    ns = managed_namespace
+    start_controller(ns, "--gang-scheduler-name", "yunikorn")
+    body = job("PyTorchJob", "yk", ns, {"Master": 1, "Worker": 3},
+               run_policy={"schedulingPolicy": {"queue": "root.ml"}})
+    requests = {"Master": {"cpu": "1", "memory": "2Gi"}, "Worker": {"cpu": "500m", "memory": "1Gi"}}
+    for rtype, amounts in requests.items():
+        spec = body["spec"]["pytorchReplicaSpecs"][rtype]["template"]["spec"]
+        spec["containers"][0]["resources"] = {"requests": amounts}
+    body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] = {"gpu": "a100"}
+    create(rest, body)
+    found = running(rest, ns, "yk", 4)
+    for name, pod in found.items():
+        labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
+        assert pod["spec"]["schedulerName"] == "yunikorn"
+        assert labels[YUNIKORN_APP_ID_LABEL] == "yk" and labels[YUNIKORN_QUEUE_LABEL] == "root.ml"
+        assert annotations[YUNIKORN_TASK_GROUP_NAME] == name.split("-")[1]
+        groups = json.loads(annotations[YUNIKORN_TASK_GROUPS])
+        assert sum(group["minMember"] for group in groups) == 4
+        assert groups == [
+            {"name": "master", "minMember": 1, "minResource": {"cpu": "1", "memory": str(2 << 30)}},
+            {"name": "worker", "minMember": 3, "minResource": {"cpu": "500m", "memory": str(1 << 30)},
+             "nodeSelector": {"gpu": "a100"}}]
