@@ -137,3 +137,47 @@ def test_a_rejected_submit_leaves_nothing_behind(kind, options, command):
             client = Client(backend="local")
             for job in client.list(all_namespaces=True):
                 client.delete(job["metadata"]["name"], job["metadata"]["namespace"])
+
+
+queue_names = st.one_of(text_values, st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,70}[a-z0-9])?", fullmatch=True))
+
+
+@fuzz(200)
+@given(kind=st.sampled_from(CLI_NAMES), queue=queue_names)
+def test_local_queue_is_refused_or_labels_the_job_suspended(kind, queue):
+    """Kueue reads the label and admits by unsuspending: a queued job is both, or not made at all."""
+    from trainctl.submit_options import KUEUE_QUEUE_LABEL
+
+    result = run("submit", kind, "--dry-run", "-o", "json", "--no-workdir", "--local-queue", queue, "--", "python")
+    if result.code:
+        assert result.code == 2 and "--local-queue" in result.stderr, result.stderr
+        return
+    (job,) = json_documents(result)
+    assert job["metadata"]["labels"][KUEUE_QUEUE_LABEL] == queue and len(queue) <= 63
+    assert job["spec"]["runPolicy"]["suspend"] is True
+
+
+@fuzz(200)
+@given(replicas=st.dictionaries(st.sampled_from(["Master", "Worker"]), st.integers(0, 50), min_size=1),
+       min_available=st.one_of(st.none(), st.integers(0, 120)),
+       cpu=st.sampled_from(["1", "250m", "1.5", "2k"]))
+def test_yunikorn_task_groups_count_min_available_members_and_each_pods_requests(replicas, min_available, cpu):
+    import json as json_module
+    from decimal import Decimal
+
+    from trainctl.controller.gang import GangScheduler, YUNIKORN_TASK_GROUPS, parse_quantity
+    from trainctl.job import Job
+
+    specs = {rtype: {"replicas": count, "template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "i", "resources": {"requests": {"cpu": cpu}}}]}}}
+        for rtype, count in replicas.items()}
+    policy = {} if min_available is None else {"schedulingPolicy": {"minAvailable": min_available}}
+    job = Job({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "n"},
+               "spec": {"runPolicy": policy, "pytorchReplicaSpecs": specs}})
+    pod = {"metadata": {}, "spec": {}}
+    GangScheduler("yunikorn").decorate(job, next(iter(replicas)), pod)
+    groups = json_module.loads(pod["metadata"]["annotations"][YUNIKORN_TASK_GROUPS])
+    total = sum(replicas.values())
+    assert sum(group["minMember"] for group in groups) == (total if min_available is None else min(min_available,
+                                                                                                   total))
+    assert all(parse_quantity(group["minResource"]["cpu"]) == parse_quantity(cpu) > Decimal(0) for group in groups)
