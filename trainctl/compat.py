@@ -29,12 +29,12 @@ from collections.abc import Callable
 
 from trainctl.api import Client, conditions_of
 from trainctl.errors import InvalidArgument, JobFailed
+from trainctl.job import KUEUE_QUEUE_LABEL
 from trainctl.running import checked
 from trainctl.validation import validate
 
 FUNCTION_KINDS = ("PyTorchJob", "TFJob")  # the kinds upstream builds from a function or an image
 JOB_CONDITIONS = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 UPSTREAM_PIP_INDEX = "https://pypi.org/simple"
 
 

@@ -20,6 +20,9 @@ from trainctl.frameworks.base import (
     LABEL_REPLICA_TYPE,
 )
 
+# Kueue's kubeflow.org integration queues a job that carries this label (and was created suspended)
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
 
 class Job:
     def __init__(self, resource: dict) -> None:
@@ -93,6 +96,11 @@ class Job:
     @property
     def suspended(self) -> bool:
         return bool(self.run_policy.get("suspend"))
+
+    @property
+    def kueue_queue(self) -> str | None:
+        """The Kueue LocalQueue the job waits in: Kueue stops a job whose replica counts change."""
+        return (self.resource["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
 
     @property
     def managed_externally(self) -> bool:

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 from trainctl.errors import UserError
 from trainctl.frameworks import Framework
+from trainctl.job import KUEUE_QUEUE_LABEL
 from trainctl.submit_options import (
     INT64_MAX,
-    KUEUE_QUEUE_LABEL,
     SubmitOptions,
     check_given,
     clean_pod_policy,

@@ -26,8 +26,6 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SIZE = re.compile(r"(\d{1,12})(Ki|Mi|Gi|K|M|G)?")
 SIZE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 MAX_WORKDIR_LIMIT = 256 << 20
-# Kueue's kubeflow.org integration queues a job that carries this label (and was created suspended)
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Entries per repeatable option (and words of the command): far above real jobs, and low enough
 # that every replica's copy of them renders and validates in well under a second.
 MAX_ITEMS = 1000

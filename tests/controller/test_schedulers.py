@@ -19,7 +19,7 @@ from trainctl.controller.gang import (
 )
 from trainctl.frameworks import by_kind
 from trainctl.kube import job_resource
-from trainctl.submit_options import KUEUE_QUEUE_LABEL
+from trainctl.job import KUEUE_QUEUE_LABEL
 
 pytestmark = pytest.mark.k8s
 PYTORCH = job_resource(by_kind("PyTorchJob"))
@@ -97,3 +97,22 @@ def test_yunikorn_pods_carry_scheduler_labels_and_task_groups(rest, start_contro
             {"name": "master", "minMember": 1, "minResource": {"cpu": "1", "memory": str(2 << 30)}},
             {"name": "worker", "minMember": 3, "minResource": {"cpu": "500m", "memory": str(1 << 30)},
              "nodeSelector": {"gpu": "a100"}}]
+
+
+def test_queued_elastic_job_gets_no_hpa(rest, start_controller, managed_namespace):
+    """An HPA would change the Worker count, and Kueue stops an admitted job whose counts change."""
+    from trainctl.kube.client import Resource
+
+    ns = managed_namespace
+    start_controller(ns)
+    metrics = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization",
+                                                                         "averageUtilization": 80}}}]
+    for name, labels in (("free", {}), ("queued", {KUEUE_QUEUE_LABEL: "team-a"})):
+        body = job("PyTorchJob", name, ns, {"Worker": 2},
+                   elasticPolicy={"minReplicas": 1, "maxReplicas": 3, "metrics": metrics})
+        body["metadata"]["labels"] = labels
+        create(rest, body)
+    hpa = Resource("autoscaling", "v2beta2", "horizontalpodautoscalers")  # what the test's API server serves
+    wait_for(lambda: any(h["metadata"]["name"] == "free" for h in rest.list(hpa, ns)["items"]), what="HPA of free")
+    running(rest, ns, "queued", 2)
+    assert [h["metadata"]["name"] for h in rest.list(hpa, ns)["items"]] == ["free"]

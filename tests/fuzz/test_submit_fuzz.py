@@ -146,7 +146,7 @@ queue_names = st.one_of(text_values, st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,70}[a
 @given(kind=st.sampled_from(CLI_NAMES), queue=queue_names)
 def test_local_queue_is_refused_or_labels_the_job_suspended(kind, queue):
     """Kueue reads the label and admits by unsuspending: a queued job is both, or not made at all."""
-    from trainctl.submit_options import KUEUE_QUEUE_LABEL
+    from trainctl.job import KUEUE_QUEUE_LABEL
 
     result = run("submit", kind, "--dry-run", "-o", "json", "--no-workdir", "--local-queue", queue, "--", "python")
     if result.code:

@@ -86,7 +86,7 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
 def kueue_lines(client, resource: dict) -> list[str]:
     """For a job held for Kueue: which LocalQueue, and what Kueue's Workload says (or that there is none:
     Kueue absent, or its kubeflow.org integration off, see docs/schedulers.md)."""
-    from trainctl.submit_options import KUEUE_QUEUE_LABEL
+    from trainctl.job import KUEUE_QUEUE_LABEL
 
     queue = (resource["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
     if not queue or not ((resource.get("spec") or {}).get("runPolicy") or {}).get("suspend"):

@@ -95,11 +95,12 @@ class PyTorch(Framework):
         return (low if low is not None else high), (high if high is not None else low)
 
     # ---- in a cluster: elastic jobs scale through an HPA on the scale subresource (contract 2.1.5) ----
+    # None for a job queued in Kueue: Kueue admitted its replica counts and would stop it on a change.
     pruned_kinds = ("HorizontalPodAutoscaler",)
 
     def cluster_objects(self, job, pods):
         elastic = job.spec.get("elasticPolicy") or {}
-        if elastic.get("metrics") is None or job.suspended:
+        if elastic.get("metrics") is None or job.suspended or job.kueue_queue:
             return []
         low, high = self.elastic_bounds(job, elastic)
         return [{"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",

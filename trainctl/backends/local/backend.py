@@ -27,8 +27,7 @@ from trainctl.core import conditions as cond
 from trainctl.core.reconcile import rfc3339
 from trainctl.errors import NotFound, UserError
 from trainctl.failures import CRASH_LOOP
-from trainctl.job import Job
-from trainctl.submit_options import KUEUE_QUEUE_LABEL
+from trainctl.job import KUEUE_QUEUE_LABEL, Job
 
 if TYPE_CHECKING:
     from trainctl.code.snapshot import Snapshot
