@@ -116,3 +116,46 @@ def test_queued_elastic_job_gets_no_hpa(rest, start_controller, managed_namespac
     wait_for(lambda: any(h["metadata"]["name"] == "free" for h in rest.list(hpa, ns)["items"]), what="HPA of free")
     running(rest, ns, "queued", 2)
     assert [h["metadata"]["name"] for h in rest.list(hpa, ns)["items"]] == ["free"]
+
+
+WORKLOAD_CRD = {  # the test's own minimal stand-in for Kueue's Workload CRD: only what status reads
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "workloads.kueue.x-k8s.io"},
+    "spec": {"group": "kueue.x-k8s.io", "scope": "Namespaced",
+             "names": {"plural": "workloads", "singular": "workload", "kind": "Workload"},
+             "versions": [{"name": "v1beta1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_status_shows_what_kueue_workload_says(rest, start_controller, managed_namespace, trainctl):
+    from trainctl.backends.kube.backend import KUEUE_JOB_UID_LABEL, KUEUE_WORKLOADS
+    from trainctl.kube.client import CRDS, ApiError
+
+    ns = managed_namespace
+    start_controller(ns)
+    assert trainctl("submit", "tf", "--workers", "2", "--name", "waiting", "-n", ns, "--image", "busybox",
+                    "--no-workdir", "--local-queue", "team-b", "--", "python", "train.py").returncode == 0
+    uid = get_job(rest, "TFJob", ns, "waiting")["metadata"]["uid"]
+    rest.create(CRDS, WORKLOAD_CRD)
+    try:
+        def served() -> bool:
+            try:
+                return rest.list(KUEUE_WORKLOADS, ns) is not None
+            except ApiError:
+                return False
+        wait_for(served, what="Workload CRD served")
+        message = "couldn't assign flavors to pod set worker: insufficient quota for cpu in flavor default"
+        rest.create(KUEUE_WORKLOADS, {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+            "metadata": {"name": "tfjob-waiting-1a2b3", "namespace": ns, "labels": {KUEUE_JOB_UID_LABEL: uid}},
+            "spec": {"queueName": "team-b"},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                       "message": message}]}}, ns)
+        status = trainctl("status", "waiting", "-n", ns)
+        assert status.returncode == 0, status.stderr
+        assert "waiting for admission by Kueue (LocalQueue team-b)" in status.stdout
+        assert f"Kueue Workload tfjob-waiting-1a2b3: QuotaReserved Pending: {message}" in status.stdout, status.stdout
+    finally:
+        rest.delete(CRDS, WORKLOAD_CRD["metadata"]["name"])
+    assert pods(rest, ns, "waiting") == {}
