@@ -182,3 +182,12 @@ def test_submit_names_the_options_the_local_backend_does_not_enforce(cli):
     assert all(flag in note for flag in ("--cpu", "--memory", "--gang", "--node-selector")), note
     plain = cli("submit", "pytorch", "--name", "plain", "--", "python", "ok.py")
     assert plain.returncode == 0 and "does not enforce" not in plain.stdout
+
+
+def test_a_job_held_for_kueue_is_refused_locally_and_leaves_nothing(cli):
+    """Only a cluster has Kueue: locally the job would stay suspended forever."""
+    one_line_error(cli("submit", "pytorch", "--local-queue", "team-a", "--", "python", "train.py"),
+                   "kueue.x-k8s.io/queue-name=team-a", "Kubernetes only")
+    assert no_jobs(cli)
+    dry_run = cli("submit", "pytorch", "--local-queue", "team-a", "--dry-run", "--", "python", "train.py")
+    assert dry_run.returncode == 0 and "kueue.x-k8s.io/queue-name: team-a" in dry_run.stdout

@@ -185,8 +185,8 @@ def check_not_queued(job: Job) -> None:
     """A job created suspended for Kueue waits for an admission no local run ever gets."""
     queue = (job.resource["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
     if queue and job.run_policy.get("suspend"):
-        raise UserError(f"--local-queue {queue}: Kueue admits jobs on Kubernetes only, so this job would stay "
-                        "suspended here; leave --local-queue out for a local run")
+        raise UserError(f"{job.name} waits for Kueue (label {KUEUE_QUEUE_LABEL}={queue}, runPolicy.suspend: true), "
+                        "which admits jobs on Kubernetes only: run it on a cluster, or leave the queue out locally")
 
 
 def check_commands(job: Job) -> None:
