@@ -15,7 +15,8 @@
 #      recipe's transformers, peft, datasets, accelerate (requirements/finetune.txt) and deepspeed
 #   5. the node's images, built without Docker or a registry (tests/cluster/images.py): pause,
 #      busybox, kubectl-delivery (MPI), python (torch, numpy, tensorflow, the Hugging Face stack,
-#      Open MPI + mpi4py, examples/) and the controller from controller/Dockerfile's steps
+#      Open MPI + mpi4py, examples/), python-frameworks (xgboost, paddlepaddle, jax; imported into the
+#      node only by the tests of those kinds) and the controller from controller/Dockerfile's steps
 #   6. pytest (the real-node tier starts the node in a network namespace of its own and stops it)
 # Each step's line shows the seconds since the start, so cold and cached set-up times can be read off.
 set -euo pipefail

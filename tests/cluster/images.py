@@ -5,6 +5,7 @@ into its node's containerd. Run by hand, as root:
 
     python -m tests.cluster.images pause        # prints the path of each OCI archive it built
     python -m tests.cluster.images python
+    python -m tests.cluster.images python-frameworks
     python -m tests.cluster.images controller
     ctr -n k8s.io images import <archive>       # what the real node will do; pods then use
                                                  # imagePullPolicy: Never with the printed name
@@ -23,6 +24,8 @@ into containerd saves, since nothing is ever pushed.
 * ``python``: a Debian bookworm root filesystem from ``mmdebstrap`` with python3 and Debian's Open MPI
   and mpi4py, plus the pinned CPU frameworks (torch, numpy, tensorflow-cpu and tf-keras from
   requirements/) installed by pip inside it, and the repository's examples/ at /opt/trainctl/examples.
+* ``python-frameworks``: the same base with the pinned CPU xgboost-cpu, paddlepaddle and jax/jaxlib
+  instead (XGBoostJob, PaddleJob and JAXJob pods), imported into a node only when a test needs it.
 * ``controller``: trainctl's controller image, from controller/Dockerfile's own steps, with Debian
   bookworm's Python 3.11 standing in for ``python:3.11-slim`` (see ``build_controller``).
 
@@ -71,6 +74,9 @@ PYTHON_IMAGE_FINETUNE = ("transformers", "peft", "datasets", "accelerate")
 # its orted on each worker through OMPI_MCA_plm_rsh_agent (the controller's kubexec.sh) with orted on
 # the image's PATH, which is how the operator's own images do it; python3-mpi4py is built against it.
 PYTHON_IMAGE_DEBIAN_MPI = ("openmpi-bin", "python3-mpi4py")
+# XGBoostJob, PaddleJob and JAXJob train in a second image (issue 33): CPU wheels only, kept out of the
+# python image so the tests of the other kinds import nothing more. numpy is pinned for all of them.
+FRAMEWORKS_IMAGE_PACKAGES = ("numpy", "xgboost-cpu", "paddlepaddle", "jax", "jaxlib")
 EXAMPLES_IN_IMAGE = Path("/opt/trainctl/examples")
 # Not in the image: the fine-tuning tests prove the recipe and its data travel with the job's code.
 EXAMPLES_NOT_IN_IMAGE = ("finetune",)
@@ -160,8 +166,11 @@ def run_step(step: str, argv: list[str], **kwargs) -> subprocess.CompletedProces
     return result
 
 
+KEY_LENGTH = 16
+
+
 def _content_key(*inputs: object) -> str:
-    return hashlib.sha256(json.dumps([RECIPE_VERSION, *inputs], sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([RECIPE_VERSION, *inputs], sort_keys=True).encode()).hexdigest()[:KEY_LENGTH]
 
 
 def _cached_build(kind: str, key: str, build_layer, config: ImageConfig) -> Path:
@@ -175,10 +184,16 @@ def _cached_build(kind: str, key: str, build_layer, config: ImageConfig) -> Path
         build_layer(layer, Path(work))
         write_oci_archive(layer, config, image_name(kind, key), out)
     # one archive per kind: the controller's changes with every edit of trainctl/, and each is 250+ MB
-    for stale in CACHE.glob(f"{kind}-*.oci.tar"):
+    for stale in archives_of(kind):
         if stale != out:
             stale.unlink()
     return out
+
+
+def archives_of(kind: str) -> list[Path]:
+    """The cached archives of ``kind``: the key's length is part of the pattern, so "python" does not
+    take "python-frameworks"'s archive for one of its own."""
+    return sorted(CACHE.glob(f"{kind}-{'?' * KEY_LENGTH}.oci.tar"))
 
 
 def image_name(kind: str, key: str) -> str:
@@ -380,20 +395,35 @@ def pinned_requirements(names: tuple[str, ...], file: str = "frameworks.txt") ->
 
 
 def build_python() -> Path:
-    """Debian bookworm's python3 with the pinned CPU frameworks and Hugging Face stack, and the repository's examples/ at
-    EXAMPLES_IN_IMAGE (the real-node tests run the scripts that are in the image, as users do)."""
+    """Debian bookworm's python3 with the pinned CPU frameworks and Hugging Face stack, Debian's Open MPI,
+    and the repository's examples/ at EXAMPLES_IN_IMAGE (the real-node tests run the scripts that are in
+    the image, as users do)."""
     requirements = [*pinned_requirements(PYTHON_IMAGE_PACKAGES),
                     *pinned_requirements(PYTHON_IMAGE_FINETUNE, "finetune.txt")]
     no_deps = pinned_requirements(PYTHON_IMAGE_NO_DEPS, "frameworks-no-deps.txt")
-    packages = ["python3", "python3-pip", "ca-certificates", *PYTHON_IMAGE_DEBIAN_MPI]
+    return _python_image("python", [*PYTHON_IMAGE_DEBIAN_MPI], requirements, no_deps)
+
+
+def build_python_frameworks() -> Path:
+    """Debian bookworm's python3 with the pinned CPU builds of the other three kinds' frameworks
+    (FRAMEWORKS_IMAGE_PACKAGES) and the examples. An image of its own, imported into the node only
+    by the tests that train these kinds, so the others neither build nor import it."""
+    return _python_image("python-frameworks", [], pinned_requirements(FRAMEWORKS_IMAGE_PACKAGES), [])
+
+
+def _python_image(kind: str, debian_packages: list[str], requirements: list[str], no_deps: list[str]) -> Path:
+    """Debian's python3 and pip, ``debian_packages``, the pip ``requirements`` (and ``no_deps``, installed
+    without their dependencies), and the repository's examples/ at EXAMPLES_IN_IMAGE."""
+    packages = ["python3", "python3-pip", "ca-certificates", *debian_packages]
     examples = [path for path in sorted((REPO / "examples").iterdir()) if path.name not in EXAMPLES_NOT_IN_IMAGE]
-    key = _content_key("python", DEBIAN_SUITE, packages, requirements, no_deps, _context_digest(examples))
+    key = _content_key(kind, DEBIAN_SUITE, packages, requirements, no_deps, _context_digest(examples))
 
     def build_layer(layer: Path, work: Path) -> None:
         rootfs = work / "rootfs"
         debian_rootfs(rootfs, packages)
         pip_in_rootfs(rootfs, ["install", *requirements])
-        pip_in_rootfs(rootfs, ["install", "--no-deps", *no_deps])
+        if no_deps:
+            pip_in_rootfs(rootfs, ["install", "--no-deps", *no_deps])
         for path in examples:
             target = rootfs / EXAMPLES_IN_IMAGE.relative_to("/") / path.name
             if path.is_dir():
@@ -404,7 +434,7 @@ def build_python() -> Path:
         _tar_directory(rootfs, layer)
 
     config = ImageConfig(entrypoint=["python3"], env={"PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8"})
-    return _cached_build("python", key, build_layer, config)
+    return _cached_build(kind, key, build_layer, config)
 
 
 # --- the controller image ---------------------------------------------------------------------
@@ -494,20 +524,25 @@ def build_controller() -> Path:
     return _cached_build("controller", key, build_layer, config)
 
 
+# What every real node imports at its start ...
 BUILDERS = {"pause": build_pause, "busybox": build_busybox, "kubectl-delivery": build_kubectl_delivery,
             "python": build_python, "controller": build_controller}
+# ... and what it imports only when a test asks for it (RealNode.image); ``python -m tests.cluster.images``
+# still builds all of them, so scripts/test.sh's set-up leaves none to build during the tests.
+ON_DEMAND_BUILDERS = {"python-frameworks": build_python_frameworks}
+ALL_BUILDERS = {**BUILDERS, **ON_DEMAND_BUILDERS}
 
 
 def main(argv: list[str]) -> int:
-    kinds = argv or list(BUILDERS)
-    unknown = [kind for kind in kinds if kind not in BUILDERS]
+    kinds = argv or list(ALL_BUILDERS)
+    unknown = [kind for kind in kinds if kind not in ALL_BUILDERS]
     if unknown:
-        print(f"unknown image {unknown[0]!r}: choose from {', '.join(BUILDERS)}", file=sys.stderr)
+        print(f"unknown image {unknown[0]!r}: choose from {', '.join(ALL_BUILDERS)}", file=sys.stderr)
         return 2
     for kind in kinds:
         started = time.monotonic()
         try:
-            archive = BUILDERS[kind]()
+            archive = ALL_BUILDERS[kind]()
         except SetupStepError as error:
             print(f"{kind} image: {error}", file=sys.stderr)
             return 2

@@ -302,7 +302,7 @@ class RealNode:
         the node lacks it: the controller's changes with every edit of trainctl/, and a node started
         by hand may be older than the tree."""
         with outside():
-            archive = images.BUILDERS[kind]()
+            archive = images.ALL_BUILDERS[kind]()
         name = _archive_image_name(archive)
         ctr = in_netns(["ctr", "-a", str(self.containerd_socket), "-n", "k8s.io", "images"])
         if name not in _run([*ctr, "ls", "-q"]).split():
