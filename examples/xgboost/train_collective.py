@@ -9,7 +9,9 @@ all-reduced, so every rank ends with the same booster.
 
 import hashlib
 import os
+import socket
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +23,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from result import report  # noqa: E402
 
 
+def wait_until_resolvable(host: str, timeout_s: float = 120) -> None:
+    """The Master's name is a headless Service, which DNS answers only once the Master's pod is
+    ready: on a cluster a Worker may well start first, and XGBoost does not retry a failed lookup."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.getaddrinfo(host, None)
+            return
+        except socket.gaierror:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
 def main() -> None:
     rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ.get("MASTER_PORT", 9091))
+    wait_until_resolvable(host)
     tracker = None
     if rank == 0:
         # sortby="task" makes collective ranks follow RANK instead of the host order
