@@ -77,6 +77,8 @@ PYTHON_IMAGE_DEBIAN_MPI = ("openmpi-bin", "python3-mpi4py")
 # XGBoostJob, PaddleJob and JAXJob train in a second image (issue 33): CPU wheels only, kept out of the
 # python image so the tests of the other kinds import nothing more. numpy is pinned for all of them.
 FRAMEWORKS_IMAGE_PACKAGES = ("numpy", "xgboost-cpu", "paddlepaddle", "jax", "jaxlib")
+# paddle's libpaddle.so links OpenMP's runtime, which its wheel does not carry
+FRAMEWORKS_IMAGE_DEBIAN = ("libgomp1",)
 EXAMPLES_IN_IMAGE = Path("/opt/trainctl/examples")
 # Not in the image: the fine-tuning tests prove the recipe and its data travel with the job's code.
 EXAMPLES_NOT_IN_IMAGE = ("finetune",)
@@ -408,7 +410,8 @@ def build_python_frameworks() -> Path:
     """Debian bookworm's python3 with the pinned CPU builds of the other three kinds' frameworks
     (FRAMEWORKS_IMAGE_PACKAGES) and the examples. An image of its own, imported into the node only
     by the tests that train these kinds, so the others neither build nor import it."""
-    return _python_image("python-frameworks", [], pinned_requirements(FRAMEWORKS_IMAGE_PACKAGES), [])
+    return _python_image("python-frameworks", [*FRAMEWORKS_IMAGE_DEBIAN], pinned_requirements(FRAMEWORKS_IMAGE_PACKAGES),
+                         [])
 
 
 def _python_image(kind: str, debian_packages: list[str], requirements: list[str], no_deps: list[str]) -> Path:
