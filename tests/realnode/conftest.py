@@ -135,3 +135,9 @@ def namespace(real_node):
 @pytest.fixture(scope="session")
 def python_image(real_node) -> str:
     return real_node.image("python")
+
+
+@pytest.fixture(scope="session")
+def frameworks_image(real_node) -> str:
+    """XGBoost, Paddle and JAX (issue 33): imported into the node by the first test that asks for it."""
+    return real_node.image("python-frameworks")
