@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainctl.backends.base import Backend, JobDetails, LogChunk, LogLine
-from trainctl.errors import UserError
+from trainctl.errors import InvalidArgument, UserError
 
 if TYPE_CHECKING:
     from trainctl.code.pods import CodeRequest
@@ -92,6 +92,8 @@ class Client:
 
     def list(self, namespace: str | None = None, all_namespaces: bool = False,
              selector: str | None = None) -> list[dict]:
+        if selector is not None and not isinstance(selector, str):
+            raise InvalidArgument(f"selector={selector!r}: give a label selector string, e.g. selector='team=vision'")
         return self.backend.list(None if all_namespaces else self._ns(namespace), selector)
 
     def logs(self, name: str, namespace: str | None = None, *, replica: str | None = None, follow: bool = False,
@@ -173,7 +175,7 @@ class Client:
     def run(self, target: Callable | list[str], *, framework: str = "pytorch", workers: int | None = None,
             gpus: int | None = None, args: dict | None = None, packages: list[str] | None = None,
             env: dict | list[str] | None = None, name: str | None = None, namespace: str | None = None,
-            replace: bool = False, preflight: bool = True, dry_run: bool = False,
+            replace: bool = False, preflight: bool = True, dry_run: bool = False, pickle_result: bool = False,
             **submit_options) -> JobHandle | dict:
         """Run a function (``train(**args)`` in every replica) or a command list as a job; returns its handle
         (with ``dry_run``: the resource it would create, creating nothing).
@@ -181,14 +183,15 @@ class Client:
         ``framework``: pytorch, tensorflow, xgboost, mpi, paddle or jax. Every other keyword is the
         ``trainctl submit`` option of that name (``backoff_limit=0`` is ``--backoff-limit 0``) with its
         meaning and checks; anything unknown or bad raises :class:`~trainctl.errors.InvalidArgument`
-        before anything is created. docs/python-api.md says what of a function travels.
+        before anything is created. docs/python-api.md says what of a function travels. ``pickle_result``:
+        rank 0 returns any picklable value, read back with ``result(allow_pickle=True)``, instead of data only.
         """
         from trainctl.running import run
 
         keywords = {"workers": workers, "gpus": gpus, "env": env, "name": name, "namespace": namespace,
                     **submit_options}
         return run(self, target, framework=framework, args=args, packages=packages, replace=replace,
-                   preflight=preflight, dry_run=dry_run, keywords=keywords)
+                   preflight=preflight, dry_run=dry_run, keywords=keywords, pickle_result=pickle_result)
 
     def finetune(self, model: str, dataset: str, *, workers: int | None = None, output_dir: str = "finetune-output",
                  text_column: str = "text", lora: dict | None = None, training_args: dict | None = None,

@@ -4,27 +4,33 @@
 function's module source, its name, the pickled arguments) and makes it the replica's
 command. It must run where trainctl is not installed (a cluster image has only Python and
 the framework), so it imports nothing but the standard library, and trainctl imports it
-back for the few facts both sides share (the result line's marker and signature).
+back for the few facts both sides share (the result line's format).
 
 In the replica it builds the function's module from the shipped source (under the module's
-own name, so pickled arguments and results that refer to its classes resolve), fills in the
-launcher environment a PyTorch script expects from torchrun when none ran it (``LOCAL_RANK``
-...), calls ``func(**args)`` and, on rank 0 only, prints the pickled return value as one
-signed line on stdout: :data:`MARKER`, an HMAC-SHA256 of the payload under the job's own key,
-and the payload in base64. The client reads it back from the logs (``JobHandle.result``), so
-the result travels the same way locally and on a cluster; the key keeps a line that only
-looks like a result (printed data) from ever being unpickled.
+own name, so pickled arguments that refer to its classes resolve), fills in the launcher
+environment a PyTorch script expects from torchrun when none ran it (``LOCAL_RANK`` ...),
+calls ``func(**args)`` and, on rank 0 only, prints the return value as one line on stdout,
+which the client reads back from the logs (``JobHandle.result``), the same way locally and
+on a cluster.
+
+A log line can be written by anyone who can write the job (its resource, its files, any of its
+replicas), so by default it carries data only: :data:`MARKER` and the value as JSON, with
+tagged objects (``{"$tuple": [...]}``) for what JSON lacks: tuples, sets, bytes, dicts with
+keys other than strings, NaN and infinities, numpy arrays and scalars of numbers, torch
+tensors (through numpy). Decoding it builds those types and nothing else: no class is looked
+up by name, no code runs. A job run with ``pickle_result=True`` prints :data:`PICKLE_MARKER`
+and a pickle instead, for anything else; the client unpickles it only when its caller says
+``result(allow_pickle=True)`` (docs/python-api.md: what result() trusts).
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import importlib
 import importlib.util
 import json
 import linecache
+import math
 import os
 import pickle
 import sys
@@ -32,22 +38,68 @@ import traceback
 import types
 from pathlib import Path
 
-MARKER = "trainctl-result:v1"
-# Pickled bytes of a return value: enough for metrics, a path, a small array; a model belongs in storage.
+MARKER = "trainctl-result:v2"  # then the value as tagged JSON (v1 lines were signed pickles: never read)
+PICKLE_MARKER = "trainctl-result:pickle"  # then base64 of a pickle: only with pickle_result=True
+MARKERS = "trainctl-result:"  # what every result line, of any version, starts with
+# Encoded bytes of a return value: enough for metrics, a path, a small array; a model belongs in storage.
 MAX_RESULT_BYTES = 1024 * 1024
 CALL_FILE, GLOBALS_FILE, ARGS_FILE = "call.json", "globals.pickle", "args.pickle"
+NUMERIC_DTYPE_KINDS = "biufc"  # bool, signed, unsigned, float, complex: raw bytes that are only numbers
+NOT_DATA = ("return plain data (numbers, strings, lists, tuples, dicts, sets, bytes, numpy arrays or torch "
+            "tensors of numbers), or run with pickle_result=True and read it with result(allow_pickle=True)")
 
 
-def sign(key: str, payload: bytes) -> str:
-    return hmac.new(bytes.fromhex(key), payload, hashlib.sha256).hexdigest()
+class NotData(TypeError):
+    """A return value (or a part of it) that the data-only result line cannot carry."""
 
 
-def result_line(key: str, value: object) -> str:
-    payload = pickle.dumps(value, protocol=4)  # 4: readable by every Python trainctl supports
-    if len(payload) > MAX_RESULT_BYTES:
-        raise ValueError(f"the return value is {len(payload):,} bytes pickled, more than the {MAX_RESULT_BYTES:,} "
+def result_line(value: object, pickle_result: bool = False) -> str:
+    """The line rank 0 prints for ``value``; :class:`NotData` or ValueError (too big) naming what to do."""
+    if pickle_result:
+        payload = pickle.dumps(value, protocol=4)  # 4: readable by every Python trainctl supports
+        line = f"{PICKLE_MARKER} {base64.b64encode(payload).decode()}"
+    else:
+        line = f"{MARKER} {json.dumps(encoded(value, 'the return value'), allow_nan=False)}"
+    if len(line) > MAX_RESULT_BYTES:
+        raise ValueError(f"the return value is {len(line):,} bytes encoded, more than the {MAX_RESULT_BYTES:,} "
                          "a result may have: save it to storage and return its path")
-    return f"{MARKER} {sign(key, payload)} {base64.b64encode(payload).decode()}"
+    return line
+
+
+def encoded(value: object, where: str) -> object:
+    """``value`` as JSON-ready data, tagged where JSON has no such type; ``where`` names it in errors."""
+    if value is None or type(value) in (bool, int, str):  # exactly: a subclass (an enum) would lose its type
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if type(value) is list:
+        return [encoded(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    if type(value) in (tuple, set, frozenset):
+        return {f"${type(value).__name__}": [encoded(item, f"an item of {where}") for item in value]}
+    if type(value) is dict:
+        return {"$dict": [[encoded(key, f"a key of {where}"), encoded(item, f"{where}[{key!r}]")]
+                          for key, item in value.items()]}
+    if type(value) is bytes:
+        return {"$bytes": base64.b64encode(value).decode()}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)):
+        return {"$numpy": numpy_data(numpy.asarray(value), where), "scalar": isinstance(value, numpy.generic)}
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        try:
+            array = value.detach().cpu().numpy()
+        except (TypeError, RuntimeError) as error:  # bfloat16 has no numpy type
+            raise NotData(f"{where} is a torch tensor numpy cannot hold ({error}): convert it, or "
+                          + NOT_DATA) from None
+        return {"$torch": numpy_data(array, where)}
+    raise NotData(f"{where} is a {type(value).__module__}.{type(value).__qualname__}: {NOT_DATA}")
+
+
+def numpy_data(array, where: str) -> dict:
+    if array.dtype.kind not in NUMERIC_DTYPE_KINDS:
+        raise NotData(f"{where} is a numpy array of {array.dtype}, not of numbers: {NOT_DATA}")
+    return {"dtype": array.dtype.str, "shape": list(array.shape),
+            "data": base64.b64encode(array.tobytes(order="C")).decode()}
 
 
 def is_rank_zero(kind: str, env: os._Environ | dict) -> bool:
@@ -138,13 +190,19 @@ def main(directory: Path) -> int:
     args = pickle.loads((directory / ARGS_FILE).read_bytes())
     try:
         value = target(**args)
-        line = result_line(call["result_key"], value) if is_rank_zero(call["kind"], os.environ) else None
     except Exception as error:  # the job fails with the traceback and one line naming what was raised
         traceback.print_exc()
         print(f"trainctl: {call['qualname']}() raised {type(error).__name__}: {error}", file=sys.stderr, flush=True)
         return 1
-    if line is not None:
-        print(line, flush=True)
+    if not is_rank_zero(call["kind"], os.environ):
+        return 0
+    try:
+        line = result_line(value, call["pickle_result"])
+    except Exception as error:  # NotData, too big, or (pickle_result) anything pickle refuses: one line, no traceback
+        print(f"trainctl: {call['qualname']}() returned what a result cannot carry: {error}", file=sys.stderr,
+              flush=True)
+        return 1
+    print(line, flush=True)
     return 0
 
 

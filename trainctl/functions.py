@@ -2,8 +2,8 @@
 
 ``Client.run(train, args={...})`` turns ``train`` into three files (a :class:`Shipment`):
 :mod:`trainctl.function_runner` as ``trainctl_function.py``, ``call.json`` (the source to run,
-the function's name, the job kind, the result key), ``globals.pickle`` and ``args.pickle``. Each replica runs the
-runner, which rebuilds the module and calls ``train(**args)``. What source travels:
+the function's name, the job kind, whether the result is pickled), ``globals.pickle`` and
+``args.pickle``. Each replica runs the runner, which rebuilds the module and calls ``train(**args)``. What source travels:
 
 * A function of an importable module (``from mylib import train``): that module's whole
   source, run under the module's own name, so its helpers, classes and constants come along.
@@ -19,10 +19,10 @@ runner, which rebuilds the module and calls ``train(**args)``. What source trave
 
 Refused before anything is created, with the reason: lambdas, nested functions and closures that
 the module's top level does not name (their enclosing scope cannot be rebuilt; a decorated
-function can, by running its module or source again), methods and other callables that are not plain
-functions, functions whose source is not available (typed at a bare ``python`` prompt), globals
-that cannot be pickled or re-imported, and ``args`` that do not fit the function's signature or
-cannot be pickled.
+function can, by running its module or source again), generator and async functions, methods and
+other callables that are not plain functions, functions whose source is not available (typed at a
+bare ``python`` prompt), globals that cannot be pickled or re-imported, and ``args`` that do not
+fit the function's signature or cannot be pickled.
 """
 
 from __future__ import annotations
@@ -62,38 +62,38 @@ class CannotShip(InvalidArgument):
 
 @dataclass(frozen=True)
 class Shipment:
-    """The files that make a function a job's command, and the key that signs its result."""
+    """The files that make a function a job's command."""
 
     files: dict[str, bytes]
-    result_key: str
     function: str  # module:qualname, for people (annotations, messages)
 
     @property
     def digest(self) -> str:
-        """Names the directory of the files; the random key in them makes it one per submission."""
+        """Names the directory of the files; the random submission id in them makes it one per submission."""
         sha = hashlib.sha256()
         for name in sorted(self.files):
             sha.update(name.encode() + b"\0" + hashlib.sha256(self.files[name]).digest())
         return sha.hexdigest()[:24]
 
 
-def ship(func: object, args: dict | None, kind: str) -> Shipment:
-    """Everything a replica needs to call ``func(**args)``; :class:`CannotShip` if it cannot travel."""
+def ship(func: object, args: dict | None, kind: str, pickle_result: bool = False) -> Shipment:
+    """Everything a replica needs to call ``func(**args)``; :class:`CannotShip` if it cannot travel.
+    ``pickle_result``: rank 0 prints its return value pickled, not as data (trainctl.function_runner)."""
     function = plain_function(func)
     args = checked_args(function, args)
     if function.__module__ == "__main__":
         source, filename, imports, values = main_sources(function)
     else:
         source, filename, imports, values = module_source(function), module_filename(function), {}, {}
-    key = secrets.token_hex(32)
     call = {"kind": kind, "module": function.__module__, "qualname": function.__qualname__, "filename": filename,
-            "source": source, "imports": imports, "result_key": key,
+            "source": source, "imports": imports, "pickle_result": pickle_result,
+            "submission": secrets.token_hex(8),  # no secret: two runs of one call get directories of their own
             "package": getattr(sys.modules[function.__module__], "__package__", None)}  # for relative imports
     files = {RUNNER_FILE: Path(runner.__file__).read_bytes(),
              runner.CALL_FILE: json.dumps(call, indent=1).encode(),
              runner.GLOBALS_FILE: pickle.dumps(values, protocol=4),
              runner.ARGS_FILE: pickled(args, "args")}
-    return Shipment(files, key, f"{function.__module__}:{function.__qualname__}")
+    return Shipment(files, f"{function.__module__}:{function.__qualname__}")
 
 
 def plain_function(func: object) -> types.FunctionType:
@@ -108,6 +108,11 @@ def plain_function(func: object) -> types.FunctionType:
     if ("<locals>" in func.__qualname__ or func.__closure__) and not reachable(func):
         raise CannotShip(f"run() cannot ship {func.__qualname__}: it is defined inside another function, whose "
                          f"variables a replica cannot rebuild; {hint}")
+    if func.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        what = "a generator" if inspect.isgeneratorfunction(func) else "an async"
+        raise CannotShip(f"run() cannot ship {func.__qualname__}: it is {what} function, whose call returns "
+                         "before its body runs; write a plain def that runs it to the end (list(...) or "
+                         "asyncio.run(...)) and returns the value")
     return func
 
 

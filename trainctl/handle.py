@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from trainctl.errors import UserError
+from trainctl.errors import InvalidArgument, UserError
 
 if TYPE_CHECKING:
     from trainctl.api import Client
@@ -54,10 +54,10 @@ class JobHandle:
     def logs(self, follow: bool = False, replica: str | None = None, tail: int | None = None) -> Iterator[LogLine]:
         """Every replica's lines (``str(line)`` is ``master-0 | text``); ``follow``: as they come, until the job
         ends. ``replica``: only ``worker-1``'s. A function job's result line is left out (see :meth:`result`)."""
-        from trainctl.function_runner import MARKER
+        from trainctl.function_runner import MARKERS
 
         lines = self.client.logs(self.name, self.namespace, replica=replica, follow=follow, tail=tail)
-        return (line for line in lines if not line.text.startswith(MARKER))
+        return (line for line in lines if not line.text.startswith(MARKERS))
 
     # ---- waiting ----------------------------------------------------------------------------
     def wait(self, timeout: float | None = None, progress: bool = True) -> JobHandle:
@@ -70,20 +70,24 @@ class JobHandle:
             self.client.wait(self.name, self.namespace, timeout=timeout, on_progress=report, raise_on_failure=True)
         return self
 
-    def result(self, timeout: float | None = None) -> object:
+    def result(self, timeout: float | None = None, allow_pickle: bool = False) -> object:
         """A function job's return value on rank 0, once it succeeded (waits for that, without progress).
 
-        It travels as one signed line of pickle in rank 0's log (at most 1 MiB pickled, see
-        :mod:`trainctl.function_runner`), so it is there as long as the job's logs are.
+        It travels as one line of tagged JSON in rank 0's log (at most 1 MiB, see
+        :mod:`trainctl.function_runner`), so it is there as long as the job's logs are; reading it never runs
+        code. A job run with ``pickle_result=True`` returns a pickle, read only with ``allow_pickle=True``:
+        that trusts whoever can write the job (docs/python-api.md, "what result() trusts").
         """
-        from trainctl.running import RESULT_KEY_ANNOTATION
+        from trainctl.results import value_of
+        from trainctl.running import FUNCTION_ANNOTATION
 
+        if not isinstance(allow_pickle, bool):
+            raise InvalidArgument(f"allow_pickle={allow_pickle!r}: give True or False")
         self.wait(timeout, progress=False)
-        key = (self.resource["metadata"].get("annotations") or {}).get(RESULT_KEY_ANNOTATION)
-        if key is None:
+        if FUNCTION_ANNOTATION not in (self.resource["metadata"].get("annotations") or {}):
             raise UserError(f"job {self.name} runs a command, not a function from Client.run: it has no result")
         for line in self.client.logs(self.name, self.namespace):
-            value = result_of(line.text, key)
+            value = value_of(line.text, allow_pickle, self.name)
             if value is not None:
                 return value[0]
         raise UserError(f"job {self.name} succeeded but no replica's log holds its result line: were its logs "
@@ -101,28 +105,3 @@ class JobHandle:
         self.client.resume(self.name, self.namespace)
         return self
 
-
-def result_of(text: str, key: str) -> tuple[object] | None:
-    """``(value,)`` when ``text`` is a result line signed with ``key``; None for any other line."""
-    import base64
-    import binascii
-    import hmac
-    import pickle
-
-    from trainctl.function_runner import MARKER, sign
-
-    marker, _, rest = text.partition(" ")
-    signature, _, encoded = rest.partition(" ")
-    if marker != MARKER:
-        return None
-    try:
-        payload = base64.b64decode(encoded, validate=True)
-    except binascii.Error:
-        return None
-    try:
-        expected = sign(key, payload)
-    except ValueError:  # an annotation edited into something that is not a hex key
-        return None
-    if not hmac.compare_digest(signature, expected):
-        return None  # printed by something other than this job's runner: never unpickled
-    return (pickle.loads(payload),)

@@ -30,14 +30,14 @@ if TYPE_CHECKING:
     from trainctl.submit_options import SubmitOptions
 
 FUNCTION_ANNOTATION = "trainctl.io/function"  # module:qualname of a function job
-RESULT_KEY_ANNOTATION = "trainctl.io/result-key"  # signs its rank-0 result line (trainctl.function_runner)
 NOT_KEYWORDS = ("command",)  # run()'s first argument
-RUN_ONLY = ("framework", "args", "packages", "replace", "preflight", "dry_run")  # no SubmitOptions field
+# run()'s own keywords, no SubmitOptions field
+RUN_ONLY = ("framework", "args", "packages", "pickle_result", "replace", "preflight", "dry_run")
 FLAG = re.compile(r"--([a-z][a-z-]*[a-z])")
 
 
 def run(client: Client, target: object, *, framework: str, args: dict | None, packages: list[str] | None,
-        replace: bool, preflight: bool, dry_run: bool, keywords: dict,
+        replace: bool, preflight: bool, dry_run: bool, keywords: dict, pickle_result: bool = False,
         extra: dict[str, bytes] | None = None) -> JobHandle | dict:
     """``extra``: files a command needs beside the working directory's (path in the snapshot -> content),
     e.g. a recipe of trainctl's; they travel only where a snapshot does (clusters, or --workdir)."""
@@ -46,8 +46,10 @@ def run(client: Client, target: object, *, framework: str, args: dict | None, pa
     if packages is not None:  # the data scientist's name for --pip
         if keywords.get("pip") is not None:
             raise InvalidArgument("packages= is pip= by its data-science name: give one of them")
-        keywords = {**keywords, "pip": packages}
-    resource, code, local_files = planned(client, target, framework, args, keywords, extra)
+        keywords = {**keywords, "pip": checked_packages(packages)}
+    if not isinstance(pickle_result, bool):
+        raise InvalidArgument(f"pickle_result={pickle_result!r}: give True or False")
+    resource, code, local_files = planned(client, target, framework, args, keywords, extra, pickle_result)
     for warning in code.snapshot.warnings if code and code.snapshot else []:  # what submit prints in yellow
         warnings.warn(warning, stacklevel=3)
     if dry_run:
@@ -57,14 +59,17 @@ def run(client: Client, target: object, *, framework: str, args: dict | None, pa
 
 
 def planned(client: Client, target: object, framework: str, args: dict | None, keywords: dict,
-            extra: dict[str, bytes] | None = None) -> tuple[dict, CodeRequest | None, Shipment | None]:
+            extra: dict[str, bytes] | None = None,
+            pickle_result: bool = False) -> tuple[dict, CodeRequest | None, Shipment | None]:
     """The job's resource, the code that travels with it (trainctl.code.plan, as for submit) and, for a
     function on the local backend, the files to write before it runs. Nothing is written here."""
     from trainctl.code import plan
 
     kind = checked(framework_named, framework)
     if not isinstance(target, (list, tuple)):
-        return planned_function(client, kind, target, args, keywords)
+        return planned_function(client, kind, target, args, keywords, pickle_result)
+    if pickle_result:
+        raise InvalidArgument("pickle_result=True is for functions: a command has no result")
     if args is not None:
         raise InvalidArgument("args= is for functions: put a command's arguments in its list, "
                               "e.g. ['python', 'train.py', '--lr', '0.1']")
@@ -73,22 +78,21 @@ def planned(client: Client, target: object, framework: str, args: dict | None, k
     return rendered(kind, options, code), code, None
 
 
-def planned_function(client: Client, kind, func: object, args: dict | None,
-                     keywords: dict) -> tuple[dict, CodeRequest | None, Shipment | None]:
+def planned_function(client: Client, kind, func: object, args: dict | None, keywords: dict,
+                     pickle_result: bool) -> tuple[dict, CodeRequest | None, Shipment | None]:
     """:func:`planned` for a function: its files are written beside the local jobs' state, or travel in a
-    cluster's code snapshot; the job's annotations name the function and hold its result key."""
+    cluster's code snapshot; the job's annotation names the function."""
     from trainctl import functions
     from trainctl.code import plan
 
-    shipment = functions.ship(func, args, kind.kind)
+    shipment = functions.ship(func, args, kind.kind, pickle_result)
     local = client.backend_name == "local"
     runner = functions_root() / shipment.digest / functions.RUNNER_FILE if local else functions.SNAPSHOT_RUNNER
     options = options_from(keywords, functions.command(kind.kind, sys.executable if local else "python3",
                                                        str(runner), keywords.get("nproc_per_node")))
     if not local and options.no_workdir:
         raise InvalidArgument("no_workdir: a function travels to a cluster in the code snapshot; leave it out")
-    options.annotation += [f"{FUNCTION_ANNOTATION}={shipment.function}",
-                           f"{RESULT_KEY_ANNOTATION}={shipment.result_key}"]
+    options.annotation += [f"{FUNCTION_ANNOTATION}={shipment.function}"]
     extra = None if local else functions.snapshot_files(shipment)
     code = checked(plan.request, options, client.backend_name, kind.kind, extra)
     return rendered(kind, options, code), code, shipment if local else None
@@ -122,6 +126,16 @@ def framework_named(name: str):
     if not isinstance(name, str):
         raise UserError(f"framework={name!r}: give a name such as 'pytorch'")
     return by_name(name)
+
+
+def checked_packages(packages: object) -> list[str]:
+    """``packages``: pip requirement strings, one or a list (None or a number in it would become ``--pip=None``)."""
+    items = packages if isinstance(packages, (list, tuple)) else [packages]
+    for item in items:
+        if not isinstance(item, str):
+            raise InvalidArgument(f"packages: {item!r} is a {type(item).__name__}; give requirement strings, "
+                                  "e.g. packages=['numpy>=1.26', 'pandas']")
+    return list(items)
 
 
 def checked_command(words: list | tuple) -> list[str]:

@@ -79,7 +79,7 @@ def test_a_function_runs_from_the_snapshot_and_returns_through_the_log(  # noqa:
     workspace = tmp_path / "pod" / "workspace"
     workspace.mkdir(parents=True)
     printed = play_kubelet(k8s_cluster, kube_node, kube.namespace, pod, workspace)
-    assert "rank 0 of 1, local_rank 0" in printed and "trainctl-result:v1 " in printed
+    assert "rank 0 of 1, local_rank 0" in printed and "trainctl-result:v2 " in printed
     set_job_condition(k8s_cluster, kube, "fn-kube", "pytorchjobs", "Succeeded")
 
     assert job.result(timeout=30) == {"value": 21, "cwd": str(workspace)}

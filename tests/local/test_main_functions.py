@@ -47,8 +47,9 @@ def train(x):
     return Score(helper(x) + BONUS.value)
 
 
-job = Client("local").run(train, args={"x": 2}, workers=2, name="main-fn", backoff_limit=0)
-score = job.result(timeout=90)
+job = Client("local").run(train, args={"x": 2}, workers=2, name="main-fn", backoff_limit=0,
+                          pickle_result=True)  # its own class: not data, so pickled by request
+score = job.result(timeout=90, allow_pickle=True)
 assert type(score) is Score, type(score)
 print("RESULT", score.value)
 for line in sorted(str(line) for line in job.logs(follow=True)):  # the worker may print after the master ended
