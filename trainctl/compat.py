@@ -61,8 +61,17 @@ class TrainingClient:
                    volume_mounts: list | None = None) -> None:
         namespace = namespace or self.namespace
         for field, value in (("labels", labels), ("annotations", annotations)):
-            if value is not None and not isinstance(value, dict):
-                raise InvalidArgument(f"{field}={value!r}: give a dict, e.g. {{'team': 'ml'}}")
+            if value is not None and not (isinstance(value, dict) and all(isinstance(item, str) for pair in
+                                                                            value.items() for item in pair)):
+                raise InvalidArgument(f"{field}={value!r}: give a dict of strings, e.g. {{'team': 'ml'}}")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise InvalidArgument(f"parameters={parameters!r}: give a dict, which train_func receives as its "
+                                  "argument, e.g. parameters={'lr': 0.1}")
+        if num_procs_per_worker is not None and str(num_procs_per_worker) not in ("auto", "cpu", "gpu") and not (
+                type(num_procs_per_worker) in (int, str) and str(num_procs_per_worker).isdigit()
+                and int(num_procs_per_worker) >= 1):
+            raise InvalidArgument(f"num_procs_per_worker={num_procs_per_worker!r}: give a count of at least 1, "
+                                  "or 'auto', 'cpu' or 'gpu' (as torchrun's --nproc-per-node)")
         if queue_name is not None and not isinstance(queue_name, str):
             raise InvalidArgument(f"queue_name={queue_name!r}: give the Kueue LocalQueue's name")
         if job is not None:

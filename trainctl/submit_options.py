@@ -106,8 +106,8 @@ def coerce(value: object, annotation: str, where: str) -> object:
     if annotation.startswith("list"):
         items = value if isinstance(value, list) else [value]
         if isinstance(value, dict):
-            items = [f"{k}={v}" for k, v in value.items()]
-        return [str(item) for item in items]
+            items = [f"{scalar(k, where)}={scalar(v, where)}" for k, v in value.items()]
+        return [str(scalar(item, where)) for item in items]
     if annotation.startswith("int"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise UserError(f"{where}: must be an integer (got {value!r})")
@@ -119,6 +119,15 @@ def coerce(value: object, annotation: str, where: str) -> object:
     if isinstance(value, (dict, list)):
         raise UserError(f"{where}: must be a single value (got {type(value).__name__})")
     return str(value)
+
+
+def scalar(item: object, where: str) -> object:
+    """An item of a list option (or a key or value of its dict): a string or a number, never None, bytes or an
+    object, whose str() would be "None", "b'...'" or a repr and pass for a value."""
+    if not isinstance(item, (str, int, float)):
+        raise UserError(f"{where}: {repr(item)[:60]} is a {type(item).__name__}, not a string or a number: give "
+                        "its text, e.g. {'LR': '0.1'}")
+    return item
 
 
 def check_given(options: SubmitOptions) -> None:
