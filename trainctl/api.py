@@ -92,8 +92,7 @@ class Client:
 
     def list(self, namespace: str | None = None, all_namespaces: bool = False,
              selector: str | None = None) -> list[dict]:
-        if selector is not None and not isinstance(selector, str):
-            raise InvalidArgument(f"selector={selector!r}: give a label selector string, e.g. selector='team=vision'")
+        checked_selector(selector)
         return self.backend.list(None if all_namespaces else self._ns(namespace), selector)
 
     def logs(self, name: str, namespace: str | None = None, *, replica: str | None = None, follow: bool = False,
@@ -227,6 +226,18 @@ class Client:
 
         return [JobHandle(self, r["metadata"]["name"], r["metadata"]["namespace"], r["kind"])
                 for r in self.list(namespace, all_namespaces, selector)]
+
+
+def checked_selector(selector: object) -> None:
+    """A label selector as the Python keyword names it: a string that parses, else one InvalidArgument line."""
+    from trainctl import selectors
+
+    if selector is not None and not isinstance(selector, str):
+        raise InvalidArgument(f"selector={selector!r}: give a label selector string, e.g. selector='team=vision'")
+    try:
+        selectors.parse(selector)
+    except UserError as error:
+        raise InvalidArgument(error.message.replace(selectors.FLAG, "selector", 1)) from None
 
 
 def condition_type(text: str) -> str:
