@@ -235,9 +235,9 @@ def checked_selector(selector: object) -> None:
     if selector is not None and not isinstance(selector, str):
         raise InvalidArgument(f"selector={selector!r}: give a label selector string, e.g. selector='team=vision'")
     try:
-        selectors.parse(selector)
+        selectors.parse(selector, named="selector")
     except UserError as error:
-        raise InvalidArgument(error.message.replace(selectors.FLAG, "selector", 1)) from None
+        raise InvalidArgument(error.message) from None
 
 
 def condition_type(text: str) -> str:

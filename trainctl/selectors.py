@@ -68,22 +68,22 @@ class Selector:
         return ",".join(requirement.text() for requirement in self.requirements)
 
 
-def parse(text: str | None) -> Selector:
-    """Parse a selector; None or blank selects everything. Raises a one-line UserError."""
+def parse(text: str | None, named: str = FLAG) -> Selector:
+    """Parse a selector; None or blank selects everything. Raises a one-line UserError naming ``named``."""
     if not text or not text.strip():
         return Selector()
-    return _Parser(text).selector()
+    return _Parser(text, named).selector()
 
 
 class _Parser:
     """Recursive descent over tokens: symbols (= == != ( ) , ! < >) and words (keys, values, in, notin)."""
 
-    def __init__(self, text: str) -> None:
-        self.text, self.tokens = text, tokenize(text)
+    def __init__(self, text: str, named: str) -> None:
+        self.text, self.named, self.tokens = text, named, tokenize(text)
         self.position = 0
 
     def fail(self, problem: str) -> UserError:
-        return UserError(f"{FLAG} {self.text!r}: {problem} ({SYNTAX})")
+        return UserError(f"{self.named} {self.text!r}: {problem} ({SYNTAX})")
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.position] if self.position < len(self.tokens) else None
@@ -131,7 +131,7 @@ class _Parser:
         key = self.expect_word("a label key")
         from trainctl.submit_options import check_label_key
 
-        check_label_key(key, FLAG)
+        check_label_key(key, self.named)
         return key
 
     def value(self) -> str:

@@ -35,6 +35,21 @@ Namespace = Annotated[
     typer.Option("--namespace", "-n", help="Namespace of the job (default: the kubeconfig's, else 'default').",
                  callback=_check_namespace),
 ]
+def _check_selector(value: str | None) -> str | None:
+    """-l is parsed as the flag names it, before the client (whose keyword is selector=) sees it."""
+    if value is not None:
+        from trainctl import selectors
+
+        selectors.parse(value)
+    return value
+
+
+def selector_option(help: str):
+    return typer.Option("--selector", "-l", help=help, callback=_check_selector)
+
+
+Selector = Annotated[str | None, selector_option(
+    "Label selector, e.g. team=nlp or 'team in (nlp,cv),!spot' (Kubernetes syntax).")]
 Context = Annotated[
     str | None,
     typer.Option("--context", help="Kubernetes context to use; implies the Kubernetes backend."),

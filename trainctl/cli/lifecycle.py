@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from trainctl.cli import completers
-from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, console, make_client, print_error
+from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, console, make_client, print_error,
+                                 selector_option)
 from trainctl.cli.formatting import Name
 from trainctl.errors import NotFound, UserError
 
@@ -15,7 +16,7 @@ from trainctl.errors import NotFound, UserError
 def delete(names: Annotated[list[str] | None, typer.Argument(help="Job names.", show_default=False,
                                                             autocompletion=completers.job_names)] = None,
            all_: Annotated[bool, typer.Option("--all", help="Every job in the namespace (narrow with -l).")] = False,
-           selector: Annotated[str | None, typer.Option("--selector", "-l", help="With --all: only jobs with these labels.")] = None,
+           selector: Annotated[str | None, selector_option("With --all: only jobs with these labels.")] = None,
            namespace: Namespace = None, local: Local = False, context: Context = None,
            kubeconfig: Kubeconfig = None) -> None:
     if bool(names) == all_:

@@ -13,16 +13,14 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOutput, Local, Namespace, console, dump,
-                                 make_client, print_failure)
+from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOutput, Local, Namespace, Selector,
+                                 console, dump, make_client, print_failure)
 from trainctl.cli.completers import job_names
 from trainctl.cli.formatting import (colored_state, column_widths, plain_lines, print_table, replica_specs,
                                      resource_name, since, split_kind)
 
 JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False, autocompletion=job_names,
                                              help="Job name, or KIND/NAME such as pytorchjob/mnist (see trainctl list).")]
-Selector = Annotated[str | None, typer.Option(
-    "--selector", "-l", help="Label selector, e.g. team=nlp or 'team in (nlp,cv),!spot' (Kubernetes syntax).")]
 LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION"]
 WIDE_LIST_COLUMNS = ["TYPES", "IMAGES"]
 REPLICA_COLUMNS = ["REPLICA", "STATE", "RESTARTS", "EXIT", "REASON", "NODE", "DURATION"]
