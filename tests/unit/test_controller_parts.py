@@ -11,7 +11,7 @@ import pytest
 from trainctl.controller import expectations as expectations_module
 from trainctl.controller.expectations import Expectations
 from trainctl.controller.gang import GangScheduler, format_quantity, parse_quantity
-from trainctl.controller.informer import newer
+from trainctl.controller.informer import Informer, newer
 from trainctl.controller.leader import LeaderElector
 from trainctl.controller.metrics import Metrics
 from trainctl.controller.queue import WorkQueue
@@ -75,6 +75,25 @@ def test_resource_versions_compare_as_numbers():
         return {"metadata": {"resourceVersion": version}}
     assert newer(obj("10"), obj("9")) and not newer(obj("9"), obj("10")) and not newer(obj("5"), obj("5"))
     assert newer(obj("b"), obj("a"))  # opaque versions: different means newer
+
+
+def test_a_late_copy_of_a_deleted_object_stays_out_of_the_cache():
+    """A reconcile's own status write, answered just before the job was deleted, can reach the cache after
+    the watch's DELETED: it must not bring the job back (the controller then recreated its pods and
+    services forever, and CI's delete test timed out)."""
+    informer = Informer(client=None, resource=None)
+    events = []
+    informer.handlers.append(lambda kind, obj: events.append((kind, obj["metadata"]["resourceVersion"])))
+
+    def job(version, uid="a"):
+        return {"metadata": {"namespace": "ns", "name": "race", "uid": uid, "resourceVersion": version}}
+
+    informer.apply("ADDED", job("5"))
+    informer.apply("DELETED", job("7"))
+    informer.apply("MODIFIED", job("6"))  # the status write's answer, late
+    assert informer.get("ns", "race") is None and events == [("ADDED", "5"), ("DELETED", "7")]
+    informer.apply("ADDED", job("9", uid="b"))  # a new job of the same name
+    assert informer.get("ns", "race")["metadata"]["uid"] == "b"
 
 
 @pytest.mark.parametrize("text, value", [("500m", "0.5"), ("1Gi", "1073741824"), ("2", "2"), ("1.5k", "1500")])

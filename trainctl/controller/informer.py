@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 
 from trainctl.kube.client import ApiError, Client, Resource
@@ -20,6 +21,7 @@ Key = tuple[str, str]  # (namespace, name)
 Handler = Callable[[str, dict], None]  # (ADDED | MODIFIED | DELETED, object)
 WATCH_TIMEOUT_S = 60  # a watch the server silently stalls costs at most this long
 RETRY_S = 1.0
+TOMBSTONES = 10_000  # deletions remembered, so a late copy of a deleted object is not taken for a new one
 
 
 def object_key(obj: dict) -> Key:
@@ -46,6 +48,7 @@ class Informer:
         self.index_of = index
         self.cache: dict[Key, dict] = {}
         self.indexed: dict[object, dict[Key, dict]] = {}
+        self.tombstones: OrderedDict[Key, dict] = OrderedDict()  # key -> the object as it was deleted
         self.handlers: list[Handler] = []
         self.lock = threading.Lock()
         self.synced = threading.Event()
@@ -119,6 +122,14 @@ class Informer:
                 self.apply(event["type"], obj)
 
     def apply(self, kind: str, obj: dict) -> None:
+        """Take one event into the cache and tell the handlers.
+
+        Events reach the cache from two threads: the watch, and a reconcile that shows its own
+        write at once. So a write answered just before the object was deleted may arrive after
+        the DELETED event; without the tombstone it would bring the object back into the cache
+        for good (no later event ever removes it), and the controller would keep recreating the
+        children of a job that no longer exists.
+        """
         # server-side-apply bookkeeping: about a third of a pod's JSON, never read by the controller
         obj["metadata"].pop("managedFields", None)
         key = object_key(obj)
@@ -126,13 +137,23 @@ class Informer:
             old = self.cache.get(key)
             if kind == "DELETED":
                 self.cache.pop(key, None)
+                self.bury(key, obj)
             elif old is not None and not newer(obj, old):
                 return  # a relist re-reports what we have, or the watch catches up with our own write
+            elif old is None and key in self.tombstones and not newer(obj, self.tombstones[key]):
+                return  # a late copy of what was deleted since
             else:
                 self.cache[key] = obj
+                self.tombstones.pop(key, None)
             self._reindex(key, old, None if kind == "DELETED" else obj)
         for handler in self.handlers:
             handler(kind, obj)
+
+    def bury(self, key: Key, obj: dict) -> None:
+        self.tombstones[key] = obj
+        self.tombstones.move_to_end(key)
+        while len(self.tombstones) > TOMBSTONES:
+            self.tombstones.popitem(last=False)
 
     def _reindex(self, key: Key, old: dict | None, new: dict | None) -> None:
         if self.index_of is None:
