@@ -82,6 +82,9 @@ def submit(
         help="Largest code snapshot, compressed, e.g. 64Mi (default 32Mi).")] = None,
     workdir_mount: Annotated[str | None, typer.Option(
         help="Where the code is unpacked in the container, its working directory (default /workspace).")] = None,
+    ship_secret: Annotated[list[str] | None, typer.Option(
+        "--ship-secret", help=f"A credential-like file of the workdir (.env, a key; held back by default) to ship "
+                              f"anyway, by its path in the workdir {REPEAT}. See docs/code-shipping.md.")] = None,
     pip: Annotated[list[str] | None, typer.Option("--pip", help=f"Package to pip install before the command {REPEAT}.")] = None,
     requirements: Annotated[str | None, typer.Option(help="requirements.txt to pip install before the command.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resource; apply nothing.")] = False,
@@ -110,7 +113,7 @@ def submit(
         backoff_limit=backoff_limit, active_deadline=active_deadline, ttl_after_finished=ttl_after_finished,
         clean_pod_policy=clean_pod_policy, suspend=suspend, set=set_ or [], template=template,
         workdir=workdir, no_workdir=no_workdir, workdir_limit=workdir_limit, workdir_mount=workdir_mount,
-        pip=pip or [], requirements=requirements,
+        ship_secret=ship_secret or [], pip=pip or [], requirements=requirements,
     )
     if values is not None:
         options = options.merged_with(load_values(values), str(values))
