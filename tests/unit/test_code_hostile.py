@@ -7,6 +7,7 @@ checked before anything is written."""
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import os
@@ -224,3 +225,28 @@ def test_the_unpacker_streams_a_legitimate_snapshot_near_the_limit(tmp_path):
     assert run.peak_mb < MEGABYTES, f"{run.peak_mb:.0f} MB"
     assert (tmp_path / "ws" / "weights.bin").stat().st_size == 200 << 20
     assert unpack.MAX_BYTES == 256 << 20 and unpack.MAX_FILES == 50_000
+
+
+def chained_pax_headers(count: int) -> bytes:
+    """``count`` PAX headers in a row before one member: tarfile follows them by recursion."""
+    raw = io.BytesIO()
+    record = b"15 comment=abc\n"
+    for _ in range(count):
+        pax = tarfile.TarInfo("././@PaxHeader")
+        pax.type, pax.size = tarfile.XHDTYPE, len(record)
+        raw.write(pax.tobuf(tarfile.USTAR_FORMAT) + record.ljust(512, b"\0"))
+    raw.write(tarfile.TarInfo("x").tobuf(tarfile.USTAR_FORMAT) + bytes(1024))
+    return gzip.compress(raw.getvalue())
+
+
+def test_tar_headers_no_snapshot_holds_are_refused_in_one_line(tmp_path):
+    huge = io.BytesIO()
+    with tarfile.open(fileobj=huge, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        member = tarfile.TarInfo("a")
+        member.pax_headers = {"comment": "x" * (10 << 20)}  # tarfile would hold all 10 MiB of it
+        tar.addfile(member, io.BytesIO(b""))
+    cases = {huge.getvalue(): "a tar header of 10,486,272 bytes", chained_pax_headers(3000): "chained too deep"}
+    for archive, refusal in cases.items():
+        with pytest.raises(unpack.Refused, match=refusal):
+            unpack.extract(archive, str(tmp_path / "ws"))
+    assert not (tmp_path / "ws").exists()

@@ -40,7 +40,7 @@ class Refused(Exception):
 
 
 # What a damaged or hostile archive raises while it is read: one line each, never a traceback
-ERRORS = (Refused, OSError, EOFError, zlib.error, tarfile.TarError, RecursionError)
+ERRORS = (Refused, OSError, EOFError, zlib.error, tarfile.TarError)
 
 
 class Chunks(io.RawIOBase):
@@ -90,7 +90,7 @@ class Bounded:
 
     def read(self, size=-1):
         if not 0 <= size <= BLOCK:
-            raise Refused(f"a tar header of {size} bytes: not an archive trainctl made")
+            raise Refused(f"a tar header of {size:,} bytes: not an archive trainctl made")
         data = self.stream.read(size)
         self.check(self.stream.tell())
         return data
@@ -134,21 +134,25 @@ def target_of(member, root):
 def members(stream, root):
     """(tar, member, target) for each member of the tar.gz read from ``stream``, checked as it comes;
     Refused for a member past the limits."""
-    with gzip.GzipFile(fileobj=stream, mode="rb") as unzipped, \
-            tarfile.open(fileobj=Bounded(unzipped), mode="r:") as tar:
-        count = size = 0
-        while True:  # no walrus: the image's python3 may be older than 3.8
-            member = tar.next()
-            if member is None:
-                return
-            tar.members.clear()  # tarfile keeps every member it read: 50,000 of them need not stay
-            count, size = count + 1, size + member.size
-            if count > MAX_FILES:
-                raise Refused(f"member {member.name!r} is past {MAX_FILES:,} members, the most a code snapshot holds")
-            if size > MAX_BYTES:
-                raise Refused(f"member {member.name!r} ({member.size:,} bytes) takes the archive past "
-                              f"{MAX_BYTES >> 20} MiB unpacked, the most a code snapshot holds")
-            yield tar, member, target_of(member, root)
+    try:
+        with gzip.GzipFile(fileobj=stream, mode="rb") as unzipped, \
+                tarfile.open(fileobj=Bounded(unzipped), mode="r:") as tar:
+            count = size = 0
+            while True:  # no walrus: the image's python3 may be older than 3.8
+                member = tar.next()
+                if member is None:
+                    return
+                tar.members.clear()  # tarfile keeps every member it read: 50,000 of them need not stay
+                count, size = count + 1, size + member.size
+                if count > MAX_FILES:
+                    raise Refused(f"member {member.name!r} is past {MAX_FILES:,} members, the most a code snapshot "
+                                  "holds")
+                if size > MAX_BYTES:
+                    raise Refused(f"member {member.name!r} ({member.size:,} bytes) takes the archive past "
+                                  f"{MAX_BYTES >> 20} MiB unpacked, the most a code snapshot holds")
+                yield tar, member, target_of(member, root)
+    except RecursionError:  # tarfile follows a chain of PAX headers by recursion
+        raise Refused("tar headers chained too deep to follow: not an archive trainctl made") from None
 
 
 def survey(stream):
