@@ -1,6 +1,6 @@
 """Hostile files in a working directory or an ``apply -f`` file, run for real: the CLI as a user runs it
 and the init container's command as a pod runs it. Every case ends within 5 s in one line, and the
-peak memory (the child's ru_maxrss, from wait4) of submit, apply and the unpacker stays under 200 MB:
+peak memory (ru_maxrss, from wait4) of submit, apply and the unpacker stays under 200 MB:
 only regular files are read, every read is bounded, and limits on unpacked bytes and file count are
 checked before anything is written."""
 
@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import io
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -42,23 +43,36 @@ class Measured:
         return lines[0]
 
 
+# A child's ru_maxrss starts from its parent's RSS at fork: measured from pytest, it would count pytest's
+# own memory. So a small Python process (about 10 MB, counted too: an upper bound) starts the command and
+# reports its children's peak alone.
+PEAK_OF_CHILD = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(child.pid, 0)
+open(sys.argv[1], "w").write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def measured(command: list[str], cwd: Path, env: dict | None = None, hang: float = 3 * SECONDS) -> Measured:
     """``command`` run to its end, with its wall time and peak RSS; a hang is killed after ``hang`` s and fails."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as peak:
         start = time.monotonic()
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-        while not (done := os.wait4(process.pid, os.WNOHANG))[0]:
-            if time.monotonic() - start > hang:
-                process.kill()
-                os.wait4(process.pid, 0)
-                pytest.fail(f"{command[-6:]} still running after {hang} s")
-            time.sleep(0.01)
+        process = subprocess.Popen([sys.executable, "-c", PEAK_OF_CHILD, peak.name, *command], cwd=cwd, env=env,
+                                   stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+        try:
+            process.wait(hang)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            pytest.fail(f"{command[-6:]} still running after {hang} s")
         seconds = time.monotonic() - start
-        process.returncode = os.waitstatus_to_exitcode(done[1])  # reaped here: Popen must not wait again
         out.seek(0)
         err.seek(0)
         return Measured(process.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                        seconds, done[2].ru_maxrss / 1024)
+                        seconds, int(peak.read()) / 1024)
 
 
 def trainctl(cli, *args: str) -> Measured:

@@ -287,7 +287,7 @@ def big(tmp_path_factory):
 
 def test_a_5_mib_archive_is_chunked_under_the_configmap_limit(big):
     code, resource = big
-    maps = pods.config_maps(code.snapshot, "team")
+    maps = list(pods.config_maps(code.snapshot, "team"))
     assert len(code.snapshot.archive) > 5 << 20 and len(maps) == 6
     for index, body in enumerate(maps):
         assert body["metadata"]["name"] == f"trainctl-code-{code.snapshot.hex[:20]}-{index}"
@@ -474,3 +474,16 @@ def test_the_pip_wrapper_in_an_image_without_pip_says_so(tmp_path):
     assert done.stderr.strip().splitlines()[-1] == (
         "trainctl-pip: pip install failed with exit code 1 (is pip in the image? python3 -m pip must work): "
         "the job's command did not run")
+
+
+def test_the_dry_run_streams_the_same_text_a_whole_dump_would():
+    import yaml
+
+    from trainctl.cli.common import dumped_pieces
+
+    documents = [{"kind": "ConfigMap", "binaryData": {"chunk": "QUJD" * 10}}, {"kind": "ConfigMap", "n": [1, {}]},
+                 {"kind": "PyTorchJob", "spec": {"x": "é\n", "y": None}}]
+    assert "".join(dumped_pieces(iter(documents), "json")) == json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": documents}, indent=2)
+    assert list(yaml.safe_load_all("".join(dumped_pieces(iter(documents), "yaml")))) == documents
+    assert "".join(dumped_pieces(iter(documents[:1]), "json")) == json.dumps(documents[0], indent=2)

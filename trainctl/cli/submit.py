@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +11,7 @@ import typer
 from typer.core import TyperCommand
 
 from trainctl.cli.completers import job_kinds
-from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, dump_all, make_client
+from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, echo_all, make_client
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, CLI_NAMES
 
@@ -126,7 +127,7 @@ def submit(
     if dry_run:
         if snapshot is not None:
             console(stderr=True).print(snapshot.summary(), soft_wrap=True, markup=False)
-        typer.echo(dry_run_text(resource, code, output or "yaml"), nl=False)
+        echo_all(dry_run_documents(resource, code), output or "yaml")
         return
     if snapshot is not None:  # before the upload, beside the summary: stderr keeps only an error's one line
         console(stderr=bool(output)).print(snapshot.summary(), soft_wrap=True, markup=False)
@@ -157,14 +158,14 @@ def warn_about(snapshot) -> None:
         out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
 
 
-def dry_run_text(resource: dict, code, fmt: str) -> str:
+def dry_run_documents(resource: dict, code) -> Iterator[dict]:
     """The job, after the snapshot's ConfigMaps when code travels: what ``kubectl apply -f`` (or
     ``trainctl apply -f``) creates, in order."""
-    if code is None or code.snapshot is None:
-        return dump(resource, fmt)
-    from trainctl.code.pods import config_maps
+    if code is not None and code.snapshot is not None:
+        from trainctl.code.pods import config_maps
 
-    return dump_all([*config_maps(code.snapshot, resource["metadata"].get("namespace")), resource], fmt)
+        yield from config_maps(code.snapshot, resource["metadata"].get("namespace"))
+    yield resource
 
 
 def load_values(path: Path) -> dict:
