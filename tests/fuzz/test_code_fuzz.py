@@ -189,7 +189,8 @@ def write_entry(root: Path, name: str, kind: str, target: str) -> None:
 
 
 def git(directory: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(directory), "XDG_CONFIG_HOME": str(directory), "GIT_CONFIG_NOSYSTEM": "1"}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(directory), "XDG_CONFIG_HOME": str(directory),
+           "GIT_CONFIG_NOSYSTEM": "1"}  # no core.excludesFile of this machine's
     return subprocess.run(["git", *args], cwd=directory, env=env, capture_output=True)
 
 
@@ -217,7 +218,8 @@ def test_generated_workdirs_ship_what_git_lists_less_credentials_and_links_whose
     listed = {name.decode() for name in listed.split(b"\0") if name}
     regular = {name for name in listed if (root / name).is_file() and not (root / name).is_symlink()
                and not credentials.credential_like(name, root / name)}
-    linked = {name for name in listed if (root / name).is_symlink() and not credentials.credential_like(name, root / name)
+    linked = {name for name in listed if (root / name).is_symlink()
+              and not credentials.credential_like(name, root / name)
               and os.path.realpath(root / name).startswith(f"{root}/")
               and os.path.relpath(os.path.realpath(root / name), root) in regular}
     taken = snapshot.take(root)

@@ -38,7 +38,7 @@ def request(options: SubmitOptions, backend_name: str, kind: str,
     if options.ship_secret and not ships:
         raise UserError(f"--ship-secret {options.ship_secret[0]}: no code snapshot travels with this job "
                         "(--no-workdir, or the local backend without --workdir): leave it out")
-    taken = snapshot.take(options.workdir or ".", limit, extra=extra, ship_secrets=options.ship_secret) if ships else None
+    taken = snapshot.take(options.workdir or ".", limit, extra, options.ship_secret) if ships else None
     if taken is None and not pip and requirements is None:
         return None
     return CodeRequest(taken, mount, tuple(pip), requirements)
