@@ -77,7 +77,7 @@ def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, byt
     job's call, under .trainctl/, which the tree itself never ships), and the credential-like files
     ``ship_secrets`` names (paths relative to ``directory``). A UserError when it is no directory, when a
     ship_secrets path names no held-back file, or past a limit."""
-    root = Path(directory).expanduser().resolve()
+    root, extra = Path(directory).expanduser().resolve(), extra or {}
     if not root.is_dir():
         raise UserError(f"--workdir {str(directory)!r}: no such directory")
     walk = Walk(root)
@@ -87,11 +87,11 @@ def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, byt
         raise UserError(f"--workdir: the files of {root} unpack to {human(sum(sizes.values()))}, more than the "
                         f"{MAX_UNPACKED // MiB} MiB a code snapshot may hold; largest files: {largest(sizes)}; "
                         "put data on a volume (--volume), exclude it in .trainctlignore, or --no-workdir")
-    archive, packed = pack(root, files, sizes, extra or {}, limit, walk.warnings)
+    archive, packed = pack(root, files, sizes, extra, limit, walk.warnings)
     warnings = walk.warnings + [f"{name} is {human(size)}: data and checkpoints belong on a volume (--volume), not "
-                                "in the code snapshot" for name, size in sizes.items() if size > LARGE_FILE]
-    return Snapshot(str(root), archive, "sha256:" + hashlib.sha256(archive).hexdigest(), len(packed) + len(extra or {}),
-                    sum(packed.values()) + sum(len(data) for data in (extra or {}).values()), warnings)
+                                "in the code snapshot" for name, size in packed.items() if size > LARGE_FILE]
+    return Snapshot(str(root), archive, "sha256:" + hashlib.sha256(archive).hexdigest(), len(packed) + len(extra),
+                    sum(packed.values()) + sum(len(data) for data in extra.values()), warnings)
 
 
 class OverLimit(Exception):
