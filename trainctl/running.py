@@ -51,7 +51,7 @@ def run(client: Client, target: object, *, framework: str, args: dict | None, pa
         raise InvalidArgument(f"pickle_result={pickle_result!r}: give True or False")
     resource, code, local_files = planned(client, target, framework, args, keywords, extra, pickle_result)
     for warning in code.snapshot.warnings if code and code.snapshot else []:  # what submit prints in yellow
-        warnings.warn(warning, stacklevel=3)
+        warnings.warn(as_keywords(warning), stacklevel=3)
     if dry_run:
         return resource
     stored = submitted(client, resource, code, local_files, replace, preflight)

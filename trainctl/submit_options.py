@@ -83,6 +83,7 @@ class SubmitOptions:
     no_workdir: bool | None = None
     workdir_limit: str | None = None
     workdir_mount: str | None = None
+    ship_secret: list[str] = field(default_factory=list)  # credential-like files of the workdir sent anyway
     pip: list[str] = field(default_factory=list)
     requirements: str | None = None
 

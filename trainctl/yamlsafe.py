@@ -6,7 +6,8 @@ template renders all go through :func:`read_text` and :func:`load_one` /
 two" for hostile input as well as for typos:
 
 * **Size**: at most :data:`MAX_INPUT_BYTES` are ever read from a file or stdin, so
-  ``-f /dev/zero`` ends at once (the API server takes 3 MiB per request anyway).
+  ``-f /dev/zero`` ends at once (the API server takes 3 MiB per request anyway), and a FIFO
+  nobody writes to reads as empty instead of blocking.
 * **Encoding**: UTF-8 (a BOM is allowed), or UTF-16/UTF-32 with a BOM as the YAML spec
   requires; anything else is refused naming the first bad byte and its offset.
 * **Aliases and depth**: before any Python object is built, the parser's event stream
@@ -32,6 +33,7 @@ from __future__ import annotations
 import codecs
 import functools
 import math
+import os
 import sys
 
 from trainctl.errors import UserError
@@ -58,14 +60,23 @@ def read_text(filename: str, flag: str = "-f") -> str:
             stdin = getattr(sys.stdin, "buffer", None)
             data = stdin.read(MAX_INPUT_BYTES + 1) if stdin else sys.stdin.read(MAX_INPUT_BYTES + 1).encode()
         else:
-            with open(filename, "rb") as file:
-                data = file.read(MAX_INPUT_BYTES + 1)
+            data = read_file(filename, MAX_INPUT_BYTES + 1)
     except OSError as err:
         raise UserError(f"{where}: cannot read ({err.strerror or err})") from None
     if len(data) > MAX_INPUT_BYTES:
         raise UserError(f"{where}: larger than {MAX_INPUT_BYTES // 2**20} MiB: split it into smaller files "
                         "(one job is at most 1.5 MiB on a cluster)")
     return decode(data, where)
+
+
+def read_file(filename: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``filename``. Opened non-blocking, because opening a FIFO no process
+    writes to would wait forever; so opened, it reads as empty (no writer), or, once reads block again,
+    as the pipe it is (``-f <(helm template ...)``)."""
+    descriptor = os.open(filename, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(descriptor, True)
+    with os.fdopen(descriptor, "rb") as file:
+        return file.read(limit)
 
 
 def decode(data: bytes, where: str) -> str:

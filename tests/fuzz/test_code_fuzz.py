@@ -8,17 +8,19 @@ ends in exit 0 or one line, and an accepted one lands in the pod spec as one who
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import stat
 import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from tests.fuzz.harness import SPECIAL, all_strings, fuzz, json_documents, run, text_values
-from trainctl.code import snapshot, unpack
+from trainctl.code import credentials, snapshot, unpack
 from trainctl.errors import UserError
 from trainctl.validation import validate
 
@@ -157,3 +159,79 @@ def test_gitignore_rules_select_what_git_selects(tmp_path_factory, gitignore, fi
                             capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(snapshot.take(root).archive), mode="r:gz") as tar:
         assert set(tar.getnames()) == {name.decode() for name in listed.split(b"\0") if name}, gitignore
+
+
+# ---- generated workdir trees: credentials, links, special files, outer ignore rules -----------------
+
+SERVICE_ACCOUNT = b'{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----"}'
+ENTRY_NAMES = ["a", "b", "a.b", "c/a", "c/b.c", ".env", ".env.example", "id_rsa", "c/.ssh/id_ed25519", "b.pem",
+               "a.key", "c/a.json", "b.json", ".aws/credentials", ".netrc", "c/.bash_history", "kubeconfig.yaml"]
+LINK_TARGETS = [*ENTRY_NAMES, "c", ".git/config", "../outside", "nowhere", "loop"]
+# What the deny-list exists for, written out independently of trainctl.code.credentials
+NEVER = {".env", "id_rsa", "c/.ssh/id_ed25519", "b.pem", "a.key", ".aws/credentials", ".netrc", "c/.bash_history",
+         "kubeconfig.yaml"}
+entries = st.lists(st.tuples(st.sampled_from(ENTRY_NAMES), st.sampled_from(["file", "file", "link", "fifo", "key"]),
+                             st.sampled_from(LINK_TARGETS)), max_size=10, unique_by=lambda entry: entry[0])
+
+
+def write_entry(root: Path, name: str, kind: str, target: str) -> None:
+    path = root / name
+    if any(os.path.lexists(root / parent) and not (root / parent).is_dir() or (root / parent).is_symlink()
+           for parent in Path(name).parents) or os.path.lexists(path):
+        return  # a/b beside a file or link a: not a tree
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "link":
+        path.symlink_to(path.name if target == "loop" else Path(*[".."] * name.count("/"), target))
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_bytes(SERVICE_ACCOUNT if kind == "key" else name.encode())
+
+
+def git(directory: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(directory), "XDG_CONFIG_HOME": str(directory),
+           "GIT_CONFIG_NOSYSTEM": "1"}  # no core.excludesFile of this machine's
+    return subprocess.run(["git", *args], cwd=directory, env=env, capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is the oracle")
+@fuzz(150)
+@given(tree=entries, gitignore=st.one_of(st.just(""), git_lines), bom=st.booleans(), sub=st.booleans(),
+       outer=st.one_of(st.just(""), git_lines), exclude=st.one_of(st.just(""), git_lines))
+def test_generated_workdirs_ship_what_git_lists_less_credentials_and_links_whose_targets_stay(
+        tmp_path_factory, tree, gitignore, bom, sub, outer, exclude):
+    """The snapshot holds exactly git's untracked, unignored files (BOM, outer .gitignore and info/exclude
+    included) less credential-like ones, with a symlink only where its target's own path travels; never a
+    deny-listed name, and every FIFO or loop is a warning, never a hang or a traceback."""
+    repository = tmp_path_factory.mktemp("repo")
+    assert git(repository, "init", "-q").returncode == 0
+    root = repository / "s" if sub else repository
+    root.mkdir(exist_ok=True)
+    (repository / ".git" / "info" / "exclude").write_text(exclude + "\n")
+    if sub:
+        (repository / ".gitignore").write_text(outer + "\n")
+        assume(git(repository, "check-ignore", "-q", "s/").returncode == 1)  # an ignored workdir ships as asked
+    (root / ".gitignore").write_bytes(b"\xef\xbb\xbf" * bom + gitignore.encode() + b"\n")
+    for name, kind, target in tree:
+        write_entry(root, name, kind, target)
+    listed = git(root, "ls-files", "--others", "--exclude-standard", "-z").stdout
+    listed = {name.decode() for name in listed.split(b"\0") if name}
+    regular = {name for name in listed if (root / name).is_file() and not (root / name).is_symlink()
+               and not credentials.credential_like(name, root / name)}
+    linked = {name for name in listed if (root / name).is_symlink()
+              and not credentials.credential_like(name, root / name)
+              and os.path.realpath(root / name).startswith(f"{root}/")
+              and os.path.relpath(os.path.realpath(root / name), root) in regular}
+    taken = snapshot.take(root)
+    with tarfile.open(fileobj=io.BytesIO(taken.archive), mode="r:gz") as tar:
+        shipped = set(tar.getnames())
+    assert shipped == regular | linked, (sorted(shipped), sorted(regular | linked))
+    assert not shipped & NEVER  # and no service-account key (recognised in .json files, by content):
+    assert not any(b"service_account" in (root / name).read_bytes() for name in shipped if name.endswith(".json"))
+    for name, kind, target in tree:
+        fifo = kind == "fifo" and stat.S_ISFIFO(os.lstat(root / name).st_mode) if (root / name).exists() else False
+        loop = kind == "link" and target == "loop" and (root / name).is_symlink() \
+            and not credentials.credential_like(name, root / name)
+        if (fifo or loop) and git(root, "check-ignore", "-q", "--no-index", name).returncode == 1:
+            assert any(warning.startswith((f"skipped {name}: ", f"skipped symlink {name}: "))
+                       for warning in taken.warnings), taken.warnings

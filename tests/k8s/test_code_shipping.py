@@ -7,6 +7,8 @@ checked as written, and ``trainctl delete`` removes a snapshot whose owners are 
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import os
 import subprocess
@@ -49,12 +51,15 @@ def job(kube, name):  # noqa: F811
 
 
 def test_unchanged_code_is_uploaded_once_owned_by_each_job_and_removed_after_the_last(k8s_cluster, kube, project):  # noqa: F811
+    (project / ".env").write_text("HF_TOKEN=hf_secret\n")  # held back: in no ConfigMap
     first = submit_in(kube, project, "pytorch", "--name", "ship-1", "-n", kube.namespace, "--workers", "3", "--",
                       "python", "train.py")
     assert first.returncode == 0, first.stderr
-    assert "code: 3 files" in first.stdout and f"from {project}" in first.stdout  # outputs/ stayed home
+    assert "code: 3 files" in first.stdout and f"from {project}" in first.stdout  # outputs/ and .env stayed home
+    assert "held back 1 credential-like file (never shipped by default): .env;" in first.stderr
     uploaded = config_maps(k8s_cluster, kube.namespace)
-    assert len(uploaded) == 1
+    assert len(uploaded) == 1 and b"hf_secret" not in gzip.decompress(
+        base64.b64decode(next(iter(uploaded.values())).binary_data["chunk"]))
     second = kube("submit", "jax", "--name", "ship-2", "-n", kube.namespace, "--workdir", str(project), "--",
                   "python", "train.py")
     assert second.returncode == 0, second.stderr

@@ -44,13 +44,13 @@ def apply(
         validate(document, source=source)
         if namespace:
             document["metadata"]["namespace"] = namespace
+    codes = [code_documents.code_for(document, archives) for document in documents]  # all checked before one applies
     if dry_run:
         typer.echo(dump_all(printed, output or "yaml"), nl=False)
         return
     client = make_client(local, context, kubeconfig)
-    for document in documents:
-        stored = client.submit(document, replace=replace, preflight=not no_preflight,
-                               code=code_documents.code_for(document, archives))
+    for document, code in zip(documents, codes):
+        stored = client.submit(document, replace=replace, preflight=not no_preflight, code=code)
         console().print(f"[green]applied[/] {stored['kind'].lower()}/[bold]{stored['metadata']['name']}[/] "
                         f"on {client.backend.description}")
 

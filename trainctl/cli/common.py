@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -129,11 +129,33 @@ def dump(resource: object, fmt: str) -> str:
     fail(f"unknown output format {fmt!r} for -o/--output: use {' or '.join(OUTPUT_FORMATS)}")
 
 
-def dump_all(documents: list[dict], fmt: str) -> str:
+def dump_all(documents: Iterable[dict], fmt: str) -> str:
     """Several resources for ``-o``: YAML documents, or one JSON ``v1`` ``List`` (as kubectl prints them)."""
-    if fmt == "json" and len(documents) > 1:
-        return dump({"apiVersion": "v1", "kind": "List", "items": documents}, fmt)
-    return "---\n".join(dump(document, fmt) for document in documents)
+    return "".join(dumped_pieces(documents, fmt))
+
+
+def echo_all(documents: Iterable[dict], fmt: str) -> None:
+    """:func:`dump_all`, printed a document at a time: a code snapshot's ConfigMaps may be megabytes each."""
+    for piece in dumped_pieces(documents, fmt):
+        typer.echo(piece, nl=False)
+
+
+def dumped_pieces(documents: Iterable[dict], fmt: str) -> Iterator[str]:
+    """The text of :func:`dump_all` in pieces, one per document, made as ``documents`` yields them."""
+    import itertools
+    import textwrap
+
+    documents = iter(documents)
+    first = list(itertools.islice(documents, 2))
+    if fmt != "json" or len(first) < 2:
+        for index, document in enumerate(itertools.chain(first, documents)):
+            yield ("---\n" if index else "") + dump(document, fmt)
+        return
+    # json.dumps of the whole List, item by item: each item indented as that List would indent it
+    yield '{\n  "apiVersion": "v1",\n  "kind": "List",\n  "items": [\n'
+    for index, document in enumerate(itertools.chain(first, documents)):
+        yield ("" if index == 0 else ",\n") + textwrap.indent(dump(document, fmt), "    ")
+    yield "\n  ]\n}"
 
 
 def detached_message(name: str, namespace: str | None = None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +11,7 @@ import typer
 from typer.core import TyperCommand
 
 from trainctl.cli.completers import job_kinds
-from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, dump_all, make_client
+from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, echo_all, make_client
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, CLI_NAMES
 
@@ -82,6 +83,9 @@ def submit(
         help="Largest code snapshot, compressed, e.g. 64Mi (default 32Mi).")] = None,
     workdir_mount: Annotated[str | None, typer.Option(
         help="Where the code is unpacked in the container, its working directory (default /workspace).")] = None,
+    ship_secret: Annotated[list[str] | None, typer.Option(
+        "--ship-secret", help=f"A credential-like file of the workdir (.env, a key; held back by default) to ship "
+                              f"anyway, by its path in the workdir {REPEAT}. See docs/code-shipping.md.")] = None,
     pip: Annotated[list[str] | None, typer.Option("--pip", help=f"Package to pip install before the command {REPEAT}.")] = None,
     requirements: Annotated[str | None, typer.Option(help="requirements.txt to pip install before the command.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resource; apply nothing.")] = False,
@@ -110,7 +114,7 @@ def submit(
         backoff_limit=backoff_limit, active_deadline=active_deadline, ttl_after_finished=ttl_after_finished,
         clean_pod_policy=clean_pod_policy, suspend=suspend, set=set_ or [], template=template,
         workdir=workdir, no_workdir=no_workdir, workdir_limit=workdir_limit, workdir_mount=workdir_mount,
-        pip=pip or [], requirements=requirements,
+        ship_secret=ship_secret or [], pip=pip or [], requirements=requirements,
     )
     if values is not None:
         options = options.merged_with(load_values(values), str(values))
@@ -123,7 +127,7 @@ def submit(
     if dry_run:
         if snapshot is not None:
             console(stderr=True).print(snapshot.summary(), soft_wrap=True, markup=False)
-        typer.echo(dry_run_text(resource, code, output or "yaml"), nl=False)
+        echo_all(dry_run_documents(resource, code), output or "yaml")
         return
     if snapshot is not None:  # before the upload, beside the summary: stderr keeps only an error's one line
         console(stderr=bool(output)).print(snapshot.summary(), soft_wrap=True, markup=False)
@@ -154,14 +158,14 @@ def warn_about(snapshot) -> None:
         out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
 
 
-def dry_run_text(resource: dict, code, fmt: str) -> str:
+def dry_run_documents(resource: dict, code) -> Iterator[dict]:
     """The job, after the snapshot's ConfigMaps when code travels: what ``kubectl apply -f`` (or
     ``trainctl apply -f``) creates, in order."""
-    if code is None or code.snapshot is None:
-        return dump(resource, fmt)
-    from trainctl.code.pods import config_maps
+    if code is not None and code.snapshot is not None:
+        from trainctl.code.pods import config_maps
 
-    return dump_all([*config_maps(code.snapshot, resource["metadata"].get("namespace")), resource], fmt)
+        yield from config_maps(code.snapshot, resource["metadata"].get("namespace"))
+    yield resource
 
 
 def load_values(path: Path) -> dict:

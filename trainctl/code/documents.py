@@ -12,8 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import tarfile
-import zlib
+import io
 
 from trainctl.code import unpack
 from trainctl.code.pods import CHUNK_KEY, DIGEST, LABEL_SNAPSHOT, SOURCE, CodeRequest
@@ -62,11 +61,10 @@ def code_for(job: dict, archives: dict[str, bytes]) -> CodeRequest | None:
     archive = archives.get(annotations.get(DIGEST))
     if archive is None:
         return None
-    try:
-        members = unpack.files_in(archive)  # the hash proves only that the chunks are whole, not who made them
-    except (unpack.Refused, tarfile.TarError, EOFError, OSError, zlib.error) as err:
+    try:  # the hash proves only that the chunks are whole, not who made them: the unpacker's limits apply
+        files, size = unpack.survey(io.BytesIO(archive))
+    except unpack.ERRORS as err:
         raise UserError(f"code snapshot {annotations[DIGEST][:19]}: not a snapshot trainctl can unpack ({err}): "
                         "print it again with submit --dry-run") from None
-    snapshot = Snapshot(annotations.get(SOURCE, "-"), archive, annotations[DIGEST], len(members),
-                        sum(member.size for member in members))
+    snapshot = Snapshot(annotations.get(SOURCE, "-"), archive, annotations[DIGEST], files, size)
     return CodeRequest(snapshot)

@@ -1,24 +1,40 @@
 """Which files of a working directory stay home: git's ignore rules, plus trainctl's own.
 
-A snapshot honours every ``.gitignore`` and ``.trainctlignore`` in the tree, each for its own
-directory and below, with git's semantics (last matching pattern wins, ``!`` re-includes,
-a trailing ``/`` matches directories only, a pattern with an inner ``/`` is anchored to its
-file's directory, ``**`` spans directories). Whatever those say, :data:`ALWAYS_SKIPPED`
-never travels: version-control data, virtualenvs, caches and trainctl's own state are
-large, machine-specific and useless in a pod. There is no dependency on git itself: a
-directory that is not a repository is snapshotted by the same rules.
+A snapshot honours the rules git applies to the directory, with git's semantics (last matching
+pattern wins, ``!`` re-includes, a trailing ``/`` matches directories only, a pattern with an inner
+``/`` is anchored to its file's directory, ``**`` spans directories): every ``.gitignore`` in the
+tree, each for its own directory and below, and, when the directory lies inside a git repository,
+the ``.gitignore`` files of the directories above it up to the repository's top and the
+repository's ``.git/info/exclude`` (so ``--workdir sub`` leaves out what ``git status`` in ``sub``
+leaves out). Paths are therefore matched from the repository's top (:class:`Scope`). A UTF-8 BOM
+that opens a file is skipped, as git skips it. ``.trainctlignore`` files are read the same way,
+each after its directory's ``.gitignore``, so they can re-include what git ignores. A personal
+``core.excludesFile`` is not read: the snapshot depends on the tree and its repository only.
+
+An ignore file that is not a regular file (a FIFO would block, a link to ``/dev/zero`` never ends),
+is larger than :data:`MAX_IGNORE_FILE` or cannot be read is refused in one line: what it excludes
+must not travel because it could not be read. Whatever the rules say, :data:`ALWAYS_SKIPPED` never
+travels: version-control data, virtualenvs, caches and trainctl's own state are large,
+machine-specific and useless in a pod. There is no dependency on git itself: a directory that is
+not a repository is snapshotted by the same rules.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from trainctl.code import regular
+from trainctl.errors import UserError
 
 IGNORE_FILES = (".gitignore", ".trainctlignore")
 ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", ".trainctl", ".pytest_cache",
                             ".mypy_cache", ".ruff_cache", ".ipynb_checkpoints", ".tox", ".DS_Store"})
 VIRTUALENV_MARKER = "pyvenv.cfg"  # a virtualenv of any name (venv/, env/, .direnv/python-3.11/)
+MAX_IGNORE_FILE = 1 << 20  # far above any real one; every pattern is a regular expression tried on every path
+BOM = "\ufeff"
 
 
 @dataclass(frozen=True)
@@ -33,16 +49,78 @@ def always_skipped(path: Path) -> bool:
     return path.name in ALWAYS_SKIPPED or path.suffix == ".pyc" or (path / VIRTUALENV_MARKER).is_file()
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Where a snapshot's root lies in its git repository, and the repository's rules from outside the root."""
+
+    prefix: str  # the root's path from the repository's top, ending in "/"; "" at the top or outside any repository
+    rules: list[Rule]  # info/exclude first (git ranks it below every .gitignore), then the directories above the root
+
+
+def scope(root: Path) -> Scope:
+    top = repository_top(root)
+    if top is None:
+        return Scope("", [])
+    exclude = info_exclude(top)
+    rules = parse(read_ignore_file(exclude), "") if exclude else []
+    parts = root.relative_to(top).parts
+    for depth in range(len(parts)):  # the top, then each directory down to the root's parent
+        rules += read_rules(top.joinpath(*parts[:depth]), "/".join(parts[:depth]))
+    return Scope("".join(f"{part}/" for part in parts), rules)
+
+
+def repository_top(root: Path) -> Path | None:
+    """The nearest directory at or above ``root`` holding ``.git`` (a directory, or a worktree's file)."""
+    return next((directory for directory in (root, *root.parents) if os.path.lexists(directory / ".git")), None)
+
+
+def info_exclude(top: Path) -> Path | None:
+    """The repository's info/exclude. A worktree's or submodule's ``.git`` is a file naming its git
+    directory, and a worktree's git directory names the shared one in ``commondir``."""
+    git = top / ".git"
+    if not git.is_dir():
+        pointer = small_text(git)
+        if not pointer.startswith("gitdir:"):
+            return None
+        git = top / pointer.removeprefix("gitdir:").strip()
+        common = small_text(git / "commondir").strip()
+        git = git / common if common else git
+    return git / "info" / "exclude"
+
+
+def small_text(path: Path) -> str:
+    """The start of a file git writes (a pointer of one line); '' when it cannot be read."""
+    try:
+        return regular.read_prefix(path, 4096).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def read_rules(directory: Path, base: str) -> list[Rule]:
     """The rules of ``directory``'s ignore files, .gitignore's first so .trainctlignore can override them."""
-    rules = []
-    for name in IGNORE_FILES:
-        try:
-            text = (directory / name).read_text(encoding="utf-8", errors="replace")
-        except OSError:  # absent, or unreadable: nothing to honour
-            continue
-        rules += [rule for line in text.splitlines() if (rule := parse_line(line, base))]
-    return rules
+    return [rule for name in IGNORE_FILES for rule in parse(read_ignore_file(directory / name), base)]
+
+
+def read_ignore_file(path: Path) -> str:
+    """An ignore file's text, '' when there is none; one line when it cannot be honoured (see the module)."""
+    try:
+        data = regular.read_prefix(path, MAX_IGNORE_FILE + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        return ""
+    except regular.NotRegular as err:
+        raise UserError(f"--workdir: the ignore file {path} is {err}: make it a plain text file or remove it") \
+            from None
+    except OSError as err:
+        raise UserError(f"--workdir: cannot read the ignore file {path} ({err.strerror or err}): what it leaves out "
+                        "would travel; make it readable or remove it") from None
+    if len(data) > MAX_IGNORE_FILE:
+        raise UserError(f"--workdir: the ignore file {path} is larger than {MAX_IGNORE_FILE >> 20} MiB: "
+                        "an ignore file lists patterns, not data")
+    return data.decode("utf-8", errors="replace")
+
+
+def parse(text: str, base: str) -> list[Rule]:
+    return [rule for line in text.removeprefix(BOM).splitlines() if (rule := parse_line(line, base))]
 
 
 def parse_line(line: str, base: str) -> Rule | None:
@@ -119,7 +197,8 @@ def bracket(pattern: str, start: int) -> tuple[str, int]:
 
 
 def ignored(rules: list[Rule], relative: str, is_dir: bool) -> bool:
-    """Whether ``relative`` (to the snapshot root) is ignored: the last rule that matches decides."""
+    """Whether ``relative`` (to the rules' common root: the repository's top) is ignored: the last rule
+    that matches decides."""
     verdict = False
     for rule in rules:
         if rule.directories_only and not is_dir:

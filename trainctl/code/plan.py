@@ -35,7 +35,10 @@ def request(options: SubmitOptions, backend_name: str, kind: str,
                         "outside any wrapper: install the packages in the image")
     requirements = read_requirements(options.requirements)
     ships = options.workdir is not None or (backend_name == "kubernetes" and not options.no_workdir)
-    taken = snapshot.take(options.workdir or ".", limit, extra=extra) if ships else None
+    if options.ship_secret and not ships:
+        raise UserError(f"--ship-secret {options.ship_secret[0]}: no code snapshot travels with this job "
+                        "(--no-workdir, or the local backend without --workdir): leave it out")
+    taken = snapshot.take(options.workdir or ".", limit, extra, options.ship_secret) if ships else None
     if taken is None and not pip and requirements is None:
         return None
     return CodeRequest(taken, mount, tuple(pip), requirements)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,8 +64,10 @@ def describe(annotations: dict) -> str | None:
             f"from {annotations.get(SOURCE, '?')}")
 
 
-def chunks(archive: bytes) -> list[bytes]:
-    return [archive[start:start + CHUNK_BYTES] for start in range(0, len(archive), CHUNK_BYTES)] or [b""]
+def chunks(archive: bytes) -> list[memoryview]:
+    """The archive in ConfigMap-sized pieces: views of it, not copies."""
+    view = memoryview(archive)
+    return [view[start:start + CHUNK_BYTES] for start in range(0, len(archive), CHUNK_BYTES)] or [view]
 
 
 def config_map_names(snapshot: Snapshot) -> list[str]:
@@ -76,15 +79,14 @@ def labels(snapshot: Snapshot) -> dict[str, str]:
     return {MANAGED_BY[0]: MANAGED_BY[1], LABEL_SNAPSHOT: snapshot.hex[:20]}
 
 
-def config_maps(snapshot: Snapshot, namespace: str | None) -> list[dict]:
-    """The ConfigMaps holding ``snapshot``, without owners (the backend adds the jobs)."""
-    maps = []
+def config_maps(snapshot: Snapshot, namespace: str | None) -> Iterator[dict]:
+    """The ConfigMaps holding ``snapshot``, without owners (the backend adds the jobs), one at a time: all of
+    them at once would hold the archive again, a third larger in base64."""
     for name, chunk in zip(config_map_names(snapshot), chunks(snapshot.archive)):
         metadata = {"name": name, **({"namespace": namespace} if namespace else {}), "labels": labels(snapshot),
                     "annotations": {DIGEST: snapshot.digest}}
-        maps.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
-                     "binaryData": {CHUNK_KEY: base64.b64encode(chunk).decode()}})
-    return maps
+        yield {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+               "binaryData": {CHUNK_KEY: base64.b64encode(chunk).decode()}}
 
 
 def script_command(module: str, name: str, args: list[str]) -> list[str]:

@@ -5,29 +5,44 @@ entries sorted by path, no owners, no times (tar and gzip headers both say 0), m
 reduced to 0644 or 0755. So the archive's sha256 names its content, and a cluster that
 already holds that hash needs nothing uploaded again.
 
-Only regular files travel. A symlink is followed when it points at a file inside the
-root (the pod gets the content) and skipped otherwise; directory symlinks are skipped
-(they may loop, or lead out of the tree). Every skip is reported, never silent.
+What travels: the regular files the ignore rules keep (:mod:`.ignore`), less credential-like
+ones (:mod:`.credentials`), which stay home unless ``ship_secrets`` names each, and are named in
+one warning. A symlink travels as its target's content only when the target's own path travels:
+a link into ``.git``, into an ignored directory or to a held-back key does not, nor one that
+leads outside the root, to a directory (which may loop) or round in a loop. FIFOs, sockets and
+devices never travel. Every skip is a warning naming the path, never silent.
+
+Limits, each a one-line refusal naming the largest files, all checked before anything is sent:
+:data:`MAX_FILES` files and :data:`MAX_UNPACKED` bytes as they unpack (counted from the files'
+sizes before one is read: a 1 GiB sparse file compresses to a megabyte, yet would fill every
+pod), and ``limit`` bytes compressed, checked as the archive grows so memory never holds more.
+Files are streamed into the archive, never read whole, and opened only as regular files. The
+init container (:mod:`.unpack`) enforces the same file and byte limits on whatever it is given.
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
 import os
+import posixpath
+import stat
 import tarfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainctl.code import ignore
+from trainctl.code import credentials, ignore, regular, unpack
 from trainctl.errors import UserError
 
 MiB = 1 << 20
 DEFAULT_LIMIT = 32 * MiB  # compressed; a ConfigMap per 900 KiB of it
 LARGE_FILE = 10 * MiB  # warned about: almost always data or a checkpoint, not code
 GZIP_LEVEL = 6
-MAX_FILES = 50_000
+MAX_FILES, MAX_UNPACKED = unpack.MAX_FILES, unpack.MAX_BYTES  # what the init container accepts
+HELD_BACK_NAMED = 50  # past this many, the warning counts the rest, so that it stays one readable line
 
 
 @dataclass(frozen=True)
@@ -49,113 +64,204 @@ class Snapshot:
 
 
 def human(size: int) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if size < 1024 or unit == "MiB":
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
 
 
-def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, bytes] | None = None) -> Snapshot:
+def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, bytes] | None = None,
+         ship_secrets: Iterable[str] = ()) -> Snapshot:
     """Pack ``directory``, plus the ``extra`` files trainctl adds (path in the archive -> content: a function
-    job's call, under .trainctl/, which the tree itself never ships); a UserError when it is no directory
-    or the archive passes ``limit`` bytes."""
-    root = Path(directory).expanduser().resolve()
+    job's call, under .trainctl/, which the tree itself never ships), and the credential-like files
+    ``ship_secrets`` names (paths relative to ``directory``). A UserError when it is no directory, when a
+    ship_secrets path names no held-back file, or past a limit."""
+    root, extra = Path(directory).expanduser().resolve(), extra or {}
     if not root.is_dir():
         raise UserError(f"--workdir {str(directory)!r}: no such directory")
-    files, warnings = collect(root)
-    buffer = io.BytesIO()
-    unpacked = 0
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=GZIP_LEVEL) as packed, \
-            tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for relative, path in files:
-            try:
-                data = read(path)
-                executable = os.access(path, os.X_OK)
-            except OSError as err:
-                warnings.append(f"skipped {relative}: {err.strerror or err}")
-                continue
-            add_file(tar, relative, data, executable)
-            unpacked += len(data)
-            if len(data) > LARGE_FILE:
-                warnings.append(f"{relative} is {human(len(data))}: data and checkpoints belong on a volume "
-                                "(--volume), not in the code snapshot")
-            if buffer.tell() > limit:
-                raise over_limit(root, files, limit)
-        for relative, data in sorted((extra or {}).items()):
-            add_file(tar, relative, data, executable=False)
-            unpacked += len(data)
-    archive = buffer.getvalue()
-    if len(archive) > limit:
-        raise over_limit(root, files, limit)
-    return Snapshot(str(root), archive, "sha256:" + hashlib.sha256(archive).hexdigest(),
-                    len(files) + len(extra or {}), unpacked, warnings)
+    walk = Walk(root)
+    files = walk.files_that_travel(ship_secrets)
+    sizes = {name: safe_size(path) for name, path in files.items()}
+    if sum(sizes.values()) > MAX_UNPACKED:
+        raise UserError(f"--workdir: the files of {root} unpack to {human(sum(sizes.values()))}, more than the "
+                        f"{MAX_UNPACKED // MiB} MiB a code snapshot may hold; largest files: {largest(sizes)}; "
+                        "put data on a volume (--volume), exclude it in .trainctlignore, or --no-workdir")
+    archive, packed = pack(root, files, sizes, extra, limit, walk.warnings)
+    warnings = walk.warnings + [f"{name} is {human(size)}: data and checkpoints belong on a volume (--volume), not "
+                                "in the code snapshot" for name, size in packed.items() if size > LARGE_FILE]
+    return Snapshot(str(root), archive, "sha256:" + hashlib.sha256(archive).hexdigest(), len(packed) + len(extra),
+                    sum(packed.values()) + sum(len(data) for data in extra.values()), warnings)
 
 
-def add_file(tar: tarfile.TarFile, name: str, data: bytes, executable: bool) -> None:
+class OverLimit(Exception):
+    """The compressed archive grew past its limit."""
+
+
+class Capped(io.BytesIO):
+    """The archive in memory, refused the moment it passes ``limit``: one incompressible file of 256 MiB
+    must not be held whole first and refused after."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def write(self, data) -> int:
+        if self.tell() + len(data) > self.limit:
+            raise OverLimit
+        return super().write(data)
+
+
+def pack(root: Path, files: dict[str, Path], sizes: dict[str, int], extra: dict[str, bytes], limit: int,
+         warnings: list[str]) -> tuple[bytes, dict[str, int]]:
+    """The tar.gz of ``files`` (streamed, each at the size the walk saw) and ``extra``; the size of each file packed."""
+    buffer, packed = Capped(limit), {}
+    try:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=GZIP_LEVEL) as zipped, \
+                tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for name, path in files.items():
+                if add_file(tar, name, path, sizes[name], warnings):
+                    packed[name] = sizes[name]
+            for name, data in sorted(extra.items()):
+                tar.addfile(header(name, len(data), executable=False), io.BytesIO(data))
+    except OverLimit:
+        raise UserError(f"--workdir: the code snapshot of {root} passes the {human(limit)} compressed limit "
+                        f"(--workdir-limit); largest files: {largest(sizes)}; exclude data and outputs in "
+                        ".trainctlignore, or --no-workdir") from None
+    return buffer.getvalue(), packed
+
+
+def add_file(tar: tarfile.TarFile, name: str, path: Path, size: int, warnings: list[str]) -> bool:
+    """Stream ``size`` bytes of the regular file ``path`` into ``tar`` as ``name`` (a file grown since the walk
+    travels as it was then); False, with a warning, when it is no longer a regular file that opens."""
+    try:
+        file, _ = regular.open_regular(path, follow_symlinks=False)  # a link's path is already its target's
+    except OSError as err:
+        warnings.append(f"skipped {name}: {err.strerror or err}")
+        return False
+    with file:
+        try:
+            tar.addfile(header(name, size, os.access(path, os.X_OK)), file)  # 16 KiB at a time
+        except OSError as err:  # cut short meanwhile: the archive holds half a member and cannot go on
+            raise UserError(f"--workdir: {name} changed while it was packed ({err}): submit again") from None
+    return True
+
+
+def header(name: str, size: int, executable: bool) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = len(data), 0o755 if executable else 0o644, 0
+    info.size, info.mode, info.mtime = size, 0o755 if executable else 0o644, 0
     info.uid = info.gid = 0
     info.uname = info.gname = ""
-    tar.addfile(info, io.BytesIO(data))
+    return info
 
 
-def collect(root: Path) -> tuple[list[tuple[str, Path]], list[str]]:
-    """(path relative to root, path) of every file that travels, sorted; and what was skipped.
+class Walk:
+    """One pass over a root: the files that travel, the credential-like ones held back, and every skip in words.
 
-    Like ``find -xdev`` it stays on the root's filesystem: a dataset or /proc mounted inside
-    the tree stays home. Past :data:`MAX_FILES` the directory is not a project (``--workdir /``)."""
-    from trainctl.backends.local.store import home
+    Like ``find -xdev`` it stays on the root's filesystem: a dataset or /proc mounted inside the tree
+    stays home. Past :data:`MAX_FILES` the directory is not a project (``--workdir /``)."""
 
-    files: list[tuple[str, Path]] = []
-    warnings: list[str] = []
-    state, device = home().resolve(), root.stat().st_dev  # local jobs' state when it lies inside the tree
+    def __init__(self, root: Path) -> None:
+        from trainctl.backends.local.store import home
 
-    def walk(directory: Path, relative: str, rules: list) -> None:
+        self.root, self.device = root, root.stat().st_dev
+        self.state = home().resolve()  # local jobs' state, when it lies inside the tree
+        self.scope = ignore.scope(root)
+        self.files: dict[str, Path] = {}  # name in the archive -> the regular file read for it
+        self.links: dict[str, Path] = {}  # decided once every regular file is known
+        self.held_back: dict[str, Path] = {}
+        self.warnings: list[str] = []
+        self.walk(root, "", self.scope.rules + ignore.read_rules(root, self.scope.prefix.rstrip("/")))
+
+    def files_that_travel(self, ship_secrets: Iterable[str]) -> dict[str, Path]:
+        """Name in the archive -> file, sorted: the regular files, the released secrets and the links that travel."""
+        self.release(ship_secrets)
+        self.follow_links()
+        if self.held_back:
+            self.warnings.insert(0, held_back_warning(sorted(self.held_back)))
+        return dict(sorted(self.files.items()))
+
+    def walk(self, directory: Path, relative: str, rules: list[ignore.Rule]) -> None:
         try:
             entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
         except OSError as err:
-            warnings.append(f"skipped {relative or '.'}/: {err.strerror or err}")
+            self.warnings.append(f"skipped {relative or '.'}/: {err.strerror or err}")
             return
         for entry in entries:
-            path, name = Path(entry.path), f"{relative}/{entry.name}" if relative else entry.name
-            is_dir = entry.is_dir(follow_symlinks=False)
-            if ignore.always_skipped(path) or ignore.ignored(rules, name, is_dir) or path == state:
-                continue
-            if is_dir and entry.stat(follow_symlinks=False).st_dev != device:
-                warnings.append(f"skipped {name}/: another filesystem is mounted there")
-            elif is_dir:
-                walk(path, name, rules + ignore.read_rules(path, name))
-            elif entry.is_symlink():
-                target = path.resolve()
-                if target.is_file() and target.is_relative_to(root):
-                    files.append((name, target))
-                else:
-                    warnings.append(f"skipped symlink {name}: it points at a directory, outside {root} or nowhere")
-            elif entry.is_file(follow_symlinks=False):
-                files.append((name, path))
-            if len(files) > MAX_FILES:
-                raise UserError(f"--workdir {root}: more than {MAX_FILES:,} files, which is not a project's code: "
+            self.visit(entry, f"{relative}/{entry.name}" if relative else entry.name, rules)
+            if len(self.files) + len(self.links) > MAX_FILES:
+                raise UserError(f"--workdir {self.root}: more than {MAX_FILES:,} files, which is not a project's code: "
                                 "run from the project's directory, exclude data in .trainctlignore, or --no-workdir")
 
-    walk(root, "", ignore.read_rules(root, ""))
-    files.sort(key=lambda item: item[0])
-    return files, warnings
+    def visit(self, entry: os.DirEntry, name: str, rules: list[ignore.Rule]) -> None:
+        path = Path(entry.path)
+        try:
+            status = entry.stat(follow_symlinks=False)
+        except OSError as err:  # gone since the directory was listed
+            self.warnings.append(f"skipped {name}: {err.strerror or err}")
+            return
+        is_dir = stat.S_ISDIR(status.st_mode)
+        if ignore.always_skipped(path) or ignore.ignored(rules, self.scope.prefix + name, is_dir) or path == self.state:
+            return
+        if is_dir and status.st_dev != self.device:
+            self.warnings.append(f"skipped {name}/: another filesystem is mounted there")
+        elif is_dir:
+            self.walk(path, name, rules + ignore.read_rules(path, self.scope.prefix + name))
+        elif not (stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode)):
+            self.warnings.append(f"skipped {name}: {regular.kind_of(status.st_mode)}, not a regular file")
+        elif credentials.credential_like(name, path):  # a link by its own name, and its target's content
+            self.held_back[name] = path
+        else:
+            (self.files if stat.S_ISREG(status.st_mode) else self.links)[name] = path
+
+    def release(self, ship_secrets: Iterable[str]) -> None:
+        """Send the held-back files ``ship_secrets`` names; one line for a path that names none of them."""
+        for requested in dict.fromkeys(ship_secrets):
+            path = self.held_back.pop(posixpath.normpath(requested), None)
+            if path is None:
+                raise UserError(f"--ship-secret {requested!r}: not a file the snapshot of {self.root} holds back "
+                                f"(held back: {', '.join(sorted(self.held_back)) or 'none'}); give its path "
+                                "relative to the workdir, as the warning names it (a file an ignore file leaves "
+                                "out needs a '!' line in .trainctlignore too)")
+            (self.links if path.is_symlink() else self.files)[posixpath.normpath(requested)] = path
+
+    def follow_links(self) -> None:
+        """Each link travels as its target's content, when its target's own path travels; else a warning."""
+        regular_files = dict(self.files)
+        for name, link in self.links.items():
+            target, reason = self.target_of(link, regular_files)
+            if target is None:
+                self.warnings.append(f"skipped symlink {name}: {reason}")
+            else:
+                self.files[name] = regular_files[target]
+
+    def target_of(self, link: Path, regular_files: dict[str, Path]) -> tuple[str | None, str]:
+        """The archive name of the file ``link`` leads to, when that file travels itself; else None and why."""
+        try:
+            real = Path(os.path.realpath(link, strict=True))
+        except OSError as err:
+            return None, "it loops" if err.errno == errno.ELOOP else "it points nowhere"
+        if not real.is_relative_to(self.root):
+            return None, f"it points outside {self.root}"
+        if real.is_dir():
+            return None, "it points at a directory (directory links are not followed: they may loop or lead out)"
+        target = real.relative_to(self.root).as_posix()
+        if target not in regular_files:
+            return None, f"it points at {target}, which does not travel itself (ignored, held back or always skipped)"
+        return target, ""
 
 
-def read(path: Path) -> bytes:
-    """A file's bytes; non-blocking, so a special file that would wait (/proc/kmsg) fails instead."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(descriptor, "rb") as file:
-        return file.read()
+def held_back_warning(names: list[str]) -> str:
+    shown = ", ".join(names[:HELD_BACK_NAMED])
+    if len(names) > HELD_BACK_NAMED:
+        shown += f" and {len(names) - HELD_BACK_NAMED} more"
+    return (f"held back {len(names)} credential-like file{'' if len(names) == 1 else 's'} (never shipped by "
+            f"default): {shown}; ship one on purpose with --ship-secret PATH")
 
 
-def over_limit(root: Path, files: list[tuple[str, Path]], limit: int) -> UserError:
-    sizes = sorted(((safe_size(path), name) for name, path in files), reverse=True)[:3]
-    largest = ", ".join(f"{name} ({human(size)})" for size, name in sizes)
-    return UserError(f"--workdir: the code snapshot of {root} passes the {human(limit)} compressed limit "
-                     f"(--workdir-limit); largest files: {largest}; exclude data and outputs in .trainctlignore, "
-                     "or --no-workdir")
+def largest(sizes: dict[str, int]) -> str:
+    top = sorted(((size, name) for name, size in sizes.items()), reverse=True)[:3]
+    return ", ".join(f"{name} ({human(size)})" for size, name in top)
 
 
 def safe_size(path: Path) -> int:
