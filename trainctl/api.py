@@ -75,17 +75,18 @@ class Client:
         return check_namespace(self.default_namespace() if namespace is None else namespace, "namespace")
 
     def submit(self, resource: dict, *, replace: bool = False, preflight: bool = True,
-               code: CodeRequest | None = None) -> dict:
+               code: CodeRequest | None = None, dry_run: bool = False) -> dict:
         """Create the job. ``preflight=False`` skips the checks that it can run at all (locally: that its
         executable and script exist; on a cluster: that its CRD and namespace do), for when you know better.
-        ``code``: what :func:`trainctl.code.plan.request` decided travels, the resource rendered with it."""
+        ``code``: what :func:`trainctl.code.plan.request` decided travels, the resource rendered with it.
+        ``dry_run``: make every check the create would (on a cluster the API server's too), create nothing."""
         from trainctl.validation import validate
 
         validate(resource)
         metadata = resource["metadata"]
         metadata["namespace"] = self._ns(metadata.get("namespace"))
         return self.backend.create(resource, replace=replace, preflight=preflight,
-                                   snapshot=code.snapshot if code else None)
+                                   snapshot=code.snapshot if code else None, dry_run=dry_run)
 
     def get(self, name: str, namespace: str | None = None, kind: str | None = None) -> JobDetails:
         return self.backend.get(name, self._ns(namespace), kind)

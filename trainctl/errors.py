@@ -23,6 +23,19 @@ class UserError(Exception):
 class NotFound(UserError):
     """The named job (or other object) does not exist."""
 
+    @classmethod
+    def job(cls, name: str, namespace: str, backend: str, elsewhere: list[str] = ()) -> "NotFound":
+        """No job ``name`` in ``namespace``; ``elsewhere``: the namespaces that have one, which the
+        message names (YAML written for the Training Operator often says ``namespace: kubeflow``)."""
+        others = sorted(set(elsewhere) - {namespace})
+        if len(others) == 1:
+            hint = f'there is one in namespace "{others[0]}": add -n {others[0]}'
+        elif others:
+            hint = f"namespaces {', '.join(others)} have one: add -n NAMESPACE"
+        else:
+            hint = "see trainctl list"
+        return cls(f'job "{name}" not found in namespace "{namespace}" ({backend}): {hint}')
+
 
 class InvalidArgument(UserError):
     """A Python API call's argument is unknown or bad (``Client.run(workers=0)``); nothing was created."""

@@ -246,7 +246,8 @@ def test_a_template_that_is_not_utf8_names_the_byte(cli):
 
 def test_utf16_with_a_bom_is_read_as_the_yaml_spec_asks(cli):
     job = cli.cwd / "utf16.yaml"
-    job.write_bytes(GOOD_JOB.replace("name: ok", "name: ok, annotations: {note: café}").encode("utf-16"))
+    runnable = GOOD_JOB.replace("image: img}]", "image: img, command: [python]}]")  # apply --dry-run checks it can start
+    job.write_bytes(runnable.replace("name: ok", "name: ok, annotations: {note: café}").encode("utf-16"))
     result = cli("apply", "--dry-run", "-o", "json", "-f", str(job))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["metadata"]["annotations"] == {"note": "café"}

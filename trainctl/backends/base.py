@@ -104,12 +104,14 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def create(self, resource: dict, replace: bool = False, preflight: bool = True,
-               snapshot: Snapshot | None = None) -> dict:
+               snapshot: Snapshot | None = None, dry_run: bool = False) -> dict:
         """Store a validated job; return it as stored. Error if it exists and not replace.
 
         ``preflight``: first check what would keep the job from ever running here (locally: its
         commands, scripts and volumes; on a cluster: its CRD, namespace, PriorityClass, queue).
-        ``snapshot``: the code the resource was rendered to run from (trainctl.code), stored with it."""
+        ``snapshot``: the code the resource was rendered to run from (trainctl.code), stored with it.
+        ``dry_run``: every check the create would make (a cluster's own validation included), then
+        nothing stored or started; the resource is returned as it would be submitted."""
 
     @abc.abstractmethod
     def get(self, name: str, namespace: str, kind: str | None = None) -> JobDetails:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated
 
 import typer
@@ -11,14 +12,18 @@ from trainctl.errors import UserError
 
 HELP = """Submit every job in a YAML file (multi-document files and - for stdin work).
 
-All documents are validated first: if one is wrong, none is applied. The code snapshot
-ConfigMaps that submit --dry-run prints are uploaded with the jobs that use them.
+Every document is checked first, as the backend would check it (locally: that its commands can
+start here; on a cluster: its CRD, namespace and the API server's own validation): if one is
+wrong, none is applied. --dry-run makes the same checks and prints the documents. The code
+snapshot ConfigMaps that submit --dry-run prints are uploaded with the jobs that use them.
 
 Examples:
 
   trainctl apply -f pytorchjob.yaml
 
   cat jobs.yaml | trainctl apply -f - --dry-run
+
+  trainctl apply -f xgboostjob.yaml --entrypoint 'python dist_train.py'   # YAML that relies on its image
 """
 
 
@@ -30,6 +35,9 @@ def apply(
     replace: Annotated[bool, typer.Option("--replace", help="Replace jobs that already exist.")] = False,
     no_preflight: Annotated[bool, typer.Option(
         "--no-preflight", help="Skip the checks that each job can start (local: its executable and script exist).")] = False,
+    entrypoint: Annotated[str | None, typer.Option(
+        "--entrypoint", help="The command of every container that names none and relies on its image's entrypoint "
+        "(the local backend runs no image), e.g. 'python train.py'; the container's args follow it.")] = None,
     local: Local = False,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
@@ -44,15 +52,53 @@ def apply(
         validate(document, source=source)
         if namespace:
             document["metadata"]["namespace"] = namespace
+        if entrypoint is not None:
+            supply_entrypoint(document, entrypoint_words(entrypoint))
     codes = [code_documents.code_for(document, archives) for document in documents]  # all checked before one applies
+    client = make_client(local, context, kubeconfig)
+    for document, code in zip(documents, codes):  # the real apply's checks, for the dry run and before any job goes
+        client.submit(copy.deepcopy(document), replace=replace, preflight=not no_preflight, code=code, dry_run=True)
     if dry_run:
         typer.echo(dump_all(printed, output or "yaml"), nl=False)
         return
-    client = make_client(local, context, kubeconfig)
     for document, code in zip(documents, codes):
         stored = client.submit(document, replace=replace, preflight=not no_preflight, code=code)
-        console().print(f"[green]applied[/] {stored['kind'].lower()}/[bold]{stored['metadata']['name']}[/] "
-                        f"on {client.backend.description}")
+        console().print(applied_line(stored, client))
+
+
+def entrypoint_words(text: str) -> list[str]:
+    """--entrypoint as words, split as a shell would split them, never run by one."""
+    import shlex
+
+    try:
+        words = shlex.split(text)
+    except ValueError as err:
+        raise UserError(f"--entrypoint {text!r}: {err}: quote it as a shell would, e.g. 'python train.py'") from None
+    if not words:
+        raise UserError("--entrypoint '': give the program to run, e.g. 'python train.py'")
+    return words
+
+
+def supply_entrypoint(document: dict, words: list[str]) -> None:
+    """What the image's ENTRYPOINT would have run, for each container that names no command (an MPI
+    worker that only hosts ranks keeps idling)."""
+    from trainctl.job import Job
+
+    job = Job(document)
+    for rtype, spec in job.replica_specs.items():  # the document's own templates, not Job.template's copies
+        container = job.main_container(((spec.get("template") or {}).get("spec") or {}).get("containers") or []) or {}
+        if not container.get("command") and (container.get("args") or not job.framework.idle_command(rtype)):
+            container["command"] = list(words)
+
+
+def applied_line(stored: dict, client) -> str:
+    """Where the job went, so that the next command finds it: upstream YAML often names its own namespace."""
+    kind, name = stored["kind"].lower(), stored["metadata"]["name"]
+    namespace = stored["metadata"]["namespace"]
+    line = f"[green]applied[/] {kind}/[bold]{name}[/] in namespace {namespace} on {client.backend.description}"
+    if namespace != client.default_namespace():
+        line += f": trainctl status {name} -n {namespace}"
+    return line
 
 
 def load_documents(filename: str) -> list[dict]:

@@ -52,7 +52,18 @@ def logs(name: Name, namespace: Namespace = None,
     # following, Ctrl-C prints one line saying the job keeps running (exit 130)
     with watching(name, namespace) if follow else contextlib.nullcontext():
         writer.write_all(chunks)
-    note(f"{writer.lines} line(s) of {name} on {client.backend.description}", dim=True)
+    hint = previous_hint(client, writer, name, namespace, previous)
+    note(f"{writer.lines} line(s) of {name} on {client.backend.description}{hint}", dim=True)
+
+
+def previous_hint(client, writer: PrefixWriter, name: str, namespace: str | None, previous: bool) -> str:
+    """Between restarts a replica's new run has printed nothing yet; its last run's output is one flag away."""
+    if writer.lines or previous:
+        return ""
+    restarted = [row for row in client.get(name, namespace).replicas if row.restarts]
+    if not restarted:
+        return ""
+    return f": {restarted[0].name} restarted, its last run's output is under trainctl logs {name} --previous"
 
 
 class PrefixWriter:

@@ -68,7 +68,7 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
                   f"{escape(condition.get('message', ''))}", soft_wrap=True)
     if details.replicas:
         print_replicas(resource, details.replicas, wide=output == "wide")
-        for hint in image_hints(resource, details.replicas):
+        for hint in image_hints(resource, details.replicas) + still_running(resource, details.replicas):
             out.print(f"  [yellow]{escape(hint)}[/]", soft_wrap=True)
     else:
         out.print("  no replicas")
@@ -135,6 +135,23 @@ def image_hints(resource: dict, replicas: list) -> list[str]:
     return [f"{', '.join(names)}: image {image!r} cannot be pulled ({state}): check its name and tag, that the "
             f"cluster can reach its registry (imagePullSecrets for a private one); then delete the job and "
             f"submit again with --image" for (image, state), names in stuck.items()]
+
+
+def still_running(resource: dict, replicas: list) -> list[str]:
+    """Replicas that outlive their finished job: cleanPodPolicy None (upstream's default, kept) leaves a
+    TFJob's parameter servers and workers running after its chief succeeded, which is easy to miss."""
+    from trainctl.api import TERMINAL, state_of
+    from trainctl.job import Job
+
+    running = [row.name for row in replicas if row.state == "Running"]
+    if not running or state_of(resource) not in TERMINAL:
+        return []
+    policy = Job(resource).run_policy["cleanPodPolicy"]
+    name = resource["metadata"]["name"]
+    them = "them" if len(running) > 1 else "it"
+    return [f"{', '.join(running)} still running after the job ended (cleanPodPolicy {policy} keeps {them}): "
+            f"trainctl delete {name} stops {them}; runPolicy.cleanPodPolicy: Running stops such replicas when a "
+            "job ends"]
 
 
 def exit_cell(row) -> str:

@@ -19,6 +19,8 @@ from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, console,
                                  watching)
 from trainctl.cli.formatting import colored_state, parse_duration
 
+RESTART_CHECK_S = 5.0  # how often a wait looks at restart counts (one more read of the job's replicas)
+
 Names = Annotated[list[str], typer.Argument(help="One or more job names (see trainctl list).", show_default=False,
                                             metavar="NAME",
                                             autocompletion=completers.job_names)]
@@ -53,10 +55,14 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
 
     err = console(stderr=True)
     started = time.monotonic()
+    restarts = RestartWatch(client, name, namespace)
     with err.status(f"waiting for {name} to reach {until}") as spinner:
         def progress(resource: dict) -> None:
             spinner.update(f"waiting for {name} to reach {until}: {state_of(resource)} "
                            f"({time.monotonic() - started:.0f}s)")
+            note = restarts.note(resource)
+            if note:
+                err.print(note)
         try:
             resource = client.wait(name, namespace, until=until, timeout=timeout, on_progress=progress)
         except TimeoutError as timed_out:
@@ -71,6 +77,33 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
         if summary is not None:
             print_failure(summary, err)
     return 0 if ok else 1
+
+
+class RestartWatch:
+    """Says once that a job restarts with no backoffLimit: upstream's meaning (kept) is to restart for
+    as long as it fails, so a wait without --timeout would otherwise wait forever and say nothing."""
+
+    def __init__(self, client, name: str, namespace: str | None) -> None:
+        self.client, self.name, self.namespace = client, name, namespace
+        self.next_check, self.said = 0.0, False
+
+    def note(self, resource: dict) -> str | None:
+        from trainctl.job import Job
+
+        if self.said or time.monotonic() < self.next_check:
+            return None
+        self.next_check = time.monotonic() + RESTART_CHECK_S
+        job = Job(resource)
+        if job.run_policy.get("backoffLimit") is not None \
+                or all(job.restart_policy(rtype) == "Never" for rtype in job.replica_types):
+            return None
+        restarts = sum(row.restarts for row in self.client.get(self.name, self.namespace).replicas)
+        if not restarts:
+            return None
+        self.said = True
+        return (f"{self.name} has restarted {restarts} time{'' if restarts == 1 else 's'} and has no backoffLimit, so "
+                f"it restarts for as long as it fails: stop it with trainctl delete {self.name}, or give "
+                "runPolicy.backoffLimit (submit --backoff-limit)")
 
 
 def register(app: typer.Typer) -> None:

@@ -254,8 +254,9 @@ class Reconciler:
             extra = [e for e in operator_env if not (e["name"].startswith("I_MPI_") and e["name"] in user_names)]
             container["env"] = user_env + copy.deepcopy(extra) + (cpu_threads_env(container) if self.network.cluster
                                                                  else [])
-        if framework.kind == "MPIJob" and rtype == "Worker" and not spec["containers"][0].get("command"):
-            spec["containers"][0].update({"command": ["sleep"], "args": ["365d"]})
+        idle = framework.idle_command(rtype)
+        if idle and not spec["containers"][0].get("command"):
+            spec["containers"][0].update(copy.deepcopy(idle))
         if framework.kind == "PyTorchJob" and rtype == "Worker" and "Master" in job.replica_types \
                 and self.network.cluster:
             spec["initContainers"] = (spec.get("initContainers") or []) + [self.pytorch_init(job, self.network)]

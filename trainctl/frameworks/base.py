@@ -114,6 +114,11 @@ class Framework:
         """Containers that receive :meth:`env`: all of them, unless the kind says otherwise."""
         return containers
 
+    def idle_command(self, rtype: str) -> dict | None:
+        """For a replica type that only hosts what another replica starts in it, the command (and args)
+        its container idles with when its template gives none; None: every replica runs its own."""
+        return None
+
     def succeeded(self, job: Job, rtype: str, counts: dict, observed: list) -> bool:
         """Whether the status role's replicas are done (``expected == 0``)."""
         return job.replicas(rtype) - counts.get("succeeded", 0) <= 0

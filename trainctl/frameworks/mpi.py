@@ -45,6 +45,9 @@ class MPI(Framework):
     def status_role(self, replica_types):
         return "Launcher"
 
+    def idle_command(self, rtype):
+        return WORKER_IDLE_COMMAND if rtype == "Worker" else None
+
     def wired_containers(self, job, rtype, containers):
         return containers[:1]
 

@@ -170,8 +170,10 @@ class Client:
             query["fieldSelector"] = field_selector
         return self.request("GET", resource.path(namespace), query=query or None, verb="list")
 
-    def create(self, resource: Resource, body: dict, namespace: str | None = None) -> dict:
-        return self.request("POST", resource.path(namespace), body, verb="create")
+    def create(self, resource: Resource, body: dict, namespace: str | None = None, dry_run: bool = False) -> dict:
+        """Create the object; with ``dry_run`` the server validates and admits it, and stores nothing."""
+        return self.request("POST", resource.path(namespace), body, query={"dryRun": "All"} if dry_run else None,
+                            verb="create")
 
     def replace(self, resource: Resource, body: dict, namespace: str | None = None,
                 subresource: str | None = None) -> dict:

@@ -46,15 +46,21 @@ class KubeBackend(Backend):
 
     # ---- create ------------------------------------------------------------------------
     def create(self, resource: dict, replace: bool = False, preflight: bool = True,
-               snapshot: Snapshot | None = None) -> dict:
+               snapshot: Snapshot | None = None, dry_run: bool = False) -> dict:
         framework = by_kind(resource["kind"])
         namespace, name = resource["metadata"]["namespace"], resource["metadata"]["name"]
         if preflight:
             self.preflight(resource)
-        if self._exists(framework, namespace, name):
-            if not replace:
-                raise UserError(f'{framework.singular} "{name}" already exists in namespace "{namespace}": '
-                                "delete it first, pick another name, or use --replace")
+        exists = self._exists(framework, namespace, name)
+        if exists and not replace:
+            raise UserError(f'{framework.singular} "{name}" already exists in namespace "{namespace}": '
+                            "delete it first, pick another name, or use --replace")
+        if dry_run:  # the server's own validation (schema, admission), nothing stored
+            if not exists:
+                with self.errors(f"check {framework.singular} {name} in namespace {namespace}"):
+                    self.client.create(job_resource(framework), resource, namespace, dry_run=True)
+            return resource
+        if exists:
             self.delete(name, namespace, framework.kind)
         if snapshot is None:
             with self.errors(f"create {framework.singular} {name} in namespace {namespace}"):
@@ -157,7 +163,18 @@ class KubeBackend(Backend):
                 except kube.ApiError as error:
                     if error.status != 404:
                         raise
-        raise NotFound(f'job "{name}" not found in namespace "{namespace}" (kubernetes): see trainctl list')
+        raise NotFound.job(name, namespace, "kubernetes", self.namespaces_with(name, kind))
+
+    def namespaces_with(self, name: str, kind: str | None) -> list[str]:
+        """The namespaces that hold a job ``name``, as far as this user may list jobs across namespaces."""
+        found = []
+        for framework in [by_kind(kind)] if kind else ALL:
+            try:
+                items = self.client.list(job_resource(framework), None, field_selector=f"metadata.name={name}")
+            except (kube.ApiError, OSError):  # listing every namespace may well be forbidden: no hint then
+                return found
+            found += [item["metadata"].get("namespace", "") for item in items.get("items") or []]
+        return found
 
     def list(self, namespace: str | None, selector: str | None = None) -> list[dict]:
         label_selector = selectors.parse(selector).text() or None  # a bad one fails here, as locally

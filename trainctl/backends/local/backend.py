@@ -52,7 +52,7 @@ class LocalBackend(Backend):
 
     # ---- create ----------------------------------------------------------------
     def create(self, resource: dict, replace: bool = False, preflight: bool = True,
-               snapshot: Snapshot | None = None) -> dict:
+               snapshot: Snapshot | None = None, dry_run: bool = False) -> dict:
         metadata = resource["metadata"]
         job_dir = JobDir(metadata.get("namespace") or "default", metadata["name"])
         job = Job(resource)
@@ -63,9 +63,11 @@ class LocalBackend(Backend):
             from trainctl.backends.local import preflight as checks
 
             checks.check(job, snapshot.source if snapshot else os.getcwd())
+        if job_dir.path.exists() and not replace:
+            raise AlreadyExists(job_dir)
+        if dry_run:
+            return resource
         if job_dir.path.exists():
-            if not replace:
-                raise AlreadyExists(job_dir)
             with contextlib.suppress(NotFound):  # another --replace of the same name deleted it first
                 self.delete(job_dir.name, job_dir.namespace)
         gpus = assign_gpus(job)
@@ -190,13 +192,18 @@ def check_not_queued(job: Job) -> None:
 
 
 def check_commands(job: Job) -> None:
-    """Locally there is no image entrypoint: every replica that runs must have a command."""
+    """Locally there is no image: every replica that runs must name its command, where a container
+    with no ``command`` (only ``args``, or neither) relies on its image's ENTRYPOINT."""
     for rtype in job.replica_types:
         container = job.main_container(job.template(rtype)["spec"]["containers"]) or {}
-        idle_mpi_worker = job.framework.kind == "MPIJob" and rtype == "Worker"
-        if not (container.get("command") or container.get("args")) and not idle_mpi_worker:
-            raise UserError(f"{job.framework.replica_spec_field}.{rtype}: the container has no command; the local "
-                            "backend runs commands, not images (give one after --, or command: in the YAML)")
+        args = container.get("args") or []
+        if container.get("command") or (job.framework.idle_command(rtype) and not args):
+            continue
+        given = f"only args ({' '.join(args[:2])}{' ...' if len(args) > 2 else ''})" if args else "no command"
+        raise UserError(f"{job.framework.replica_spec_field}.{rtype}: the container names {given} and relies on its "
+                        "image's entrypoint, which the local backend cannot run (its replicas are processes, not "
+                        "images): give the command after -- on submit, as command: in the YAML, or with apply "
+                        "--entrypoint 'python train.py' (its args follow); on a cluster the image supplies it")
 
 
 def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[str]],

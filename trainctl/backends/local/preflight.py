@@ -15,7 +15,9 @@ What is checked (``--no-preflight`` / ``preflight=False`` skips all of it):
   are not checked, since the module is found on the replica's own import path;
 * behind an MPI launcher (``mpirun ... python FILE``) the launcher resolves, and the first
   interpreter word after it is checked as above: launcher options are too many to parse, and a
-  check that rejected a command that would run is worse than none;
+  check that rejected a command that would run is worse than none; the one exception is Open
+  MPI 4's single-dash spelling of ``--bind-to``, ``--map-by`` and ``--rank-by`` (upstream's MPIJob
+  example uses it), which Open MPI 5's prterun misreads as the program to run;
 * volumes: a ``hostPath`` volume is honoured when its mount path already is that host path
   (``--volume host:/data:/data``), since a process sees this machine's files; anything else,
   and every ``persistentVolumeClaim``, cannot be provided to a process and is rejected.
@@ -38,6 +40,8 @@ SHELLS = ("bash", "sh", "dash", "zsh")
 TORCHRUN_SWITCHES = {"--standalone", "--run-path", "--run_path", "--virtual-local-rank", "--virtual_local_rank"}
 TORCHRUN_NOT_A_FILE = {"-m", "--module", "--no-python", "--no_python"}
 SKIP_HINT = "(--no-preflight skips this check)"
+# Open MPI 4 options whose single-dash spelling Open MPI 5 (prterun) takes for the executable ("Executable: none")
+OPEN_MPI_5_DOUBLE_DASH = ("-bind-to", "-map-by", "-rank-by")
 
 
 def check(job: Job, workdir: str) -> None:
@@ -76,15 +80,41 @@ def check_command(command: list[str], workdir: str, path: str, where: str) -> No
     require_executable(command[0], workdir, path, where, shown)
     words = command
     if Path(command[0]).name in LAUNCHERS:
+        check_open_mpi_spelling(command, path, where, shown)
         wrapped = [i for i, word in enumerate(command[1:], 1) if interpreter_kind(word)]
         if not wrapped:
             return
         words = command[wrapped[0]:]
         require_executable(words[0], workdir, path, where, shown)
     script = script_of(words)
-    if script is not None and not (Path(workdir) / script).is_file():
-        raise UserError(f"{where}: {shown}: no file {script} in {workdir}, where the local backend runs the "
-                        f"command: check its name, or submit from the directory it is relative to {SKIP_HINT}")
+    if script is None or (Path(workdir) / script).is_file():
+        return
+    if Path(script).is_absolute():  # in YAML written for a cluster, a file its image holds
+        raise UserError(f"{where}: {shown}: no file {script} on this machine: an image may hold it, but the local "
+                        "backend runs no image; copy the script into the project and name it by a relative path, "
+                        f"or run the job on a cluster {SKIP_HINT}")
+    raise UserError(f"{where}: {shown}: no file {script} in {workdir}, where the local backend runs the "
+                    f"command: check its name, or submit from the directory it is relative to {SKIP_HINT}")
+
+
+def check_open_mpi_spelling(command: list[str], path: str, where: str, shown: str) -> None:
+    """Refuse Open MPI 4's single-dash policy options when this machine's launcher is Open MPI 5 or later."""
+    import subprocess
+
+    old = [word for word in command[1:] if word in OPEN_MPI_5_DOUBLE_DASH]
+    if not old:
+        return
+    try:
+        version = subprocess.run([shutil.which(command[0], path=path) or command[0], "--version"],
+                                 capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return  # the launcher's own check says what is wrong with it
+    found = re.search(r"\(Open MPI\) (\d+)\.[\d.]+", version)
+    if found and int(found.group(1)) >= 5:
+        fixed = ", ".join(f"-{word}" for word in old)
+        raise UserError(f"{where}: {shown}: this machine's {command[0]} is Open MPI {found.group(0).split()[-1]}, "
+                        f"which reads {' '.join(old)} as the program to run (Executable: none): write {fixed}, "
+                        f"which Open MPI 4 reads too {SKIP_HINT}")
 
 
 def require_executable(word: str, workdir: str, path: str, where: str, shown: str) -> None:

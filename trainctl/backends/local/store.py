@@ -247,7 +247,9 @@ class JobDir:
         return self.job_file.exists()
 
     def not_found(self) -> NotFound:
-        return NotFound(f'job "{self.name}" not found in namespace "{self.namespace}" (local backend): see trainctl list')
+        elsewhere = [entry.name for entry in _listing(home() / "jobs")
+                     if entry.is_dir() and (Path(entry.path) / self.name / self.job_file.name).is_file()]
+        return NotFound.job(self.name, self.namespace, "local backend", elsewhere)
 
     def read_job(self) -> dict:
         """The stored resource; NotFound without job.json, DamagedState when it cannot be parsed."""
