@@ -101,7 +101,7 @@ class Judged:
             return f"raised {self.exception}"
         code, reason = self.run.exit_code, self.run.reason
         if reason == "OOMKilled":
-            return f"was OOMKilled ({self.run.explanation})"
+            return "was OOMKilled"
         killer = signal_of(code)
         if killer:
             return f"was killed by signal {killer.value} ({killer.name})"

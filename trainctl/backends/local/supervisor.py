@@ -43,6 +43,7 @@ TICK_SECONDS = 0.1  # how often process exits are noticed; the deadline is met w
 RESTART_DELAY_SECONDS, RESTART_DELAY_MAX_SECONDS = 0.5, 10.0
 HEARTBEAT_SECONDS = 1.0
 TROUBLE_RETRY_SECONDS = 0.5  # after a failed write or an unreadable job.json
+STOP_EXIT_CODES = (128 + signal.SIGTERM, 128 + signal.SIGKILL)  # what processes.stop_group ends a replica with
 # kubelet's limits: a termination message keeps 4096 bytes; FallbackToLogsOnError, the log's last 80 lines
 # within 2048 bytes
 MAX_TERMINATION_MESSAGE_BYTES, LOG_FALLBACK_LINES, LOG_FALLBACK_BYTES = 4096, 80, 2048
@@ -271,10 +272,12 @@ class Supervisor:
         replica = self.replicas.pop(action.name, None)
         if replica is None:
             return
-        stopped = replica.exit_code is None
-        if stopped:
+        running = replica.exit_code is None
+        if running:
             processes.stop_group(replica.process)
             replica.poll(self.last_poll)
+        # ended by the stop's signal, not by a failure of its own in the grace period
+        stopped = running and replica.exit_code in STOP_EXIT_CODES
         if action.reason == "Restart":
             self.restarts[action.name] = replica.restarts + 1
             delay = min(RESTART_DELAY_SECONDS * 2 ** replica.restarts, RESTART_DELAY_MAX_SECONDS)
@@ -287,7 +290,7 @@ class Supervisor:
                                          "restarts": self.restarts[action.name]}
         else:
             self.deleted[action.name] = {**replica.row(), "state": "Deleted" if action.reason != "Cleanup"
-                                         else replica.row()["state"], "stopped": stopped and action.reason == "Cleanup"}
+                                         else replica.row()["state"], "stopped": stopped}
 
     def stop_everything(self) -> None:
         for replica in self.replicas.values():
