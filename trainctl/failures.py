@@ -90,7 +90,8 @@ class FailureSummary:
         if self.first is not None:
             run = self.first
             which = " (its previous run)" if run.previous else ""
-            lines.append(f"  last {len(self.log_tail)} lines of {run.replica}'s log{which}:"
+            count = len(self.log_tail)
+            lines.append(f"  last {count} line{'' if count == 1 else 's'} of {run.replica}'s log{which}:"
                          if self.log_tail else f"  {run.replica}'s log{which} is empty or gone")
             lines += [f"    | {text}" for text in self.log_tail]
             lines.append(f"  more: {self.logs_command()}")
@@ -113,10 +114,10 @@ def how(run: Run) -> str:
 
 def consequence_lines(found: Attribution, shown: Run | None) -> list[str]:
     """``master-0: stopped after its peer was lost (gloo)``: one line per kind of consequence, replicas
-    named once each, however many runs of theirs it was."""
+    named once each, however many runs of theirs it was; the shown replica's other runs go unsaid."""
     groups: dict[str, list[str]] = {}
     for judged in found.consequences:
-        if judged.run is not shown:
+        if shown is None or judged.run.replica != shown.replica:
             names = groups.setdefault(judged.what(), [])
             if judged.run.replica not in names:
                 names.append(judged.run.replica)

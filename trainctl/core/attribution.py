@@ -40,6 +40,9 @@ from trainctl.function_runner import RAISED_MARKER
 CLOCK_SKEW_S = 0.01
 #: a container's finishedAt is RFC 3339 truncated to the second: the exit happened in that second
 FINISHED_RESOLUTION_S = 1.0
+#: windows that overlap by less than this still order: the local supervisor polls one replica after another,
+#: so one's "seen running" and the other's "found ended" may be microseconds out of order
+OVERLAP_TOLERANCE_S = 0.001
 #: of an exception line, what a sentence quotes (a condition message must stay a message)
 MAX_EXCEPTION_CHARS = 300
 TRACEBACK_HEADER = "Traceback (most recent call last):"
@@ -168,7 +171,8 @@ def attribute(runs: list[Run], kind: str) -> Attribution:
     judged = [judge(run, signatures(kind)) for run in runs]
     causes = sorted((j for j in judged if j.is_cause), key=lambda j: j.window)
     consequences = sorted((j for j in judged if not j.is_cause), key=lambda j: (j.run.stopped, j.window))
-    tied = sum(1 for cause in causes if causes and cause.window[0] < causes[0].window[1]) or min(len(causes), 1)
+    tied = sum(1 for cause in causes if cause.window[0] < causes[0].window[1] - OVERLAP_TOLERANCE_S) \
+        or min(len(causes), 1)
     return Attribution(causes, consequences, tied)
 
 
