@@ -184,7 +184,7 @@ def judge(run: Run, known: tuple) -> Judged:
     searched = exception or " ".join(lines)
     peer_loss = next((label for label, pattern in known if pattern.search(searched)), None)
     window = record_window(records[0]) if records else exit_window(run)
-    return Judged(run, shortened(exception), rank, peer_loss, window)
+    return Judged(run, one_line(exception), one_line(rank), peer_loss, window)
 
 
 @cache
@@ -246,10 +246,13 @@ def launcher_reports() -> tuple[str, ...]:
     return tuple(report for framework in ALL for report in framework.launcher_reports)
 
 
-def shortened(exception: str | None) -> str | None:
-    if exception is None or len(exception) <= MAX_EXCEPTION_CHARS:
-        return exception
-    return exception[:MAX_EXCEPTION_CHARS - 3].rstrip() + "..."
+def one_line(text: str | None) -> str | None:
+    """``text`` fit for a one-line message: whitespace runs and control characters (a record is anyone's to
+    write) as one space, at most :data:`MAX_EXCEPTION_CHARS` characters."""
+    if text is None:
+        return None
+    flat = " ".join("".join(char if char.isprintable() else " " for char in text).split())
+    return flat if len(flat) <= MAX_EXCEPTION_CHARS else flat[:MAX_EXCEPTION_CHARS - 3].rstrip() + "..."
 
 
 def record_window(record: dict) -> tuple[float, float]:
