@@ -108,8 +108,10 @@ class FailureSummary:
 
 
 def how(run: Run) -> str:
-    """``exit code 1 (Error), restarted 1 time``."""
-    return f"{run.explanation}, restarted {run.restarts} time{'' if run.restarts == 1 else 's'}"
+    """``exit code 1 (Error), restarted 1 time``; of a run that raised and was then stopped (its shutdown hung),
+    that the code is the stop's."""
+    stopped = "stopped when the job failed: " if run.stopped else ""
+    return f"{stopped}{run.explanation}, restarted {run.restarts} time{'' if run.restarts == 1 else 's'}"
 
 
 def consequence_lines(found: Attribution, shown: Run | None) -> list[str]:
@@ -150,7 +152,7 @@ def summarize(details: JobDetails,
     """The summary of a job that failed, or that succeeded while some replica failed; None otherwise.
 
     ``read_logs``: for each run given, the last :data:`EVIDENCE_LINES` lines of its log (the previous
-    log when ``run.previous``), [] when it cannot be read; asked once, for the runs the job did not stop.
+    log when ``run.previous``), [] when it cannot be read; asked once, for every failed run.
     """
     resource = details.resource
     conditions = {c.get("type"): c for c in (resource.get("status") or {}).get("conditions") or []
@@ -160,9 +162,8 @@ def summarize(details: JobDetails,
     if not state or (state == "Succeeded" and not runs):
         return None
     if read_logs is not None:
-        unread = [run for run in runs if not run.stopped]
-        logs = dict(zip(unread, read_logs(unread)))
-        runs = [replace(run, log=tuple(logs[run])) if run in logs else run for run in runs]
+        logs = dict(zip(runs, read_logs(runs)))
+        runs = [replace(run, log=tuple(logs[run])) for run in runs]
     found = attribute(runs, resource["kind"])
     culprit: Judged | None = found.culprit
     metadata = resource["metadata"]

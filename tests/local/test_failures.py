@@ -151,7 +151,9 @@ def test_ctrl_c_stops_watching_only_and_says_how_to_stop_the_job(raises, watch):
 
 #: how often each variant of the rank-1-raises job runs: 5 makes the issue's 20 runs; CI runs 2 of each
 REPEAT = int(os.environ.get("TRAINCTL_ATTRIBUTION_REPEAT", "2"))
-RANK1_HEADLINE = re.compile(r"worker-0 raised RuntimeError: deliberate failure on rank 1; exit code 1 \(Error\), "
+# exit code 143 when the rank raised but its shutdown hung (torch's process group) until the job stopped it
+RANK1_HEADLINE = re.compile(r"worker-0 raised RuntimeError: deliberate failure on rank 1; (exit code 1 \(Error\)|"
+                            r"stopped when the job failed: exit code 143 \(Terminated, SIGTERM\)), "
                             r"restarted (1 time|\d+ times)")
 
 
@@ -191,7 +193,7 @@ def test_the_rank_that_raised_is_named_not_the_rank_that_lost_its_peer(cli, clie
             with pytest.raises(JobFailed) as failed:
                 job.wait(timeout=100, progress=False)
             summary = str(failed.value)
-            assert failed.value.summary.first.replica == "worker-0"
+            assert failed.value.summary.first.replica == "worker-0", summary
         condition = client.get(name).resource["status"]["conditions"][-1]["message"]
         assert_rank1_named(summary, condition)
         assert cli("delete", name).returncode == 0

@@ -4,6 +4,7 @@ pods become rows, and the Failed condition's message naming the cause."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -110,6 +111,24 @@ def test_replicas_the_job_stopped_are_consequences_and_many_are_counted_not_list
     assert lines[1] == "  worker-1, worker-2, worker-3, worker-4, worker-5 and 58 more: each stopped when the job failed"
 
 
+def test_a_stopped_replica_is_a_cause_only_by_what_it_raised_before_the_stop():
+    record = 'trainctl-raised:v1 {"time_ns": 1767225605000000000, "exception": "ValueError: first", "rank": null}'
+    raised_then_hung = row("worker-0", "Failed", 143, "2026-01-01T00:00:07Z", reason="Terminated", stopped=True)
+    survived = ["Traceback (most recent call last):", '  File "t.py", line 3', "OSError: retrying the download",
+                "epoch 1", "epoch 2", "epoch 3", "epoch 4"]
+    details = JobDetails(job(), [row("master-0", "Failed", 1, "2026-01-01T00:00:06Z"), raised_then_hung,
+                                 row("worker-1", "Failed", 143, "2026-01-01T00:00:07Z", reason="Terminated",
+                                     stopped=True)])
+    summary = summarize(details, logs({"master-0": GLOO_VICTIM, "worker-0": RAISER + ["terminate called without an "
+                                                                                     "active exception"],
+                                       "worker-1": survived}))
+    assert summary.headline() == ("worker-0 raised RuntimeError: deliberate failure on rank 1; stopped when the job "
+                                  "failed: exit code 143 (Terminated, SIGTERM), restarted 0 times")
+    assert "  worker-1: stopped when the job failed" in summary.lines()
+    by_record = summarize(JobDetails(job(), [replace(raised_then_hung, message=record)]), logs({}))
+    assert by_record.headline().startswith("worker-0 raised ValueError: first; stopped when the job failed")
+
+
 def test_only_consequences_say_that_no_replicas_own_failure_was_found():
     summary = summarize(JobDetails(job(), [row("master-0", "Failed", 1, "2026-01-01T00:00:05Z", reason="Error")]),
                         logs({"master-0": GLOO_VICTIM}))
@@ -208,6 +227,10 @@ def test_the_failed_condition_names_the_cause_among_observed_and_waiting_replica
     named = reconcile(resource, [victim], now, LocalNetwork(), unobserved_failures=(waiting,))
     assert named.status["conditions"][-1]["message"].endswith(
         "failed: worker-0 raised RuntimeError: deliberate failure on rank 1.")
+    record = 'trainctl-raised:v1 {"time_ns": 1767225604000000000, "exception": "ValueError: x", "rank": null}'
+    shutting_down = ObservedReplica("Worker", 0, "demo-worker-0", "Running", message=record)  # raised, not yet exited
+    named = reconcile(resource, [victim, shutting_down], now, LocalNetwork())
+    assert named.status["conditions"][-1]["message"].endswith("failed: worker-0 raised ValueError: x.")
 
 
 def test_a_pods_termination_message_reaches_the_row_and_the_core():

@@ -8,7 +8,8 @@ evidence each failed run leaves can:
 
 1. a run that ended in a framework's peer-loss signature (each framework module lists its own,
    :attr:`trainctl.frameworks.base.Framework.peer_loss_signatures`) is a consequence: "stopped
-   after its peer was lost (gloo)"; so is a run the job itself stopped when it failed;
+   after its peer was lost (gloo)"; so is a run the job itself stopped when it failed, unless it had
+   raised before (its record, or a traceback that ends its log: its shutdown hung until the stop);
 2. every other failed run is a cause, named by its exception where one is known (the function
    runner's record, the runner's ``trainctl: f() raised ...`` line, or the last Python traceback of
    the log: the first wins) or else by its exit code and signal;
@@ -49,6 +50,7 @@ TRACEBACK_HEADER = "Traceback (most recent call last):"
 # ``SomeError: message`` or a bare ``KeyboardInterrupt``, module path allowed (torch.distributed.DistBackendError)
 EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::\s.*|:)?")
 RUNNER_LINE = re.compile(r"trainctl: \S+\(\) raised (?P<exception>.+)")
+TRAILING_LINES = 3  # after the exception that ended a stopped run: "terminate called ...", a warning at shutdown
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ class Judged:
 
     @property
     def is_cause(self) -> bool:
-        return self.peer_loss is None and not self.run.stopped
+        return self.peer_loss is None and (not self.run.stopped or self.exception is not None)
 
     @property
     def plain_exit(self) -> bool:
@@ -96,12 +98,12 @@ class Judged:
 
     def what(self) -> str:
         """What happened to it, after its name: ``raised ValueError: x``, ``was killed by signal 9 (SIGKILL)``."""
-        if self.run.stopped:
-            return "stopped when the job failed"
         if self.peer_loss:
             return f"stopped after its peer was lost ({self.peer_loss})"
         if self.exception:
             return f"raised {self.exception}"
+        if self.run.stopped:
+            return "stopped when the job failed"
         code, reason = self.run.exit_code, self.run.reason
         if reason == "OOMKilled":
             return "was OOMKilled"
@@ -161,9 +163,11 @@ class Attribution:
 
 
 def failed_runs_of(current: Run, last: Run, failed: bool, succeeded: bool) -> list[Run]:
-    """A replica's runs that failed: the current one if it did, and the one before it if that failed and no
-    run since has succeeded (a retry that worked clears it)."""
-    return [*([current] if failed else []), *([last] if last.exit_code not in (None, 0) and not succeeded else [])]
+    """A replica's runs that failed: the current one if it did (or recorded a raise and is still shutting
+    down), and the one before it if that failed and no run since has succeeded (a retry that worked clears it)."""
+    ending = not succeeded and bool(raised_records(current.message.splitlines()))
+    return [*([current] if failed or ending else []),
+            *([last] if last.exit_code not in (None, 0) and not succeeded else [])]
 
 
 def attribute(runs: list[Run], kind: str) -> Attribution:
@@ -179,7 +183,10 @@ def attribute(runs: list[Run], kind: str) -> Attribution:
 def judge(run: Run, known: tuple) -> Judged:
     lines = [*run.message.splitlines(), *run.log]
     records = raised_records(lines)
-    exception, rank = (records[0]["exception"], records[0].get("rank")) if records else (last_exception(lines), None)
+    # a run the job stopped counts as failing by itself only by what it raised before: the runner's record, or a
+    # traceback that ends its log (its shutdown hung, say, until the stop), not one it printed and survived
+    exception, rank = (records[0]["exception"], records[0].get("rank")) if records \
+        else (last_exception(lines, at_end=run.stopped), None)
     # an exception is judged by itself; without one, by the whole tail, joined: mpirun wraps its lines
     searched = exception or " ".join(lines)
     peer_loss = next((label for label, pattern in known if pattern.search(searched)), None)
@@ -213,29 +220,40 @@ def raised_records(lines: list[str]) -> list[dict]:
     return sorted(records, key=lambda record: record["time_ns"])
 
 
-def last_exception(lines: list[str]) -> str | None:
+def last_exception(lines: list[str], at_end: bool = False) -> str | None:
     """The exception a log ends with: the function runner's own line, else the last Python traceback's
     exception line (each line's prefix before the header stripped: torch's ``[rank1]: ``); a launcher's
-    report of a child's failure (torchrun's ChildFailedError) gives way to the child's own traceback."""
-    for line in reversed(lines):
-        runner = RUNNER_LINE.fullmatch(line.strip())
+    report of a child's failure (torchrun's ChildFailedError) gives way to the child's own traceback.
+    ``at_end``: only one followed by at most :data:`TRAILING_LINES` lines (what a hung shutdown prints)."""
+    found = last_exception_at(lines)
+    if found is None:
+        return None
+    exception, index = found
+    if at_end and sum(1 for line in lines[index + 1:] if line.strip()) > TRAILING_LINES:
+        return None
+    return exception
+
+
+def last_exception_at(lines: list[str]) -> tuple[str, int] | None:
+    for index in range(len(lines) - 1, -1, -1):
+        runner = RUNNER_LINE.fullmatch(lines[index].strip())
         if runner:
-            return runner["exception"]
+            return runner["exception"], index
     headers = [index for index, line in enumerate(lines) if TRACEBACK_HEADER in line]
     for start in reversed(headers):
         found = exception_after(lines, start)
-        if found and not any(report in found for report in launcher_reports()):
+        if found and not any(report in found[0] for report in launcher_reports()):
             return found
     return None
 
 
-def exception_after(lines: list[str], start: int) -> str | None:
+def exception_after(lines: list[str], start: int) -> tuple[str, int] | None:
     prefix = lines[start][:lines[start].index(TRACEBACK_HEADER)]
-    for line in lines[start + 1:]:
-        text = line.removeprefix(prefix)
+    for index in range(start + 1, len(lines)):
+        text = lines[index].removeprefix(prefix)
         if not text.strip() or text[0].isspace():
             continue  # a frame, its source line, or its ^^^^ marks
-        return text.strip() if EXCEPTION_LINE.fullmatch(text.strip()) else None
+        return (text.strip(), index) if EXCEPTION_LINE.fullmatch(text.strip()) else None
     return None
 
 

@@ -65,14 +65,20 @@ class Replica:
         self.exit_code: int | None = None
         self.message = ""
 
-    def poll(self, previous_poll: float = 0.0) -> None:
-        """Notice the process's exit; ``previous_poll``: when it was last seen running (its exit comes after)."""
-        if self.exit_code is None and self.process.poll() is not None:
-            code = self.process.returncode
-            self.exit_code = 128 - code if code < 0 else code  # killed by signal N -> 128+N, as in a container
-            self.finished_at = rfc3339(datetime.now(timezone.utc))
-            self.exit_window = (max(previous_poll, self.start_time), time.time())
-            self.message = termination_message(self.job_dir, self.replica_id, failed=self.exit_code != 0)
+    def poll(self, previous_poll: float) -> None:
+        """Notice the process's exit; ``previous_poll``: when it was last seen running (its exit comes after).
+        While it runs, what it has written as its termination message so far: a function that raised is
+        on its way out, though its shutdown may take a while (torch's process group), and said so already."""
+        if self.exit_code is not None:
+            return
+        if self.process.poll() is None:
+            self.message = read_termination_file(self.job_dir.termination_file(self.replica_id))
+            return
+        code = self.process.returncode
+        self.exit_code = 128 - code if code < 0 else code  # killed by signal N -> 128+N, as in a container
+        self.finished_at = rfc3339(datetime.now(timezone.utc))
+        self.exit_window = (max(previous_poll, self.start_time), time.time())
+        self.message = termination_message(self.job_dir, self.replica_id, failed=self.exit_code != 0)
 
     def observed(self) -> ObservedReplica:
         phase = "Running" if self.exit_code is None else ("Succeeded" if self.exit_code == 0 else "Failed")
@@ -99,18 +105,24 @@ class Replica:
                 "last_exit_window": self.exit_window}
 
 
-def termination_message(job_dir: JobDir, replica_id: str, failed: bool) -> str:
-    """What kubelet would make the ended run's termination message: what it wrote to its termination file
-    (then removed, so the next run starts without it), or for a failed run that wrote nothing the tail of its
-    log (FallbackToLogsOnError). The file is the replica's to write: anything but a regular file (a FIFO that
-    would block this read, a device) is not read."""
-    path = job_dir.termination_file(replica_id)
-    written = ""
+def read_termination_file(path: Path) -> str:
+    """Its first 4096 bytes, as kubelet keeps; '' when there is none. The file is the replica's to write:
+    anything but a regular file (a FIFO that would block this read, a device) is not read."""
     with contextlib.suppress(OSError):
         handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         with os.fdopen(handle, "rb") as source:
             if stat.S_ISREG(os.fstat(source.fileno()).st_mode):
-                written = source.read(MAX_TERMINATION_MESSAGE_BYTES).decode(errors="replace")
+                return source.read(MAX_TERMINATION_MESSAGE_BYTES).decode(errors="replace")
+    return ""
+
+
+def termination_message(job_dir: JobDir, replica_id: str, failed: bool) -> str:
+    """What kubelet would make the ended run's termination message: what it wrote to its termination file
+    (then removed, so the next run starts without it), or for a failed run that wrote nothing the tail of its
+    log (FallbackToLogsOnError)."""
+    path = job_dir.termination_file(replica_id)
+    written = read_termination_file(path)
+    with contextlib.suppress(OSError):
         path.unlink()
     if written or not failed:
         return written
