@@ -29,8 +29,8 @@ from trainctl.backends.local import processes
 from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files,
                                            stored_window)
 from trainctl.core import conditions as cond
-from trainctl.core.attribution import Run
 from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
+from trainctl.core.attribution import Run
 from trainctl.core.network import LocalNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile, rfc3339
@@ -266,7 +266,8 @@ class Supervisor:
                                              self.dir, self.last_runs.get(action.name))
 
     def extra_env(self, action: CreateReplica, resource: dict) -> dict[str, str]:
-        """What a pod would get from its node and not from the operator: GPUs, a private Paddle log dir, MPI as root."""
+        """What a pod would get from its node and not from the operator: GPUs, a private Paddle log dir, MPI as root,
+        a file for its termination message."""
         replica_id = Job(resource).replica_id(action.rtype, action.index)
         env = {"CUDA_VISIBLE_DEVICES": ",".join(self.runtime.get("gpus", {}).get(action.name, [])),
                "TRAINCTL_PIP_CACHE": str(self.dir.path / "pip"),  # --pip installs per job (trainctl.code.pipwrap)
