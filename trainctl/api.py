@@ -12,7 +12,6 @@ caller can fix.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ BACKENDS = ("local", "kubernetes")  # the names trainctl.backends.load() knows
 TERMINAL = ("Succeeded", "Failed")
 WAIT_CONDITIONS = ("Succeeded", "Failed", "Running", "Suspended")
 WAIT_POLL_SECONDS = 0.2
+LOG_READERS = 8  # failed runs' logs read at once for a failure summary
 
 
 def choose_backend(backend: str | None, context: str | None, kubeconfig: str | None) -> str:
@@ -145,22 +145,28 @@ class Client:
                         details: JobDetails | None = None) -> FailureSummary | None:
         """Why the job failed, or which replicas failed although it succeeded; None when nothing failed.
 
-        It names the replica that failed first, its exit code and reason, and ends with the last
-        lines of that run's log (the previous run's when the replica was restarted since).
-        ``details``: what :meth:`get` just returned, so it is not read again.
+        It names the replica whose failure caused the others' (trainctl/failures.py: by its exception
+        and the time it raised, not by who exited first), how it ended, and ends with the last lines of
+        that run's log (the previous run's when the replica was restarted since). ``details``: what
+        :meth:`get` just returned, so it is not read again.
         """
+        from concurrent.futures import ThreadPoolExecutor
+
         from trainctl import failures
 
-        summary = failures.summarize(details or self.get(name, namespace))
-        if summary is None or summary.first is None:
-            return summary
-        run = summary.first
-        try:
-            lines = self.logs(name, namespace, replica=run.replica, tail=failures.LOG_TAIL_LINES,
-                              previous=run.previous)
-            return dataclasses.replace(summary, log_tail=[line.text for line in lines])
-        except UserError:  # the job went away meanwhile: the summary without its log
-            return summary
+        def read_log(run: failures.FailedRun) -> list[str]:
+            try:
+                return [line.text for line in self.logs(name, namespace, replica=run.replica, previous=run.previous,
+                                                        tail=failures.EVIDENCE_LINES)]
+            except UserError:  # the job or the pod went away meanwhile: no log to judge by
+                return []
+
+        def read_logs(runs: list[failures.FailedRun]) -> list[list[str]]:
+            # every failed run's log is evidence; on a cluster each is a request, so they are read side by side
+            with ThreadPoolExecutor(max_workers=LOG_READERS) as pool:
+                return list(pool.map(read_log, runs))
+
+        return failures.summarize(details or self.get(name, namespace), read_logs)
 
     def delete(self, name: str, namespace: str | None = None) -> None:
         self.backend.delete(name, self._ns(namespace))

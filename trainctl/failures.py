@@ -2,55 +2,44 @@
 
 When a job fails, ``status``, ``wait``, ``submit --wait/--follow`` and the Python API
 (:class:`trainctl.errors.JobFailed`) all tell the same story, built here from what every
-backend reports (:class:`~trainctl.backends.base.JobDetails`) plus the failing run's log:
+backend reports (:class:`~trainctl.backends.base.JobDetails`) plus each failed run's log:
 
-    worker-1 failed first: exit code 1 (Error), restarted 0 times
-      Failed: PyTorchJob mnist is failed because 1 Worker replica(s) failed.
-      last 3 lines of worker-1's log:
+    worker-0 raised RuntimeError: deliberate failure on rank 1; exit code 1 (Error), restarted 1 time
+      master-0: stopped after its peer was lost (gloo)
+      Failed: PyTorchJob mnist is failed because 1 Worker replica(s) failed: worker-0 raised RuntimeError: ...
+      last 4 lines of worker-0's log:
         | Traceback (most recent call last):
         |   File "train.py", line 9, in <module>
-        | RuntimeError: loss is NaN
-      more: trainctl logs mnist --replica worker-1
+        |     raise RuntimeError("deliberate failure on rank 1")
+        | RuntimeError: deliberate failure on rank 1
+      more: trainctl logs mnist --replica worker-0
 
-"Failed first" means the earliest finish time of a failing run (a replica's last run, or
-the run before its current one when it was restarted in place). Finish times have one
-second resolution, so within a second a replica that exited with its own code wins over one
-killed by a signal: replicas the job stopped because another one failed die by SIGTERM or
-SIGKILL, and they are victims, not causes.
+Which replica is named is decided by evidence, not by a clock (trainctl/core/attribution.py):
+a replica whose failure follows a lost peer (gloo's "Connection closed by peer", NCCL's watchdog,
+TensorFlow's UnavailableError, mpirun stopping the rest ...) is listed as a consequence, and of the
+others the earliest, by the most precise time known, is the cause; failures too close together
+to order are said to be so. Every failed run counts: a replica's last run, and the run before its
+current one when it was restarted in place (whose log is then the previous one).
 
-Everything here is pure (no I/O): the caller reads the log tail, since only it knows the
-backend; :func:`failing_run` says which log (current or previous run) to read.
+Everything here is pure but for ``read_log``, which the caller passes: only it knows the backend.
 """
 
 from __future__ import annotations
 
-import signal
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from trainctl.backends.base import JobDetails, ReplicaRow
+from trainctl.core.attribution import Attribution, Judged, Run, attribute, failed_runs_of, join_names, signal_name
 
-LOG_TAIL_LINES = 20
+LOG_TAIL_LINES = 20  # shown of the cause's log
+EVIDENCE_LINES = 100  # read of each failed run's log: a traceback, or an abort's C++ report, must fit
+LISTED = 5  # replicas named per line of consequences or other failures; the rest are counted
 #: states a replica can be in while kubelet (or the local supervisor) waits to restart it
 CRASH_LOOP = "CrashLoopBackOff"
 
-
-@dataclass(frozen=True)
-class FailedRun:
-    """One run of a replica that ended badly."""
-
-    replica: str  # short id, e.g. worker-1 (the `logs --replica` name)
-    exit_code: int | None
-    reason: str  # what the backend said: Error, OOMKilled, ContainerCannotRun ...
-    finished: str | None  # RFC 3339
-    previous: bool  # the replica was restarted since: the run's log is the previous one
-    restarts: int = 0
-
-    @property
-    def explanation(self) -> str:
-        """``exit code 137 (OOMKilled, SIGKILL)``: the code plus every name it has."""
-        names = [name for name in (self.reason, signal_name(self.exit_code)) if name]
-        code = "no exit code" if self.exit_code is None else f"exit code {self.exit_code}"
-        return f"{code} ({', '.join(dict.fromkeys(names))})" if names else code
+FailedRun = Run  # one run of a replica that ended badly (the name the Python API has documented)
+__all__ = ["CRASH_LOOP", "FailedRun", "FailureSummary", "failed_runs", "signal_name", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -62,30 +51,47 @@ class FailureSummary:
     namespace: str
     state: str  # Failed, or Succeeded when only replicas that did not decide the outcome failed
     message: str  # the Failed condition's message
-    first: FailedRun | None  # None when no replica is left to blame (pods deleted, deadline ...)
-    others: list[FailedRun] = field(default_factory=list)
-    log_tail: list[str] = field(default_factory=list)
+    first: Run | None  # the cause (of causes too close to order, the first that raised); None when none is known
+    attribution: Attribution = field(default_factory=Attribution)
+    log_tail: list[str] = field(default_factory=list)  # the last lines of ``first``'s log
 
     def headline(self) -> str:
-        """One line: who failed first and how, or the job's own message when no replica is known."""
+        """One line: who caused the failure and how, or the job's own message when no replica is known."""
         if self.first is None:
             return f"{self.job} failed: {self.message or 'no replica reported a failure'}"
-        run = self.first
         if self.state == "Succeeded":  # e.g. a PyTorchJob succeeds when its master does, whatever the workers did
-            return f"{self.job} succeeded, but {run.replica} failed: {run.explanation}"
-        return f"{run.replica} failed first: {run.explanation}, restarted {run.restarts} times"
+            return f"{self.job} succeeded, but {self.first.replica} failed: {self.first.explanation}"
+        found = self.attribution
+        if found.unordered:
+            names = join_names(list(dict.fromkeys(judged.run.replica for judged in found.unordered)))
+            verdict = ("no exception found" if not any(judged.exception for judged in found.unordered)
+                       else "too close to tell which was first")
+            return f"{names} failed within {found.spread()} s; {verdict}"
+        culprit = found.culprit
+        if not culprit.is_cause:
+            return f"{culprit.sentence()}: {how(culprit.run)}; no replica's own failure was found"
+        if culprit.plain_exit:  # the sentence would only repeat the code
+            return f"{culprit.run.replica} failed first: {how(culprit.run)}"
+        return f"{culprit.sentence()}; {how(culprit.run)}"
 
     def lines(self) -> list[str]:
         """The whole summary, ready to print one line at a time."""
         lines = [self.headline()]
+        found = self.attribution
+        if self.state == "Failed":
+            lines += [f"  {judged.sentence()}; {how(judged.run)}" for judged in found.unordered]
+            lines += consequence_lines(found, self.first)
         if self.first is not None and self.message:
             lines.append(f"  {self.state}: {self.message}")
-        if self.others:
-            lines.append("  also failed: " + "; ".join(f"{run.replica}: {run.explanation}" for run in self.others))
+        others = [judged for judged in found.causes if judged not in found.unordered
+                  and judged.run.replica != (self.first.replica if self.first else None)]
+        if others:
+            lines.append("  also failed: " + listed([judged.sentence() for judged in others]))
         if self.first is not None:
             run = self.first
             which = " (its previous run)" if run.previous else ""
-            lines.append(f"  last {len(self.log_tail)} lines of {run.replica}'s log{which}:"
+            count = len(self.log_tail)
+            lines.append(f"  last {count} line{'' if count == 1 else 's'} of {run.replica}'s log{which}:"
                          if self.log_tail else f"  {run.replica}'s log{which} is empty or gone")
             lines += [f"    | {text}" for text in self.log_tail]
             lines.append(f"  more: {self.logs_command()}")
@@ -101,52 +107,67 @@ class FailureSummary:
         return "\n".join(self.lines())
 
 
-def signal_name(code: int | None) -> str:
-    """SIGKILL for 137 (128 + 9, a container's convention) or -9 (Python's); '' for ordinary codes."""
-    if code is not None and -128 < code < 0:
-        number = -code
-    elif code is not None and 128 < code < 256:
-        number = code - 128
-    else:
-        return ""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return ""
+def how(run: Run) -> str:
+    """``exit code 1 (Error), restarted 1 time``; of a run that raised and was then stopped (its shutdown hung),
+    that the code is the stop's."""
+    stopped = "stopped when the job failed: " if run.stopped else ""
+    return f"{stopped}{run.explanation}, restarted {run.restarts} time{'' if run.restarts == 1 else 's'}"
 
 
-def failed_runs(details: JobDetails) -> list[FailedRun]:
-    """Every replica's latest failing run, the first to fail first."""
+def consequence_lines(found: Attribution, shown: Run | None) -> list[str]:
+    """``master-0: stopped after its peer was lost (gloo)``: one line per kind of consequence, replicas
+    named once each, however many runs of theirs it was; the shown replica's other runs go unsaid."""
+    groups: dict[str, list[str]] = {}
+    for judged in found.consequences:
+        if shown is None or judged.run.replica != shown.replica:
+            names = groups.setdefault(judged.what(), [])
+            if judged.run.replica not in names:
+                names.append(judged.run.replica)
+    return [f"  {listed(names)}: {'each ' if len(names) > 1 else ''}{what}" for what, names in groups.items()]
+
+
+def listed(items: list[str]) -> str:
+    """The first few items, joined, and how many more there are: 64 replicas stay one line."""
+    shown = ", ".join(items[:LISTED])
+    return f"{shown} and {len(items) - LISTED} more" if len(items) > LISTED else shown
+
+
+def failed_runs(details: JobDetails) -> list[Run]:
+    """Every replica's failed runs: its current one and the one before, as rows report them."""
     job_name = details.resource["metadata"]["name"]
-    runs = [run for run in (failing_run(row, job_name) for row in details.replicas) if run is not None]
-    return sorted(runs, key=lambda run: (run.finished or "~", bool(signal_name(run.exit_code))))
+    return [run for row in details.replicas for run in runs_of_row(row, job_name)]
 
 
-def failing_run(row: ReplicaRow, job_name: str) -> FailedRun | None:
-    """The replica's latest run that failed: the current one if it ended so, else the one before it."""
+def runs_of_row(row: ReplicaRow, job_name: str) -> list[Run]:
     replica = row.name.removeprefix(f"{job_name}-")
-    if row.state == "Failed":
-        return FailedRun(replica, row.exit_code, row.reason, row.finished, previous=False, restarts=row.restarts)
-    if row.last_exit_code not in (None, 0) and row.state != "Succeeded":  # a retry that worked clears it
-        return FailedRun(replica, row.last_exit_code, row.last_reason, row.last_finished, previous=True,
-                         restarts=row.restarts)
-    return None
+    current = Run(replica, row.exit_code, row.reason, row.finished, restarts=row.restarts,
+                  exit_window=row.exit_window, message=row.message, stopped=row.stopped)
+    last = Run(replica, row.last_exit_code, row.last_reason, row.last_finished, previous=True, restarts=row.restarts,
+               exit_window=row.last_exit_window, message=row.last_message)
+    return failed_runs_of(current, last, failed=row.state == "Failed", succeeded=row.state == "Succeeded")
 
 
-def summarize(details: JobDetails, log_tail: list[str] | None = None) -> FailureSummary | None:
+def summarize(details: JobDetails,
+              read_logs: Callable[[list[Run]], list[list[str]]] | None = None) -> FailureSummary | None:
     """The summary of a job that failed, or that succeeded while some replica failed; None otherwise.
 
-    ``log_tail``: the last lines of the first failed run's log (see :func:`failed_runs`).
+    ``read_logs``: for each run given, the last :data:`EVIDENCE_LINES` lines of its log (the previous
+    log when ``run.previous``), [] when it cannot be read; asked once, for every failed run.
     """
     resource = details.resource
     conditions = {c.get("type"): c for c in (resource.get("status") or {}).get("conditions") or []
                   if c.get("status") == "True"}
-    runs = failed_runs(details)
     state = "Failed" if "Failed" in conditions else "Succeeded" if "Succeeded" in conditions else ""
+    runs = failed_runs(details)
     if not state or (state == "Succeeded" and not runs):
         return None
+    if read_logs is not None:
+        logs = dict(zip(runs, read_logs(runs)))
+        runs = [replace(run, log=tuple(logs[run])) for run in runs]
+    found = attribute(runs, resource["kind"])
+    culprit: Judged | None = found.culprit
     metadata = resource["metadata"]
     return FailureSummary(job=f"{resource['kind'].lower()}/{metadata['name']}", name=metadata["name"],
                           namespace=metadata.get("namespace") or "default", state=state,
-                          message=conditions[state].get("message", ""), first=runs[0] if runs else None,
-                          others=runs[1:], log_tail=list(log_tail or []))
+                          message=conditions[state].get("message", ""), first=culprit.run if culprit else None,
+                          attribution=found, log_tail=list(culprit.run.log[-LOG_TAIL_LINES:]) if culprit else [])

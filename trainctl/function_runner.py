@@ -21,6 +21,12 @@ tensors (through numpy). Decoding it builds those types and nothing else: no cla
 up by name, no code runs. A job run with ``pickle_result=True`` prints :data:`PICKLE_MARKER`
 and a pickle instead, for anything else; the client unpickles it only when its caller says
 ``result(allow_pickle=True)`` (docs/python-api.md: what result() trusts).
+
+A function that raises leaves a record of it (:data:`RAISED_MARKER`, the exception line and the
+time in nanoseconds) in the container's termination message, ``/dev/termination-log`` on
+Kubernetes or the file the local supervisor names in :data:`TERMINATION_LOG_ENV`: the failure
+summary and the Failed condition tell the replica that raised first from those that failed
+because of it by that time (trainctl/core/attribution.py), as torchrun's ``@record`` does.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import math
 import os
 import pickle
 import sys
+import time
 import traceback
 import types
 from pathlib import Path
@@ -44,6 +51,10 @@ MARKERS = "trainctl-result:"  # what every result line, of any version, starts w
 # Encoded bytes of a return value: enough for metrics, a path, a small array; a model belongs in storage.
 MAX_RESULT_BYTES = 1024 * 1024
 CALL_FILE, GLOBALS_FILE, ARGS_FILE = "call.json", "globals.pickle", "args.pickle"
+RAISED_MARKER = "trainctl-raised:v1"  # then JSON: {"time_ns", "exception", "rank"}, one line per raise
+TERMINATION_LOG_ENV = "TRAINCTL_TERMINATION_LOG"  # set by the local supervisor: its stand-in for kubelet's file
+KUBERNETES_TERMINATION_LOG = "/dev/termination-log"  # a container's default terminationMessagePath
+MAX_RECORDED_CHARS = 500  # of the exception line: kubelet keeps 4096 bytes of a termination message
 NUMERIC_DTYPE_KINDS = "biufc"  # bool, signed, unsigned, float, complex: raw bytes that are only numbers
 NOT_DATA = ("return plain data (numbers, strings, lists, tuples, dicts, sets, bytes, numpy arrays or torch "
             "tensors of numbers), or run with pickle_result=True and read it with result(allow_pickle=True)")
@@ -179,6 +190,46 @@ def set_globals(module: types.ModuleType, call: dict, directory: Path) -> dict[s
     return later
 
 
+def described(error: BaseException) -> str:
+    """``ValueError: message`` as a traceback's last line says it; ``ValueError`` alone without a message."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def record_raise(error: BaseException) -> None:
+    """Append what this process raised, and when, to the container's termination message."""
+    first_line = described(error).splitlines()[0]
+    record = {"time_ns": time.time_ns(), "exception": first_line[:MAX_RECORDED_CHARS],
+              "rank": shared_rank(os.environ)}
+    local = os.environ.get(TERMINATION_LOG_ENV)
+    # kubelet's file exists in every container; elsewhere nothing is created under /dev
+    flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if local else 0)
+    try:
+        handle = os.open(local or KUBERNETES_TERMINATION_LOG, flags, 0o644)
+    except OSError:
+        return  # no termination message here: the log's traceback still tells
+    with os.fdopen(handle, "a") as out:
+        out.write(f"{RAISED_MARKER} {json.dumps(record)}\n")
+
+
+def shared_rank(env: os._Environ | dict) -> str | None:
+    """This process's rank when its replica runs several (mpirun's ranks, torchrun's nproc_per_node), else None."""
+    for rank, local_size in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"), ("RANK", "LOCAL_WORLD_SIZE")):
+        size = env.get(local_size, "1")
+        if size.isdigit() and int(size) > 1:
+            return env.get(rank)
+    return None
+
+
+def abort_mpi() -> None:
+    """Under mpirun, end every rank, as ``python -m mpi4py`` does: a rank that only exits leaves the others
+    waiting for it in their next collective, and the job running for ever."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
+        sys.stderr.flush()
+        mpi.COMM_WORLD.Abort(1)
+
+
 def main(directory: Path) -> int:
     call = json.loads((directory / CALL_FILE).read_text())
     sys.path.insert(0, os.getcwd())  # the job's working directory: the user's sibling modules
@@ -191,8 +242,10 @@ def main(directory: Path) -> int:
     try:
         value = target(**args)
     except Exception as error:  # the job fails with the traceback and one line naming what was raised
+        record_raise(error)
         traceback.print_exc()
-        print(f"trainctl: {call['qualname']}() raised {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        print(f"trainctl: {call['qualname']}() raised {described(error)}", file=sys.stderr, flush=True)
+        abort_mpi()
         return 1
     if not is_rank_zero(call["kind"], os.environ):
         return 0

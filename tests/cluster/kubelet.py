@@ -133,8 +133,9 @@ class FakeNode:
         self.core.create_namespaced_binding(namespace, binding, _preload_content=False)
 
     def set_phase(self, namespace: str, pod: str, phase: str, exit_code: int | None = None, reason: str = "",
-                  waiting_reason: str = "") -> None:
-        """Write pod status as kubelet would: phase plus one container status per container."""
+                  waiting_reason: str = "", message: str = "") -> None:
+        """Write pod status as kubelet would: phase plus one container status per container (``message``: the
+        terminated containers' termination message, what they wrote to /dev/termination-log)."""
         obj = self.core.read_namespaced_pod(pod, namespace)
         previous = {s.name: s for s in (obj.status.container_statuses or [])}
         statuses = []
@@ -142,7 +143,7 @@ class FakeNode:
             old = previous.get(container.name)
             status = {"name": container.name, "image": container.image, "imageID": "", "ready": phase == "Running",
                       "restartCount": old.restart_count if old else 0, "state": self._state(phase, exit_code, reason,
-                                                                                               waiting_reason)}
+                                                                                               waiting_reason, message)}
             if old and old.last_state and old.last_state.terminated:
                 status["lastState"] = {"terminated": {"exitCode": old.last_state.terminated.exit_code,
                                                       "reason": old.last_state.terminated.reason or "",
@@ -157,13 +158,13 @@ class FakeNode:
                 self.lock.notify_all()
 
     @staticmethod
-    def _state(phase: str, exit_code: int | None, reason: str, waiting_reason: str) -> dict:
+    def _state(phase: str, exit_code: int | None, reason: str, waiting_reason: str, message: str = "") -> dict:
         if phase == "Running":
             return {"running": {"startedAt": now()}}
         if phase in TERMINATED_PHASES:
             code = exit_code if exit_code is not None else (0 if phase == "Succeeded" else 1)
             return {"terminated": {"exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
-                                   "startedAt": now(), "finishedAt": now()}}
+                                   "startedAt": now(), "finishedAt": now(), **({"message": message} if message else {})}}
         return {"waiting": {"reason": waiting_reason or "ContainerCreating"}}
 
     def restart(self, namespace: str, pod: str, exit_code: int, reason: str = "Error") -> None:

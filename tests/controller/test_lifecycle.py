@@ -131,7 +131,8 @@ def test_backoff_limit(rest, kube_node, ns):
     kube_node.set_phase(ns, "bo-worker-0", "Failed", exit_code=1)
     wait_state(rest, "PaddleJob", ns, "bo", "Failed")
     message = get_job(rest, "PaddleJob", ns, "bo")["status"]["conditions"][-1]["message"]
-    assert message == "Job bo has failed because it has reached the specified backoff limit"
+    # upstream's words, then the replica that caused it (docs/compatibility.md)
+    assert message == "Job bo has failed because it has reached the specified backoff limit: worker-0 exited with code 1."
 
 
 def test_active_deadline_fails_on_time_without_any_event(rest, ns):

@@ -165,3 +165,47 @@ def forging_worker(lines):
         for line in lines:
             print(line, flush=True)
     return {"rank": 0}
+
+
+def rank1_raises() -> None:
+    """Rank 1 raises while rank 0 waits for it in an all-reduce (the issue's job: rank 0 fails too, of gloo)."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    dist.all_reduce(torch.ones(1))
+    if dist.get_rank() == 1:
+        time.sleep(0.3)
+        raise RuntimeError("deliberate failure on rank 1")
+    dist.all_reduce(torch.ones(1))
+
+
+def both_raise(rank0_delay: float) -> None:
+    """Once both ranks have met, rank 1 raises at once and rank 0 ``rank0_delay`` seconds later with an error of
+    its own (SIGTERM ignored: the job stopping it when rank 1 failed must not end it first)."""
+    import signal
+    import time
+
+    import torch.distributed as dist
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 1:
+        raise ValueError("rank 1 saw a bad batch")
+    time.sleep(rank0_delay)
+    raise KeyError("rank 0 lost its config")
+
+
+def mpi_rank1_raises() -> None:
+    import time
+
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    comm.allreduce(1)
+    if comm.Get_rank() == 1:
+        time.sleep(0.3)
+        raise ValueError("rank 1 broke")
+    comm.allreduce(1)  # rank 0 waits for rank 1 until mpirun ends it

@@ -104,7 +104,7 @@ def test_a_raising_function_fails_wait_naming_the_replica_and_the_exception(clie
         job.wait(timeout=60)
     text = str(failed.value)
     assert failed.value.summary.first.replica == "worker-0"
-    assert text.startswith("worker-0 failed first: exit code 1"), text
+    assert text.startswith("worker-0 raised ValueError: loss is NaN; exit code 1"), text
     assert "trainctl: raises() raised ValueError: loss is NaN" in text, text
     with pytest.raises(JobFailed):
         job.result()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import time
@@ -109,3 +110,45 @@ def test_an_init_container_that_fails_shows_its_log_in_logs_and_the_summary(real
     lines = logs.stdout.splitlines()
     assert lines[0].startswith("master-0 | (init container ") and "exited 127" in lines[0], logs.stdout
     assert any(line.startswith("master-0 | trainctl: ") and "needs python3" in line for line in lines), logs.stdout
+
+
+RANK1_RAISES = '''\
+def rank1_raises():
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    dist.all_reduce(torch.ones(1))
+    if dist.get_rank() == 1:
+        time.sleep(0.3)
+        raise RuntimeError("deliberate failure on rank 1")
+    dist.all_reduce(torch.ones(1))  # rank 0 waits here for a peer that is gone: gloo fails it too
+'''
+
+
+@pytest.mark.parametrize("policy", [{}, {"restart_policy": "Never", "backoff_limit": 0}], ids=["default", "never"])
+def test_the_rank_that_raised_is_named_not_the_rank_that_lost_its_peer(real_node, in_cluster_controller, namespace,
+                                                                       python_image, tmp_path, monkeypatch, policy):
+    """Issue 31 on real pods: the function runner's record in the container's termination message (kubelet's
+    /dev/termination-log) and the master's gloo error name worker-0, in JobFailed and the Failed condition."""
+    from trainctl import Client, JobFailed
+
+    (tmp_path / "realnode_attribution.py").write_text(RANK1_RAISES)
+    monkeypatch.chdir(tmp_path)  # the user's project directory: what travels with the function
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("realnode_attribution")
+    client = Client("kubernetes", kubeconfig=str(real_node.kubeconfig))
+    job = client.run(module.rank1_raises, workers=2, image=python_image, namespace=namespace, name="rank1", **policy)
+    with pytest.raises(JobFailed) as failed:
+        job.wait(timeout=JOB_TIMEOUT_S, progress=False)
+    headline = str(failed.value).splitlines()[0]
+    # by the pods' rows, or, when the job's cleanup already removed them, by the condition the controller wrote
+    assert "worker-0 raised RuntimeError: deliberate failure on rank 1" in headline, failed.value
+    assert "master-0 raised" not in str(failed.value), failed.value
+    message = job.resource["status"]["conditions"][-1]["message"]
+    assert message.endswith(": worker-0 raised RuntimeError: deliberate failure on rank 1."), message
+    if policy:  # Never: the failed worker's pod is kept, with what its container wrote as it ended
+        worker = pod_statuses(real_node, namespace, "rank1")["rank1-worker-0"]["containerStatuses"][0]
+        assert "trainctl-raised:v1" in worker["state"]["terminated"].get("message", ""), worker

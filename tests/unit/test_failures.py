@@ -1,6 +1,11 @@
-"""The failure summary's pure parts: which run failed first, how exit codes read, how pods become rows."""
+"""The failure summary's pure parts: which run caused the failure and which followed it, how exit codes read, how
+pods become rows, and the Failed condition's message naming the cause."""
 
 from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
 
 import pytest
 
@@ -8,7 +13,8 @@ from trainctl.api import condition_type
 from trainctl.backends.base import JobDetails, ReplicaRow
 from trainctl.backends.kube.backend import podless_rows, replica_row
 from trainctl.errors import JobFailed, UserError
-from trainctl.failures import failed_runs, signal_name, summarize
+from trainctl.core.attribution import Run, judge, last_exception, raised_records, signatures
+from trainctl.failures import signal_name, summarize
 from trainctl.job import Job
 
 
@@ -34,36 +40,210 @@ def test_signal_names_of_container_and_python_exit_codes(code, name):
     assert signal_name(code) == name
 
 
-def test_the_earliest_failure_is_first_and_a_signalled_victim_loses_a_tie():
+def logs(by_replica: dict[str, list[str]]):
+    """``summarize``'s log reader over fixed logs: each run gets its replica's lines."""
+    return lambda runs: [by_replica.get(run.replica, []) for run in runs]
+
+
+GLOO_VICTIM = ["[rank0]: Traceback (most recent call last):", '[rank0]:   File "train.py", line 9, in <module>',
+               "[rank0]:     dist.all_reduce(t)",
+               "[rank0]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed "
+               "by peer [127.0.0.1]:28344. This is typically caused by a remote worker crashing."]
+RAISER = ["[rank1]: Traceback (most recent call last):", '[rank1]:   File "train.py", line 8, in <module>',
+          '[rank1]:     raise RuntimeError("deliberate failure on rank 1")',
+          "[rank1]: RuntimeError: deliberate failure on rank 1"]
+
+
+def test_the_replica_that_raised_is_named_and_its_gloo_victim_in_the_same_second_is_a_consequence():
     details = JobDetails(job(), [
-        row("master-0", "Failed", 143, "2026-01-01T00:00:05Z", reason="Terminated"),
-        row("worker-0", "Failed", 1, "2026-01-01T00:00:05Z", reason="Error"),
-        row("worker-1", "Failed", 2, "2026-01-01T00:00:09Z", reason="Error"),
+        row("master-0", "Failed", 1, "2026-01-01T00:00:05Z", reason="Error"),  # the same second, its own code
+        row("worker-0", "Failed", 1, "2026-01-01T00:00:05Z", reason="Error", restarts=1),
     ])
-    assert [run.replica for run in failed_runs(details)] == ["worker-0", "master-0", "worker-1"]
+    summary = summarize(details, logs({"master-0": GLOO_VICTIM, "worker-0": ["step 1", *RAISER]}))
+    lines = summary.lines()
+    assert lines[0] == "worker-0 raised RuntimeError: deliberate failure on rank 1; exit code 1 (Error), restarted 1 time"
+    assert lines[1] == "  master-0: stopped after its peer was lost (gloo)"
+    assert summary.first.replica == "worker-0" and summary.log_tail == ["step 1", *RAISER]
+    assert lines[-1] == "  more: trainctl logs demo -n ml --replica worker-0"
 
 
-def test_a_restarted_replicas_failure_is_its_previous_run():
+def test_failures_in_one_second_with_no_evidence_are_said_to_be_indistinguishable():
+    details = JobDetails(job(), [row("master-0", "Failed", 1, "2026-01-01T00:00:05Z", reason="Error"),
+                                 row("worker-0", "Failed", 1, "2026-01-01T00:00:05Z", reason="Error")])
+    summary = summarize(details, logs({}))
+    assert summary.headline() == "master-0 and worker-0 failed within 1 s; no exception found"
+    assert "  master-0 exited with code 1; exit code 1 (Error), restarted 0 times" in summary.lines()
+    local = JobDetails(job(), [row("master-0", "Failed", 1, exit_window=(100.0, 100.1)),
+                               row("worker-0", "Failed", 1, exit_window=(100.0, 100.1)),
+                               row("worker-1", "Failed", 3, exit_window=(104.0, 104.1))])
+    assert summarize(local).headline() == "master-0 and worker-0 failed within 0.1 s; no exception found"
+    assert "  also failed: worker-1 exited with code 3" in summarize(local).lines()
+
+
+def test_of_two_replicas_that_raised_the_earlier_by_the_function_runners_record_is_named():
+    def record(time_ns: int, exception: str) -> str:
+        return f'trainctl-raised:v1 {{"time_ns": {time_ns}, "exception": "{exception}", "rank": null}}'
+
+    second = 1_767_225_605_000_000_000  # 2026-01-01T00:00:05Z: both exits fall in that second
     details = JobDetails(job(), [
-        row("master-0", "Running"),
-        row("worker-0", "CrashLoopBackOff", restarts=3, last_exit_code=137, last_reason="OOMKilled",
-            last_finished="2026-01-01T00:00:03Z"),
+        row("master-0", "Failed", 1, "2026-01-01T00:00:05Z", message=record(second + 40_000_000, "KeyError: 'lr'")),
+        row("worker-0", "Failed", 1, "2026-01-01T00:00:05Z", message=record(second + 5_000_000, "ValueError: bad")),
     ])
-    summary = summarize(details, ["loading shard 7"])
-    assert summary.first.replica == "worker-0" and summary.first.previous
-    assert summary.headline() == "worker-0 failed first: exit code 137 (OOMKilled, SIGKILL), restarted 3 times"
-    assert "trainctl logs demo -n ml --replica worker-0 --previous" in summary.lines()[-1]
+    summary = summarize(details)
+    assert summary.headline() == "worker-0 raised ValueError: bad; exit code 1, restarted 0 times"
+    assert "  also failed: master-0 raised KeyError: 'lr'" in summary.lines()
 
 
-def test_the_summary_names_the_replica_its_code_and_ends_with_the_traceback():
-    tail = ["Traceback (most recent call last):", '  File "train.py", line 3', "ValueError: bad shape"]
-    summary = summarize(JobDetails(job(), [row("master-0", "Running"), row("worker-1", "Failed", 1, "2026-01-01T00:00:01Z",
-                                                                            reason="Error")]), tail)
-    text = str(JobFailed(summary))
-    assert text.splitlines()[0] == "worker-1 failed first: exit code 1 (Error), restarted 0 times"
-    assert "Failed: PyTorchJob demo is failed because 1 Worker replica(s) failed." in text
-    assert text.splitlines()[-2].endswith("| ValueError: bad shape")
-    assert JobFailed(summary).summary is summary and JobFailed.exit_code == 1
+def test_a_signal_and_an_oom_kill_are_named_as_such():
+    killed = summarize(JobDetails(job(), [row("master-0", "Failed", 137, "2026-01-01T00:00:05Z", reason="Killed"),
+                                          row("worker-0", "Failed", 1, "2026-01-01T00:00:05Z")]),
+                       logs({"worker-0": GLOO_VICTIM}))
+    assert killed.headline() == "master-0 was killed by signal 9 (SIGKILL); exit code 137 (Killed, SIGKILL), restarted 0 times"
+    assert "  worker-0: stopped after its peer was lost (gloo)" in killed.lines()
+
+
+def test_replicas_the_job_stopped_are_consequences_and_many_are_counted_not_listed():
+    rows = [row("worker-0", "Failed", 3, "2026-01-01T00:00:05Z")]
+    rows += [row(f"worker-{index}", "Failed", 143, "2026-01-01T00:00:06Z", reason="Terminated", stopped=True)
+             for index in range(1, 64)]
+    lines = summarize(JobDetails(job(), rows), logs({})).lines()
+    assert lines[0] == "worker-0 failed first: exit code 3, restarted 0 times"
+    assert lines[1] == "  worker-1, worker-2, worker-3, worker-4, worker-5 and 58 more: each stopped when the job failed"
+
+
+def test_a_stopped_replica_is_a_cause_only_by_what_it_raised_before_the_stop():
+    record = 'trainctl-raised:v1 {"time_ns": 1767225605000000000, "exception": "ValueError: first", "rank": null}'
+    raised_then_hung = row("worker-0", "Failed", 143, "2026-01-01T00:00:07Z", reason="Terminated", stopped=True)
+    survived = ["Traceback (most recent call last):", '  File "t.py", line 3', "OSError: retrying the download",
+                "epoch 1", "epoch 2", "epoch 3", "epoch 4"]
+    details = JobDetails(job(), [row("master-0", "Failed", 1, "2026-01-01T00:00:06Z"), raised_then_hung,
+                                 row("worker-1", "Failed", 143, "2026-01-01T00:00:07Z", reason="Terminated",
+                                     stopped=True)])
+    summary = summarize(details, logs({"master-0": GLOO_VICTIM, "worker-0": RAISER + ["terminate called without an "
+                                                                                     "active exception"],
+                                       "worker-1": survived}))
+    assert summary.headline() == ("worker-0 raised RuntimeError: deliberate failure on rank 1; stopped when the job "
+                                  "failed: exit code 143 (Terminated, SIGTERM), restarted 0 times")
+    assert "  worker-1: stopped when the job failed" in summary.lines()
+    by_record = summarize(JobDetails(job(), [replace(raised_then_hung, message=record)]), logs({}))
+    assert by_record.headline().startswith("worker-0 raised ValueError: first; stopped when the job failed")
+
+
+def test_only_consequences_say_that_no_replicas_own_failure_was_found():
+    summary = summarize(JobDetails(job(), [row("master-0", "Failed", 1, "2026-01-01T00:00:05Z", reason="Error")]),
+                        logs({"master-0": GLOO_VICTIM}))
+    assert summary.headline() == ("master-0 stopped after its peer was lost (gloo): exit code 1 (Error), restarted 0 "
+                                  "times; no replica's own failure was found")
+    assert summary.first.replica == "master-0"
+
+
+@pytest.mark.parametrize(("kind", "tail", "label"), [
+    ("PyTorchJob", ["terminate called after throwing an instance of 'gloo::IoException'",
+                    "  what():  [../gloo/transport/tcp/pair.cc:589] Read error [10.0.0.2]:3456: Connection reset by peer"],
+     "gloo"),
+    ("PyTorchJob", ["[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+                    "WorkNCCL(SeqNum=4, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."], "NCCL"),
+    ("PyTorchJob", ["torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process "
+                    "exited or there was a network error, NCCL version 2.21.5"], "NCCL"),
+    ("PyTorchJob", ["Traceback (most recent call last):", "  File \"train.py\", line 3, in <module>",
+                    "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. "
+                    "Did the remote server shutdown or crash?"], "c10d store"),
+    ("TFJob", ["tensorflow.python.framework.errors_impl.AbortedError: Collective ops is aborted by: Error reported "
+               "from /job:worker/task:1: /job:worker/replica:0/task:1 unexpectedly tried to connect"], "TensorFlow"),
+    ("TFJob", ["tensorflow.python.framework.errors_impl.UnavailableError: Graph execution error:"], "TensorFlow"),
+    ("MPIJob", ["--------------------------------------------------------------------------",
+                "prterun noticed that process rank 1 with PID 30895 on node vm exited on",
+                "signal 9 (Killed)."], "MPI"),
+    ("XGBoostJob", ["xgboost.core.XGBoostError: [10:01:02] /src/collective/socket.h:150: Failed to recv: Connection "
+                    "reset by peer"], "XGBoost"),
+    ("PaddleJob", ["ExternalError: Nccl error, remote process exited or there was a network error"], "Paddle"),
+    ("JAXJob", ["Terminating process because the JAX distributed service detected fatal errors."], "JAX"),
+])
+def test_each_frameworks_peer_loss_signature_marks_a_consequence(kind, tail, label):
+    assert judge(Run("worker-0", 1, log=tuple(tail)), signatures(kind)).peer_loss == label
+
+
+@pytest.mark.parametrize("tail", [
+    ["Traceback (most recent call last):", '  File "data.py", line 4, in fetch',
+     "ConnectionResetError: [Errno 104] Connection reset by peer"],  # the user's download, not a collective
+    ["Traceback (most recent call last):", '  File "train.py", line 7, in <module>', "KeyboardInterrupt"],
+])
+def test_a_users_own_exception_is_a_cause_even_when_it_mentions_a_peer(tail):
+    judged = judge(Run("worker-0", 1, log=tuple(tail)), signatures("PyTorchJob"))
+    assert judged.is_cause and judged.exception == tail[-1]
+
+
+def test_the_exception_is_read_from_the_runner_line_the_record_or_the_childs_traceback_under_torchrun():
+    child = ["[rank1]: Traceback (most recent call last):", "[rank1]:   File \"t.py\", line 2", "[rank1]: OSError: disk"]
+    torchrun = ["Traceback (most recent call last):", '  File "/bin/torchrun", line 8, in <module>',
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "====", "t.py FAILED"]
+    assert last_exception(child + torchrun) == "OSError: disk"
+    assert last_exception(["noise", "trainctl: train() raised ValueError: x", "more noise"]) == "ValueError: x"
+    assert last_exception(["Traceback (most recent call last):", "  (truncated)"]) is None
+    record = 'trainctl-raised:v1 {"time_ns": 5, "exception": "ValueError: from the record", "rank": "3"}'
+    judged = judge(Run("launcher", 1, message=record, log=tuple(child)), signatures("MPIJob"))
+    assert (judged.exception, judged.rank, judged.sentence()) == \
+        ("ValueError: from the record", "3", "launcher (rank 3) raised ValueError: from the record")
+
+
+@pytest.mark.parametrize("line", [
+    "trainctl-raised:v1 not json", 'trainctl-raised:v1 {"time_ns": "5", "exception": "X"}',
+    'trainctl-raised:v1 {"time_ns": 5, "exception": ["X"]}', 'trainctl-raised:v1 {"time_ns": 5, "exception": "X", '
+    '"rank": 1}', "trainctl-raised:v1 [1, 2]"])
+def test_a_record_that_does_not_parse_as_one_is_ignored(line):
+    assert raised_records([line]) == []
+
+
+def test_function_runner_records_what_it_raised_with_a_nanosecond_time(tmp_path, monkeypatch):
+    from trainctl import function_runner
+
+    monkeypatch.setenv(function_runner.TERMINATION_LOG_ENV, str(tmp_path / "termination"))
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4")
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "2")
+    before = time.time_ns()
+    function_runner.record_raise(ValueError("first line\nsecond line"))
+    function_runner.record_raise(KeyError())
+    first, second = raised_records((tmp_path / "termination").read_text().splitlines())
+    assert first["exception"] == "ValueError: first line" and first["rank"] == "2" and first["time_ns"] >= before
+    assert second["exception"] == "KeyError"
+    assert function_runner.shared_rank({"RANK": "5", "LOCAL_WORLD_SIZE": "1"}) is None
+
+
+def test_the_failed_condition_names_the_cause_among_observed_and_waiting_replicas():
+    from trainctl.core.network import LocalNetwork
+    from trainctl.core.observed import ObservedReplica
+    from trainctl.core.reconcile import reconcile
+
+    resource = job("Running", "")
+    resource["spec"]["pytorchReplicaSpecs"] = {"Master": {"replicas": 1, "restartPolicy": "Never"},
+                                               "Worker": {"replicas": 1, "restartPolicy": "Never"}}
+    victim = ObservedReplica("Master", 0, "demo-master-0", "Failed", 1, reason="Error",
+                             finished_at="2026-01-01T00:00:05Z", message="\n".join(GLOO_VICTIM))
+    now = datetime(2026, 1, 1, 0, 0, 6, tzinfo=timezone.utc)
+    alone = reconcile(resource, [victim], now, LocalNetwork()).status["conditions"][-1]["message"]
+    assert alone == ("PyTorchJob demo is failed because 1 Master replica(s) failed: master-0 stopped after its peer "
+                     "was lost (gloo); no replica's own failure was found.")
+    waiting = Run("worker-0", 1, "Error", "2026-01-01T00:00:05Z", previous=True, message="\n".join(RAISER))
+    named = reconcile(resource, [victim], now, LocalNetwork(), unobserved_failures=(waiting,))
+    assert named.status["conditions"][-1]["message"].endswith(
+        "failed: worker-0 raised RuntimeError: deliberate failure on rank 1.")
+    record = 'trainctl-raised:v1 {"time_ns": 1767225604000000000, "exception": "ValueError: x", "rank": null}'
+    shutting_down = ObservedReplica("Worker", 0, "demo-worker-0", "Running", message=record)  # raised, not yet exited
+    named = reconcile(resource, [victim, shutting_down], now, LocalNetwork())
+    assert named.status["conditions"][-1]["message"].endswith("failed: worker-0 raised ValueError: x.")
+
+
+def test_a_pods_termination_message_reaches_the_row_and_the_core():
+    from trainctl.controller.pods import observe
+
+    record = 'trainctl-raised:v1 {"time_ns": 5, "exception": "ValueError: x", "rank": null}'
+    looping = pod("demo-worker-0", {"restartCount": 1, "state": {"running": {}}, "lastState": {"terminated": {
+        "exitCode": 1, "reason": "Error", "finishedAt": "2026-01-01T00:00:07Z", "message": record}}})
+    assert replica_row(looping, ["Master", "Worker"]).last_message == record
+    looping["metadata"]["labels"]["training.kubeflow.org/operator-name"] = "pytorchjob-controller"
+    looping["spec"]["containers"] = [{"name": "pytorch"}]
+    observed = observe(Job(job("Running", "")), looping)
+    assert (observed.last_exit_code, observed.last_message) == (1, record)
 
 
 def test_a_success_with_a_failed_worker_is_a_note_and_a_clean_success_is_none():

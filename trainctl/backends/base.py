@@ -38,6 +38,12 @@ class ReplicaRow:
     last_exit_code: int | None = None
     last_reason: str = ""
     last_finished: str | None = None
+    # evidence of who caused a failure (trainctl/core/attribution.py), of the current and the last run:
+    message: str = ""  # the container's termination message (the function runner's record of a raise)
+    last_message: str = ""
+    exit_window: tuple[float, float] | None = None  # Unix seconds it exited between (local: two polls)
+    last_exit_window: tuple[float, float] | None = None
+    stopped: bool = False  # stopped by the job itself when it failed: a consequence, never the cause
 
 
 @dataclass(frozen=True)

@@ -56,13 +56,14 @@ def observe(job: Job, pod: dict) -> ObservedReplica | None:
     phase = status.get("phase") if status.get("phase") in PHASES else "Pending"
     main_name = (job.main_container(pod["spec"].get("containers") or []) or {}).get("name")
     statuses = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
-    exit_code = reason = finished_at = None
-    for container in status.get("containerStatuses") or []:
-        terminated = (container.get("state") or {}).get("terminated")
-        if container.get("name") == main_name and terminated:
-            exit_code, reason, finished_at = terminated.get("exitCode"), terminated.get("reason"), terminated.get(
-                "finishedAt")
+    main = next((c for c in status.get("containerStatuses") or [] if c.get("name") == main_name), {})
+    ended = (main.get("state") or {}).get("terminated") or {}
+    last = (main.get("lastState") or {}).get("terminated") or {}
     return ObservedReplica(rtype=rtype, index=int(index_text), name=metadata["name"], phase=phase,
-                           exit_code=exit_code, restart_count=sum(s.get("restartCount", 0) for s in statuses),
-                           deleting=bool(metadata.get("deletionTimestamp")), reason=reason or "",
-                           started_at=status.get("startTime"), finished_at=finished_at)
+                           exit_code=ended.get("exitCode"), deleting=bool(metadata.get("deletionTimestamp")),
+                           restart_count=sum(s.get("restartCount", 0) for s in statuses),
+                           reason=ended.get("reason") or "",
+                           started_at=status.get("startTime"), finished_at=ended.get("finishedAt"),
+                           message=ended.get("message") or "", last_exit_code=last.get("exitCode"),
+                           last_reason=last.get("reason") or "", last_finished_at=last.get("finishedAt"),
+                           last_message=last.get("message") or "")

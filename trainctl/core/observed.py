@@ -19,6 +19,15 @@ class ObservedReplica:
     reason: str = ""  # OOMKilled, Error, ...
     started_at: str | None = None
     finished_at: str | None = None
+    # what tells this run's failure from one caused by another replica's (trainctl/core/attribution.py):
+    message: str = ""  # the termination message: the function runner's record, or the log's tail
+    exit_window: tuple[float, float] | None = None  # Unix seconds it exited between, where the runtime saw it
+    # the run before this one, for a replica restarted in place (kubelet's lastState) or recreated locally
+    last_exit_code: int | None = None
+    last_reason: str = ""
+    last_finished_at: str | None = None
+    last_message: str = ""
+    last_exit_window: tuple[float, float] | None = None
 
     @property
     def finished(self) -> bool:

@@ -14,7 +14,9 @@ Deviations from upstream (docs/compatibility.md) are deliberate fixes:
 * backoff/deadline failures stop running replicas but keep finished ones unless
   cleanPodPolicy is All (upstream deletes everything, ignoring cleanPodPolicy);
 * the ExitCode permanent-failure path sets ``completionTime``; MPIJob fails with reason
-  ``MPIJobFailed``; idle MPI workers are stopped when the launcher has finished.
+  ``MPIJobFailed``; idle MPI workers are stopped when the launcher has finished;
+* a Failed condition caused by replicas ends with the replica that caused it, told from those that
+  failed because of it by evidence (trainctl/core/attribution.py).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from trainctl.core.actions import (
     Plan,
     RecordEvent,
 )
+from trainctl.core.attribution import Run, attribute, failed_runs_of
 from trainctl.core.network import Network
 from trainctl.core.observed import ObservedReplica
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
@@ -66,23 +69,26 @@ def seconds_left(since: datetime, seconds: int, now: datetime) -> float:
 
 
 def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, network: Network,
-              services: set[str] | None = None) -> Plan:
+              services: set[str] | None = None, unobserved_failures: tuple[Run, ...] = ()) -> Plan:
     """Everything the runtime should do now for this job, and its new status.
 
     ``services``: names of the job's Services that exist (cluster runtimes); with it, a
     missing Service is created even when its pod exists (a controller killed between
     the two creates), and one left from a scale-down is deleted.
+    ``unobserved_failures``: failed runs of replicas that are not observed now (a local replica
+    waiting out its restart back-off): evidence for the Failed condition's message, nothing more.
     """
     job = Job(resource)
     if job.managed_externally:
         return Plan(status=copy.deepcopy(job.status))
-    return Reconciler(job, observed, now, network, services).run()
+    return Reconciler(job, observed, now, network, services, unobserved_failures).run()
 
 
 class Reconciler:
     def __init__(self, job: Job, observed: list[ObservedReplica], now: datetime, network: Network,
-                 services: set[str] | None = None) -> None:
+                 services: set[str] | None = None, unobserved_failures: tuple[Run, ...] = ()) -> None:
         self.job, self.network, self.services = job, network, services
+        self.unobserved_failures = unobserved_failures
         self.observed = sorted(observed, key=self._order)
         self.now, self.stamp = now, rfc3339(now)
         self.status = copy.deepcopy(job.status)
@@ -177,11 +183,14 @@ class Reconciler:
         if remaining > 0:
             self.requeue_after = remaining
             return False
-        self.fail(f"Job {self.job.name} has failed because it was active longer than specified deadline")
+        self.fail(f"Job {self.job.name} has failed because it was active longer than specified deadline",
+                  replicas_caused_it=False)
         return True
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str, replicas_caused_it: bool = True) -> None:
         """Backoff, deadline or a permanent exit code: stop what runs, keep the rest for inspection."""
+        if replicas_caused_it:
+            message = self.with_cause(message)
         self.status.setdefault("completionTime", self.stamp)
         self.set_condition("Failed", "True", "Failed", message)
         self.event("Warning", self.reason("Failed"), message)
@@ -189,6 +198,21 @@ class Reconciler:
         for replica in self.observed:
             if not replica.deleting and replica.name not in self.restarting and (everything or not replica.finished):
                 self.delete_replica(replica, "Cleanup")
+
+    def with_cause(self, message: str) -> str:
+        """The message of a failure that replicas caused, naming the one whose failure brought the others down
+        ([deviation] upstream names only the replica type)."""
+        runs = [run for replica in self.observed for run in self.failed_runs(replica)] + [*self.unobserved_failures]
+        cause = attribute(runs, self.job.framework.kind).sentence()
+        return f"{message.rstrip('.')}: {cause}." if cause else message
+
+    def failed_runs(self, replica: ObservedReplica) -> list[Run]:
+        replica_id = self.job.replica_id(replica.rtype, replica.index)
+        current = Run(replica_id, replica.exit_code, replica.reason, replica.finished_at,
+                      exit_window=replica.exit_window, message=replica.message)
+        last = Run(replica_id, replica.last_exit_code, replica.last_reason, replica.last_finished_at, previous=True,
+                   exit_window=replica.last_exit_window, message=replica.last_message)
+        return failed_runs_of(current, last, failed=replica.phase == "Failed", succeeded=replica.phase == "Succeeded")
 
     # ---- creation and scaling (1.4) -----------------------------------------------------
     def create_and_scale(self) -> None:

@@ -10,6 +10,8 @@ interface, so adding a framework means one module here plus one template.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -28,6 +30,20 @@ PYTHONUNBUFFERED = {"name": "PYTHONUNBUFFERED", "value": "1"}
 
 def env_var(name: str, value: object) -> dict:
     return {"name": name, "value": str(value)}
+
+
+@dataclass(frozen=True)
+class PeerLoss:
+    """What a replica writes when it fails because another one did (trainctl/core/attribution.py):
+    ``label`` names it in the failure summary ("stopped after its peer was lost (gloo)")."""
+
+    label: str
+    pattern: re.Pattern[str]
+
+
+def peer_loss(label: str, *phrases: str) -> PeerLoss:
+    """A signature matching any of ``phrases`` (regular expressions, searched anywhere in a line)."""
+    return PeerLoss(label, re.compile("|".join(f"(?:{phrase})" for phrase in phrases)))
 
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
@@ -65,6 +81,12 @@ class Framework:
     workers_help: ClassVar[str]
     #: image used by ``submit`` when --image is not given (the local backend ignores images)
     default_image: ClassVar[str]
+    #: how this framework's processes fail when a peer failed first: such a replica is named as a
+    #: consequence, not the cause, in the failure summary and the Failed condition
+    peer_loss_signatures: ClassVar[tuple[PeerLoss, ...]] = ()
+    #: exceptions a launcher raises to report a child's failure (torchrun's ChildFailedError): the
+    #: child's own traceback, earlier in the log, names what went wrong
+    launcher_reports: ClassVar[tuple[str, ...]] = ()
 
     # ---- derived names -------------------------------------------------
     @property

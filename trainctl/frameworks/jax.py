@@ -1,6 +1,6 @@
 """JAXJob: N Worker; jax.distributed reads COORDINATOR_ADDRESS/PORT, PROCESS_ID."""
 
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var, peer_loss
 
 
 class JAX(Framework):
@@ -16,6 +16,12 @@ class JAX(Framework):
     scalable = True
     workers_help = "N Worker"
     default_image = "docker.io/library/python:3.11-slim"
+    # the coordination service (in process 0) noticing a process gone, or a process losing the service
+    peer_loss_signatures = (
+        peer_loss("JAX", r"JAX distributed service detected fatal errors",
+                  r"has failed, got preempted, or crashed unexpectedly", r"missing heartbeats",
+                  r"[Cc]oordination service.*(?:UNAVAILABLE|heartbeat)"),
+    )
 
     def master_role(self, replica_types):
         return None

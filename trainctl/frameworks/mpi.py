@@ -6,7 +6,7 @@ so they run ``sleep 365d`` unless their template gives a command.
 
 from trainctl.core.network import ClusterNetwork
 from trainctl.frameworks._schema import INT32, STRING
-from trainctl.frameworks.base import Framework, env_var
+from trainctl.frameworks.base import Framework, env_var, peer_loss
 
 WORKER_IDLE_COMMAND = {"command": ["sleep"], "args": ["365d"]}
 CLUSTER = ClusterNetwork()
@@ -29,6 +29,14 @@ class MPI(Framework):
     default_replicas = {"Launcher": 1, "Worker": 0}
     workers_help = "Launcher 1 + Worker N"
     default_image = "docker.io/mpioperator/openmpi:0.6.0"
+    # Open MPI's launcher (mpirun, prterun in Open MPI 5) stopping the job because a rank ended; a rank's
+    # own traceback, when it raised, comes before and is the cause
+    peer_loss_signatures = (
+        peer_loss("MPI", r"(?:mpirun|prterun) noticed that process rank \d+", r"MPI_ABORT was invoked on rank \d+",
+                  r"(?:mpirun|prterun) has exited due to process rank \d+",
+                  r"(?:mpirun|prterun) detected that one or more processes exited with non-zero status",
+                  r"(?:ORTE|PRTE) has lost communication with a remote daemon"),
+    )
     spec_properties = {
         "slotsPerWorker": INT32,
         "mainContainer": STRING,

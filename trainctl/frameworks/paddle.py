@@ -1,7 +1,7 @@
 """PaddleJob: N Worker in collective mode; paddle.distributed.launch reads PADDLE_*."""
 
 from trainctl.frameworks._schema import INT32, METRICS, obj
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var, peer_loss
 
 
 class Paddle(Framework):
@@ -17,6 +17,12 @@ class Paddle(Framework):
     scalable = True
     workers_help = "N Worker (collective mode)"
     default_image = "docker.io/paddlepaddle/paddle:3.0.0"
+    # Paddle's collectives (gloo on CPU, NCCL on GPU) reporting a peer gone; gloo's own lines match
+    # the PyTorch module's gloo signature too
+    peer_loss_signatures = (
+        peer_loss("Paddle", r"(?:ExternalError|PreconditionNotMetError|UnavailableError).*(?:[Cc]onnection"
+                            r" (?:closed|reset) by peer|remote process exited|Socket closed|Broken pipe)"),
+    )
     spec_properties = {
         "elasticPolicy": obj(minReplicas=INT32, maxReplicas=INT32, maxRestarts=INT32, metrics=METRICS),
     }

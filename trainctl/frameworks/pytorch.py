@@ -1,7 +1,7 @@
 """PyTorchJob: Master 1 + Worker N-1, torchrun-style env (MASTER_ADDR, RANK, PET_*)."""
 
 from trainctl.frameworks._schema import BOOLEAN, INT32, METRICS, STRING, obj
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var, peer_loss
 
 
 class PyTorch(Framework):
@@ -17,6 +17,21 @@ class PyTorch(Framework):
     scalable = True
     workers_help = "N nodes: Master 1 + Worker N-1"
     default_image = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+    peer_loss_signatures = (
+        # a rank in a collective when another one's process ended: "[.../gloo/transport/tcp/pair.cc:553]
+        # Connection closed by peer [127.0.0.1]:28344. This is typically caused by a remote worker crashing."
+        peer_loss("gloo", r"gloo/transport/\S+\].*(?:[Cc]onnection (?:closed|reset) by peer|Socket closed|Broken pipe)",
+                  r"typically caused by a remote worker crashing", r"gloo::IoException"),
+        peer_loss("NCCL", r"remote process exited or there was a network error",
+                  r"remote process exiting prematurely", r"NCCL communicator was aborted",
+                  r"[Ww]atchdog caught collective operation timeout",
+                  r"Process group watchdog thread terminated with exception", r"Connection closed by remote peer"),
+        # the rendezvous store lives in the master: when it is gone, the others' next store call fails
+        peer_loss("c10d store", r"Connection was likely closed\. Did the remote server shutdown or crash",
+                  r"DistNetworkError.*(?:[Cc]onnection reset by peer|Broken pipe)"),
+        peer_loss("torchrun", r"RendezvousClosedError"),
+    )
+    launcher_reports = ("ChildFailedError",)
     spec_properties = {
         "nprocPerNode": STRING,
         "elasticPolicy": obj(

@@ -3,7 +3,7 @@
 import json
 
 from trainctl.frameworks._schema import BOOLEAN, STRING
-from trainctl.frameworks.base import Framework, env_var
+from trainctl.frameworks.base import Framework, env_var, peer_loss
 
 
 class TensorFlow(Framework):
@@ -19,6 +19,14 @@ class TensorFlow(Framework):
     restart_policy = "Never"
     workers_help = "N Worker (add --ps, --chief, --evaluator)"
     default_image = "docker.io/tensorflow/tensorflow:2.18.0"
+    peer_loss_signatures = (
+        # gRPC to a task that is gone (a parameter server, a collective peer), the coordination
+        # service's verdict on it, and collectives aborted because a peer failed or restarted
+        peer_loss("TensorFlow", r"UnavailableError", r"PSUnavailableError", r"Collective ops is aborted by",
+                  r"unexpectedly tried to connect with a different incarnation",
+                  r"has failed, got preempted, or crashed unexpectedly", r"failed to connect to all addresses",
+                  r"Socket closed"),
+    )
     spec_properties = {"successPolicy": STRING, "enableDynamicWorker": BOOLEAN}
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """XGBoostJob: Master 1 + Worker N-1; the master hosts the collective tracker."""
 
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var, peer_loss
 
 
 class XGBoost(Framework):
@@ -15,6 +15,12 @@ class XGBoost(Framework):
     restart_policy = "Never"
     workers_help = "N nodes: Master 1 + Worker N-1"
     default_image = "docker.io/library/python:3.11-slim"
+    # the collective (rabit) losing a worker or its tracker mid-operation
+    peer_loss_signatures = (
+        peer_loss("XGBoost", r"XGBoostError.*(?:[Cc]onnection (?:closed|reset)|Socket (?:closed|error)|Broken pipe"
+                             r"|Failed to (?:recv|send|receive))",
+                  r"[Rr]abit.*(?:[Cc]onnection (?:closed|reset)|[Ss]ocket (?:closed|error)|Broken pipe)"),
+    )
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Master": 1, "Worker": workers - 1} if workers > 1 else {"Master": 1}

@@ -348,7 +348,8 @@ def replica_row(pod: dict, replica_types: list[str]) -> ReplicaRow:
                       reason=ended.get("reason") or status.get("reason") or "",
                       node=(pod.get("spec") or {}).get("nodeName") or "", started=status.get("startTime"),
                       finished=ended.get("finishedAt"), last_exit_code=last.get("exitCode"),
-                      last_reason=last.get("reason") or "", last_finished=last.get("finishedAt"))
+                      last_reason=last.get("reason") or "", last_finished=last.get("finishedAt"),
+                      message=ended.get("message") or "", last_message=last.get("message") or "")
 
 
 def init_trouble(statuses: list[dict]) -> tuple[str, dict]:

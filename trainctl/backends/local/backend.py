@@ -22,7 +22,8 @@ from trainctl import selectors
 from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
 from trainctl.backends.local import processes
 from trainctl.backends.local.logs import follow_logs, read_logs
-from trainctl.backends.local.store import AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files
+from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files,
+                                           stored_window)
 from trainctl.core import conditions as cond
 from trainctl.core.reconcile import rfc3339
 from trainctl.errors import NotFound, UserError
@@ -367,7 +368,13 @@ def replica_row(row: dict, runtime: dict, job_finished: bool = False) -> Replica
                       restarts=row.get("restarts", 0), exit_code=row.get("exit_code"), reason=reason,
                       node="localhost", started=row.get("started"), finished=row.get("finished"),
                       last_exit_code=row.get("last_exit_code"), last_reason=row.get("last_reason", ""),
-                      last_finished=row.get("last_finished"))
+                      last_finished=row.get("last_finished"), message=text(row.get("message")),
+                      last_message=text(row.get("last_message")), exit_window=stored_window(row.get("exit_window")),
+                      last_exit_window=stored_window(row.get("last_exit_window")), stopped=row.get("stopped") is True)
+
+
+def text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def job_is_done(job_dir: JobDir) -> bool:

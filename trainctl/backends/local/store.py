@@ -7,6 +7,8 @@ One directory per job, ``<home>/jobs/<namespace>/<name>/``:
 * ``events.jsonl`` the job's events, one JSON object per line
 * ``logs/<replica>.log`` (and ``.previous.log`` after a restart), kept until delete or TTL
 * ``logs/<replica>.offsets`` the log's size once a second while it grows, so ``--since`` finds where to start
+* ``logs/<replica>.termination`` what the running replica wrote as its termination message (the function
+  runner's record of a raise), read and removed by the supervisor when the run ends
 * ``uid``          the job's uid, written once at creation: ``delete`` finds the job's processes
   by it even when job.json and runtime.json are damaged
 
@@ -115,6 +117,13 @@ def runtime_problem(runtime: dict) -> str | None:
     if not all(isinstance(row, dict) and isinstance(row.get("name"), str) and isinstance(row.get("rtype"), str)
                and isinstance(row.get("index"), int) for row in rows):
         return "a replica row lacks its name, type or index"
+    return None
+
+
+def stored_window(value: object) -> tuple[float, float] | None:
+    """A replica row's exit window (two Unix times, a JSON list), or None for anything else."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(type(v) in (int, float) for v in value):
+        return float(value[0]), float(value[1])
     return None
 
 
@@ -230,6 +239,11 @@ class JobDir:
     def log_file(self, replica: str, previous: bool = False) -> Path:
         check_component("replica", replica)
         return self.logs / (f"{replica}.previous.log" if previous else f"{replica}.log")
+
+    def termination_file(self, replica: str) -> Path:
+        """Where the replica's run may write its termination message, as to a container's /dev/termination-log."""
+        check_component("replica", replica)
+        return self.logs / f"{replica}.termination"
 
     def offsets_file(self, replica: str, previous: bool = False) -> Path:
         """``<unix time> <log size>`` lines: when each part of the log was written (for --since)."""

@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -25,13 +26,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainctl.backends.local import processes
-from trainctl.backends.local.store import DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files
+from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files,
+                                           stored_window)
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
+from trainctl.core.attribution import Run
 from trainctl.core.network import LocalNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile, rfc3339
 from trainctl.failures import CRASH_LOOP
+from trainctl.function_runner import TERMINATION_LOG_ENV
 from trainctl.job import Job
 
 TICK_SECONDS = 0.1  # how often process exits are noticed; the deadline is met within this
@@ -39,43 +43,93 @@ TICK_SECONDS = 0.1  # how often process exits are noticed; the deadline is met w
 RESTART_DELAY_SECONDS, RESTART_DELAY_MAX_SECONDS = 0.5, 10.0
 HEARTBEAT_SECONDS = 1.0
 TROUBLE_RETRY_SECONDS = 0.5  # after a failed write or an unreadable job.json
+STOP_EXIT_CODES = (128 + signal.SIGTERM, 128 + signal.SIGKILL)  # what processes.stop_group ends a replica with
+# kubelet's limits: a termination message keeps 4096 bytes; FallbackToLogsOnError, the log's last 80 lines
+# within 2048 bytes
+MAX_TERMINATION_MESSAGE_BYTES, LOG_FALLBACK_LINES, LOG_FALLBACK_BYTES = 4096, 80, 2048
 
 
 class Replica:
     """A replica process this supervisor started (or the record of one that ended)."""
 
     def __init__(self, action: CreateReplica, process: subprocess.Popen, restarts: int, replica_id: str,
-                 last_run: dict | None = None) -> None:
+                 job_dir: JobDir, last_run: dict | None = None) -> None:
         self.action, self.process, self.restarts = action, process, restarts
         self.last_run = last_run or {}  # the run before this one (as_last_run()), shown like kubectl's lastState
         self.replica_id = replica_id  # e.g. worker-1: names its log files
+        self.job_dir = job_dir  # where its log and termination message are
         self.indexed_size = 0
-        self.started_at = rfc3339(datetime.now(timezone.utc))
+        self.started_at, self.start_time = rfc3339(datetime.now(timezone.utc)), time.time()
         self.finished_at: str | None = None
+        self.exit_window: tuple[float, float] | None = None
         self.exit_code: int | None = None
+        self.message = ""
 
-    def poll(self) -> None:
-        if self.exit_code is None and self.process.poll() is not None:
-            code = self.process.returncode
-            self.exit_code = 128 - code if code < 0 else code  # killed by signal N -> 128+N, as in a container
-            self.finished_at = rfc3339(datetime.now(timezone.utc))
+    def poll(self, previous_poll: float) -> None:
+        """Notice the process's exit; ``previous_poll``: when it was last seen running (its exit comes after).
+        While it runs, what it has written as its termination message so far: a function that raised is
+        on its way out, though its shutdown may take a while (torch's process group), and said so already."""
+        if self.exit_code is not None:
+            return
+        if self.process.poll() is None:
+            self.message = read_termination_file(self.job_dir.termination_file(self.replica_id))
+            return
+        code = self.process.returncode
+        self.exit_code = 128 - code if code < 0 else code  # killed by signal N -> 128+N, as in a container
+        self.finished_at = rfc3339(datetime.now(timezone.utc))
+        self.exit_window = (max(previous_poll, self.start_time), time.time())
+        self.message = termination_message(self.job_dir, self.replica_id, failed=self.exit_code != 0)
 
     def observed(self) -> ObservedReplica:
         phase = "Running" if self.exit_code is None else ("Succeeded" if self.exit_code == 0 else "Failed")
+        last = self.last_run
         return ObservedReplica(self.action.rtype, self.action.index, self.action.name, phase, self.exit_code,
                                started_at=self.started_at, finished_at=self.finished_at,
-                               reason="" if self.exit_code in (None, 0) else exit_reason(self.exit_code))
+                               reason="" if self.exit_code in (None, 0) else exit_reason(self.exit_code),
+                               message=self.message, exit_window=self.exit_window,
+                               last_exit_code=last.get("last_exit_code"), last_reason=last.get("last_reason", ""),
+                               last_finished_at=last.get("last_finished"), last_message=last.get("last_message", ""),
+                               last_exit_window=stored_window(last.get("last_exit_window")))
 
     def row(self) -> dict:
         return {"name": self.action.name, "rtype": self.action.rtype, "index": self.action.index,
                 "pid": self.process.pid, "state": self.observed().phase, "exit_code": self.exit_code,
                 "restarts": self.restarts, "started": self.started_at, "finished": self.finished_at,
-                "reason": self.observed().reason, **self.last_run}
+                "reason": self.observed().reason, "message": self.message, "exit_window": self.exit_window,
+                **self.last_run}
 
     def as_last_run(self) -> dict:
         """This ended run as the row fields of the run before the next one."""
         return {"last_exit_code": self.exit_code, "last_reason": self.observed().reason,
-                "last_finished": self.finished_at}
+                "last_finished": self.finished_at, "last_message": self.message,
+                "last_exit_window": self.exit_window}
+
+
+def read_termination_file(path: Path) -> str:
+    """Its first 4096 bytes, as kubelet keeps; '' when there is none. The file is the replica's to write:
+    anything but a regular file (a FIFO that would block this read, a device) is not read."""
+    with contextlib.suppress(OSError):
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        with os.fdopen(handle, "rb") as source:
+            if stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+                return source.read(MAX_TERMINATION_MESSAGE_BYTES).decode(errors="replace")
+    return ""
+
+
+def termination_message(job_dir: JobDir, replica_id: str, failed: bool) -> str:
+    """What kubelet would make the ended run's termination message: what it wrote to its termination file
+    (then removed, so the next run starts without it), or for a failed run that wrote nothing the tail of its
+    log (FallbackToLogsOnError)."""
+    path = job_dir.termination_file(replica_id)
+    written = read_termination_file(path)
+    with contextlib.suppress(OSError):
+        path.unlink()
+    if written or not failed:
+        return written
+    with contextlib.suppress(OSError), open(job_dir.log_file(replica_id), "rb") as log:
+        log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_FALLBACK_BYTES))
+        return "\n".join(log.read().decode(errors="replace").splitlines()[-LOG_FALLBACK_LINES:])
+    return ""
 
 
 def cpu_share(replicas: int) -> int:
@@ -103,6 +157,7 @@ class Supervisor:
         self.last_runs: dict[str, dict] = {}  # per replica name: its run before the current one
         self.not_before: dict[str, float] = {}  # restart back-off per replica name
         self.last_heartbeat = 0.0
+        self.last_poll = 0.0  # when the replicas were last seen: a process found ended exited after it
         self.stopping = False
         self.last_trouble = ""  # logged once per kind of trouble, not once per pass
 
@@ -139,14 +194,17 @@ class Supervisor:
         self.stopping = True
 
     def step(self) -> tuple[float | None, bool]:
+        polled = time.time()
         for replica in self.replicas.values():
-            replica.poll()
+            replica.poll(self.last_poll)
+        self.last_poll = polled
         with self.dir.locked():
             if not self.dir.exists():
                 return None, False
             resource = self.dir.read_job()
             plan = reconcile(resource, [r.observed() for r in self.replicas.values()],
-                             datetime.now(timezone.utc), self.network(resource))
+                             datetime.now(timezone.utc), self.network(resource),
+                             unobserved_failures=self.waiting_failures(Job(resource)))
             for action in plan.actions:
                 if isinstance(action, DeleteJob):
                     self.stop_everything()
@@ -162,6 +220,14 @@ class Supervisor:
         finished = cond.finished(plan.status.get("conditions") or [])
         idle = not any(r.exit_code is None for r in self.replicas.values())
         return plan.requeue_after, finished and idle and plan.requeue_after is None
+
+    def waiting_failures(self, job: Job) -> tuple[Run, ...]:
+        """The failed last runs of replicas waiting out their restart back-off: no process is observed for them,
+        and the Failed condition may still have to name one of them as the cause."""
+        return tuple(Run(job.replica_id(row["rtype"], row["index"]), row["last_exit_code"], row["last_reason"],
+                         row["last_finished"], previous=True, exit_window=stored_window(row["last_exit_window"]),
+                         message=row["last_message"])
+                     for row in self.deleted.values() if row["state"] == CRASH_LOOP)
 
     # ---- actions -----------------------------------------------------------------------
     def execute(self, action: object, resource: dict) -> None:
@@ -185,6 +251,7 @@ class Supervisor:
                processes.MARKER: resource["metadata"]["uid"]}
         env.pop(processes.SUPERVISOR_MARKER, None)
         replica_id = Job(resource).replica_id(action.rtype, action.index)
+        self.dir.termination_file(replica_id).unlink(missing_ok=True)  # a message left by a run the supervisor lost
         # The log cannot be opened (full disk): an OSError leaves this pass and the start is tried
         # again, rather than counting a failure of the machine against the replica.
         with open(self.dir.log_file(replica_id), "ab") as log:
@@ -196,12 +263,15 @@ class Supervisor:
                 process = subprocess.Popen(["false"])  # an exited replica the core will see as failed
         self.deleted.pop(action.name, None)
         self.replicas[action.name] = Replica(action, process, self.restarts.get(action.name, 0), replica_id,
-                                             self.last_runs.get(action.name))
+                                             self.dir, self.last_runs.get(action.name))
 
     def extra_env(self, action: CreateReplica, resource: dict) -> dict[str, str]:
-        """What a pod would get from its node and not from the operator: GPUs, a private Paddle log dir, MPI as root."""
+        """What a pod would get from its node and not from the operator: GPUs, a private Paddle log dir, MPI as root,
+        a file for its termination message."""
+        replica_id = Job(resource).replica_id(action.rtype, action.index)
         env = {"CUDA_VISIBLE_DEVICES": ",".join(self.runtime.get("gpus", {}).get(action.name, [])),
-               "TRAINCTL_PIP_CACHE": str(self.dir.path / "pip")}  # --pip installs per job (trainctl.code.pipwrap)
+               "TRAINCTL_PIP_CACHE": str(self.dir.path / "pip"),  # --pip installs per job (trainctl.code.pipwrap)
+               TERMINATION_LOG_ENV: str(self.dir.termination_file(replica_id))}  # a pod's /dev/termination-log
         kind = resource["kind"]
         if kind == "PaddleJob":
             env["PADDLE_LOG_DIR"] = str(self.dir.path / "paddle" / action.name)
@@ -215,9 +285,12 @@ class Supervisor:
         replica = self.replicas.pop(action.name, None)
         if replica is None:
             return
-        if replica.exit_code is None:
+        running = replica.exit_code is None
+        if running:
             processes.stop_group(replica.process)
-            replica.poll()
+            replica.poll(self.last_poll)
+        # ended by the stop's signal, not by a failure of its own in the grace period
+        stopped = running and replica.exit_code in STOP_EXIT_CODES
         if action.reason == "Restart":
             self.restarts[action.name] = replica.restarts + 1
             delay = min(RESTART_DELAY_SECONDS * 2 ** replica.restarts, RESTART_DELAY_MAX_SECONDS)
@@ -226,10 +299,11 @@ class Supervisor:
             # until it runs again it shows as kubelet shows a pod waiting to restart, with the failed run's code
             self.last_runs[action.name] = replica.as_last_run()
             self.deleted[action.name] = {**replica.row(), **self.last_runs[action.name], "state": CRASH_LOOP,
-                                         "exit_code": None, "reason": "", "restarts": self.restarts[action.name]}
+                                         "exit_code": None, "reason": "", "message": "", "exit_window": None,
+                                         "restarts": self.restarts[action.name]}
         else:
             self.deleted[action.name] = {**replica.row(), "state": "Deleted" if action.reason != "Cleanup"
-                                         else replica.row()["state"]}
+                                         else replica.row()["state"], "stopped": stopped}
 
     def stop_everything(self) -> None:
         for replica in self.replicas.values():
