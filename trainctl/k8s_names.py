@@ -33,6 +33,7 @@ ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 PORT_NAME = re.compile(r"[-a-z0-9]+")
 LABEL_MAX, SUBDOMAIN_MAX, PORT_NAME_MAX = 63, 253, 15
 PORT_MAX = 65535
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 LABEL_ALPHABET = "letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 
 

@@ -18,6 +18,7 @@ from trainctl.frameworks import Framework
 from trainctl.frameworks.base import CLEAN_POD_POLICIES, RESTART_POLICIES
 from trainctl.k8s_names import (
     DNS_1123_SUBDOMAIN,
+    TAINT_EFFECTS,
     dns_subdomain_problem,
     env_name_problem,
     label_key_problem,
@@ -25,7 +26,6 @@ from trainctl.k8s_names import (
 )
 
 QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)([numkMGTPE]|[KMGTPE]i)?")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SIZE = re.compile(r"(\d{1,12})(Ki|Mi|Gi|K|M|G)?")
 SIZE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 MAX_WORKDIR_LIMIT = 256 << 20
@@ -109,7 +109,7 @@ def coerce(value: object, annotation: str, where: str) -> object:
     if annotation.startswith("list"):
         items = value if isinstance(value, list) else [value]
         if isinstance(value, dict):
-            items = [f"{scalar(k, where)}={scalar(v, where)}" for k, v in value.items()]
+            items = [f"{mapping_key(k, where)}={scalar(v, where)}" for k, v in value.items()]
         return [str(scalar(item, where)) for item in items]
     if annotation.startswith("int"):
         if isinstance(value, bool) or not isinstance(value, int):
@@ -131,6 +131,15 @@ def scalar(item: object, where: str) -> object:
         raise UserError(f"{where}: {repr(item)[:60]} is a {type(item).__name__}, not a string or a number: give "
                         "its text, e.g. {'LR': '0.1'}")
     return item
+
+
+def mapping_key(key: object, where: str) -> object:
+    """A key of a dict given for K=V items: one holding '=' would move the rest of it into the value
+    ({"A=B": "c"} would become A="B=c")."""
+    if "=" in str(scalar(key, where)):
+        raise UserError(f"{where}: the key {str(key)[:60]!r} holds '=', which ends a key: no variable, label or "
+                        "annotation name has one")
+    return key
 
 
 def check_given(options: SubmitOptions) -> None:

@@ -44,6 +44,7 @@ from trainctl.errors import UserError
 from trainctl.frameworks import Framework, by_kind
 from trainctl.k8s_names import (
     DNS_1123_LABEL,
+    TAINT_EFFECTS,
     dns_label_problem,
     env_name_problem,
     label_key_problem,
@@ -315,13 +316,14 @@ def check_replica_spec(framework: Framework, key: str, replica_spec: dict, path:
                       f"must have a container named {framework.container!r} (the one the operator wires)")
 
 
-def check_labels_and_annotations(metadata: dict, path: str) -> None:
-    """An object's labels and annotations as the API server's ObjectMeta validation takes them."""
+def check_labels_and_annotations(metadata: dict, path: str, field: str = "labels") -> None:
+    """An object's labels and annotations as the API server's ObjectMeta validation takes them (and a pod's
+    nodeSelector, a map of labels too, as ``field``)."""
     for key, value in (metadata.get("labels") or {}).items():
         if problem := label_key_problem(key):
-            raise Invalid(f"{path}.labels", f"{_shorten(repr(key))} is {problem}")
+            raise Invalid(f"{path}.{field}", f"{_shorten(repr(key))} is {problem}")
         if problem := label_value_problem(value):
-            raise Invalid(_join(f"{path}.labels", key), f"{_shorten(repr(value))} is {problem}")
+            raise Invalid(_join(f"{path}.{field}", key), f"{_shorten(repr(value))} is {problem}")
     annotations = metadata.get("annotations") or {}
     for key in annotations:
         if problem := label_key_problem(key.lower()):  # the API server checks annotation keys lower-cased
@@ -333,7 +335,10 @@ def check_labels_and_annotations(metadata: dict, path: str) -> None:
 
 
 def check_pod_spec(pod_spec: dict, path: str) -> None:
-    """Containers, init containers and volumes of one replica's pod."""
+    """Containers, init containers, volumes, node selector and tolerations of one replica's pod."""
+    check_labels_and_annotations({"labels": pod_spec.get("nodeSelector")}, path, field="nodeSelector")
+    for index, toleration in enumerate(pod_spec.get("tolerations") or []):
+        check_toleration(toleration, f"{path}.tolerations[{index}]")
     volumes = set()
     for index, volume in enumerate(pod_spec.get("volumes") or []):
         check_unique_dns_label(volume.get("name"), volumes, f"{path}.volumes[{index}].name", "volume")
@@ -342,6 +347,27 @@ def check_pod_spec(pod_spec: dict, path: str) -> None:
         for index, container in enumerate(pod_spec.get(section) or []):
             check_container(container, f"{path}.{section}[{index}]", volumes)
             check_unique_dns_label(container["name"], names, f"{path}.{section}[{index}].name", "container")
+
+
+def check_toleration(toleration: dict, path: str) -> None:
+    """As the API server's validateTolerations: a key that is a label key (or none, with Exists), a value only
+    with Equal, an effect it knows, tolerationSeconds only with NoExecute."""
+    key, operator, value = toleration.get("key") or "", toleration.get("operator") or "Equal", toleration.get("value")
+    if key and (problem := label_key_problem(key)):
+        raise Invalid(f"{path}.key", f"{_shorten(repr(key))} is {problem}")
+    if operator not in ("Equal", "Exists"):
+        raise Invalid(f"{path}.operator", f"unsupported value {_shorten(repr(operator))}: use Equal or Exists")
+    if not key and operator != "Exists":
+        raise Invalid(f"{path}.operator", "must be Exists when the key is empty (a toleration of every taint)")
+    if operator == "Exists" and value:
+        raise Invalid(f"{path}.value", "must be empty when the operator is Exists")
+    if operator == "Equal" and value and (problem := label_value_problem(value)):
+        raise Invalid(f"{path}.value", f"{_shorten(repr(value))} is {problem}")
+    effect = toleration.get("effect") or ""
+    if effect and effect not in TAINT_EFFECTS:
+        raise Invalid(f"{path}.effect", f"unsupported value {_shorten(repr(effect))}: use one of {', '.join(TAINT_EFFECTS)}")
+    if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
+        raise Invalid(f"{path}.tolerationSeconds", "only takes effect with effect NoExecute: set that effect or leave it out")
 
 
 def check_unique_dns_label(name: str | None, seen: set[str], path: str, what: str) -> None:

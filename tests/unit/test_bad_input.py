@@ -227,6 +227,11 @@ APPLY_CASES = [
     (variant("command: [python]", "resources: {requests: {cpu: '2'}, limits: {cpu: 1500m}}"),
      "requests.cpu: 2 must be at most its limit 1500m"),
     (variant("command: [python]", "resources: {requests: {nvidia.com/gpu: 1}}"), "limits.nvidia.com/gpu: required"),
+    (variant("{spec: {containers", "{spec: {nodeSelector: {disk: a b}, containers"), "nodeSelector.disk: 'a b'"),
+    (variant("{spec: {containers", "{spec: {tolerations: [{key: gpu, effect: Sometimes}], containers"),
+     "tolerations[0].effect: unsupported value 'Sometimes'"),
+    (variant("{spec: {containers", "{spec: {tolerations: [{operator: Equal, value: x}], containers"),
+     "must be Exists when the key is empty"),
 ]
 
 
@@ -449,6 +454,7 @@ def test_the_python_api_refuses_a_nul_before_anything_exists(cli, monkeypatch):
     calls = [(lambda: client.run(["python", "-c", "pass"], env={"A": "a\0b"}), "env[0].value"),
              (lambda: client.run(["python", "-c", "pass", "x\0"]), "command[3]"),
              (lambda: client.run(["python", "-c", "pass"], label=["team=a\0"]), "label team='a\\x00'"),
+             (lambda: client.run(["python", "-c", "pass"], env={"A=B": "c"}), "the key 'A=B' holds '='"),
              (lambda: client.submit(yaml.safe_load(NUL_JOB)), "env[0].value")]
     for call, culprit in calls:
         with pytest.raises(UserError) as refused:
