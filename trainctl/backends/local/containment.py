@@ -295,8 +295,6 @@ def stop_job(uid: str, cgroups: list[str], grace: float = processes.GRACE_SECOND
         return found
 
     processes.stop_all(everything, grace, before_kill=lambda: [kill_tree(directory) for directory in cgroups])
-    for directory in cgroups:
-        kill_tree(directory)  # removes the (now empty) tree
 
 
 def recorded_cgroups(records: list[dict], uid: str) -> list[str]:
