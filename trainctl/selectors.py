@@ -139,10 +139,10 @@ class _Parser:
         if token is None or token[0] == "symbol":
             return ""  # key= selects an empty value, as in Kubernetes
         value = self.take()[1]
-        from trainctl.submit_options import LABEL_VALUE
+        from trainctl.k8s_names import label_value_problem
 
-        if len(value) > 63 or not LABEL_VALUE.fullmatch(value):
-            raise self.fail(f"{value!r} is not a label value (at most 63 letters, digits, '-', '_', '.')")
+        if problem := label_value_problem(value):
+            raise self.fail(f"{value!r} is {problem}")
         return value
 
     def value_set(self, key: str, operator: str) -> tuple[str, ...]:

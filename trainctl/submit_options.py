@@ -16,13 +16,16 @@ from dataclasses import dataclass, field, fields
 from trainctl.errors import UserError
 from trainctl.frameworks import Framework
 from trainctl.frameworks.base import CLEAN_POD_POLICIES, RESTART_POLICIES
+from trainctl.k8s_names import (
+    DNS_1123_SUBDOMAIN,
+    TAINT_EFFECTS,
+    dns_subdomain_problem,
+    env_name_problem,
+    label_key_problem,
+    label_value_problem,
+)
 
-ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
-LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)([numkMGTPE]|[KMGTPE]i)?")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SIZE = re.compile(r"(\d{1,12})(Ki|Mi|Gi|K|M|G)?")
 SIZE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 MAX_WORKDIR_LIMIT = 256 << 20
@@ -107,7 +110,7 @@ def coerce(value: object, annotation: str, where: str) -> object:
     if annotation.startswith("list"):
         items = value if isinstance(value, list) else [value]
         if isinstance(value, dict):
-            items = [f"{scalar(k, where)}={scalar(v, where)}" for k, v in value.items()]
+            items = [f"{mapping_key(k, where)}={scalar(v, where)}" for k, v in value.items()]
         return [str(scalar(item, where)) for item in items]
     if annotation.startswith("int"):
         if isinstance(value, bool) or not isinstance(value, int):
@@ -129,6 +132,15 @@ def scalar(item: object, where: str) -> object:
         raise UserError(f"{where}: {repr(item)[:60]} is a {type(item).__name__}, not a string or a number: give "
                         "its text, e.g. {'LR': '0.1'}")
     return item
+
+
+def mapping_key(key: object, where: str) -> object:
+    """A key of a dict given for K=V items: one holding '=' would move the rest of it into the value
+    ({"A=B": "c"} would become A="B=c")."""
+    if "=" in str(scalar(key, where)):
+        raise UserError(f"{where}: the key {str(key)[:60]!r} holds '=', which ends a key: no variable, label or "
+                        "annotation name has one")
+    return key
 
 
 def check_given(options: SubmitOptions) -> None:
@@ -162,9 +174,8 @@ def key_value(text: str, flag: str) -> tuple[str, str]:
 def env_pairs(items: list[str]) -> list[tuple[str, str]]:
     pairs = [key_value(item, "--env") for item in items]
     for key, _ in pairs:
-        if not ENV_NAME.fullmatch(key):
-            raise UserError(f"--env {key!r}: not a valid variable name (letters, digits, '_', '-', '.'; "
-                            "not starting with a digit)")
+        if problem := env_name_problem(key):
+            raise UserError(f"--env {key!r}: {problem}")
     return pairs
 
 
@@ -173,19 +184,15 @@ def label_map(items: list[str], flag: str, check_value: bool = True) -> dict[str
     for item in items:
         key, value = key_value(item, flag)
         check_label_key(key, flag)
-        if check_value and (len(value) > 63 or not LABEL_VALUE.fullmatch(value)):
-            raise UserError(f"{flag} {key}={value!r}: the value must be at most 63 letters, digits, '-', '_' "
-                            "or '.', starting and ending with a letter or digit")
+        if check_value and (problem := label_value_problem(value)):
+            raise UserError(f"{flag} {key}={value!r}: the value is {problem}")
         result[key] = value
     return result
 
 
 def check_label_key(key: str, flag: str) -> None:
-    prefix, _, name = key.rpartition("/")
-    if (prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix))) or len(name) > 63 \
-            or not LABEL_NAME.fullmatch(name):
-        raise UserError(f"{flag} {key!r}: not a valid key: [prefix/]name, name at most 63 letters, digits, "
-                        "'-', '_' or '.'")
+    if problem := label_key_problem(key):
+        raise UserError(f"{flag} {key!r}: {problem}")
 
 
 def quantity(text: str | None, flag: str) -> str | None:
@@ -232,8 +239,8 @@ def volumes(items: list[str]) -> list[Volume]:
             raise UserError(f"--volume {item!r}: expected pvc:CLAIM:/mount/path[:ro] or host:/src:/mount/path[:ro]")
         kind, origin, mount = parts
         if kind == "pvc":
-            if not DNS_SUBDOMAIN.fullmatch(origin):
-                raise UserError(f"--volume {item!r}: {origin!r} is not a valid claim name")
+            if problem := dns_subdomain_problem(origin):
+                raise UserError(f"--volume {item!r}: the claim name {origin!r} is {problem}")
             source = {"persistentVolumeClaim": {"claimName": origin, "readOnly": read_only}}
         else:
             if not origin.startswith("/"):
@@ -283,7 +290,7 @@ def pip_specs(items: list[str]) -> list[str]:
 
 def local_queue(name: str | None) -> str | None:
     """``--local-queue``: the name of a Kueue LocalQueue (a DNS subdomain that fits a label value)."""
-    if name is not None and (len(name) > 63 or not DNS_SUBDOMAIN.fullmatch(name)):
+    if name is not None and (len(name) > 63 or not DNS_1123_SUBDOMAIN.fullmatch(name)):
         raise UserError(f"--local-queue {name!r}: not a LocalQueue name (at most 63 lower-case letters, digits, "
                         "'-' and '.')")
     return name
@@ -299,8 +306,8 @@ def tolerations(items: list[str]) -> list[dict]:
                             f"{', '.join(TAINT_EFFECTS)}")
         key, has_value, value = spec.partition("=")
         check_label_key(key, "--toleration")
-        if has_value and (len(value) > 63 or not LABEL_VALUE.fullmatch(value)):
-            raise UserError(f"--toleration {item!r}: the value must be at most 63 letters, digits, '-', '_' or '.'")
+        if has_value and (problem := label_value_problem(value)):
+            raise UserError(f"--toleration {item!r}: the value is {problem}")
         toleration = {"key": key, "operator": "Equal" if has_value else "Exists", "effect": effect}
         if has_value:
             toleration["value"] = value

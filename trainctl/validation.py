@@ -19,6 +19,14 @@ Three layers, all run on every submit, apply and dry-run (and ``Client.submit``)
    negative run-policy numbers, names too long for their pod names, namespaces that
    are not DNS-1123 labels (a namespace is also a directory of the local store),
    extended resources (``nvidia.com/gpu``) that are not whole numbers.
+3. **Pods**: what the API server's own validation of a pod refuses, checked on each replica's
+   template because the operator's pods would otherwise never appear (Kubernetes' rules, in
+   :mod:`trainctl.k8s_names`): labels and annotations of the job and of each template,
+   container and volume names, unique names, ``containerPort`` 1..65535, port names and
+   protocols, env names and ``value`` with ``valueFrom``, volume mounts of undeclared
+   volumes, requests above limits. Plus one rule a node enforces only when it starts the
+   container: no NUL character in what the process receives (command, args, env values,
+   workingDir), since execve ends a C string there; the local backend would fail to start it.
 
 Every problem raises :class:`~trainctl.errors.UserError` with one line:
 ``pytorchjob "mnist": spec.pytorchReplicaSpecs.Worker.replicas: must be at least 1 (got 0)``.
@@ -34,18 +42,28 @@ from typing import Any
 from trainctl import API_VERSION
 from trainctl.errors import UserError
 from trainctl.frameworks import Framework, by_kind
+from trainctl.k8s_names import (
+    DNS_1123_LABEL,
+    TAINT_EFFECTS,
+    dns_label_problem,
+    env_name_problem,
+    label_key_problem,
+    label_value_problem,
+    port_name_problem,
+    port_number_problem,
+)
 from trainctl.yamlsafe import MAX_DEPTH, MAX_NODES
 
 DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 WHOLE_NUMBER = re.compile(r"\d+")
 SURROGATE = re.compile("[\ud800-\udfff]")  # what undecodable bytes become in Python strings
 INTEGER_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
-ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?")
 # Room left in a 63-character pod name for "-<replica type>-<index>".
 LONGEST_SUFFIX = len("-evaluator-99")
 JSON_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "number": (int, float)}
+ANNOTATIONS_MAX_BYTES = 256 * 1024  # the API server's limit on an object's annotations, keys and values
+PORT_PROTOCOLS = ("TCP", "UDP", "SCTP")
 
 
 class Invalid(Exception):
@@ -249,6 +267,7 @@ def check_admission(resource: dict, framework: Framework) -> None:
     check_name(metadata)
     if metadata.get("namespace") is not None and namespace_problem(metadata["namespace"]):
         raise Invalid("metadata.namespace", f"{_shorten(repr(metadata['namespace']))} is {namespace_problem(metadata['namespace'])}")
+    check_labels_and_annotations(metadata, "metadata")
     spec = resource.get("spec")
     if spec is None:
         raise Invalid("spec", f"required (with spec.{framework.replica_spec_field})")
@@ -285,39 +304,181 @@ def check_replica_spec(framework: Framework, key: str, replica_spec: dict, path:
     replicas = replica_spec.get("replicas")
     if replicas is not None and replicas < 1:
         raise Invalid(f"{path}.replicas", f"must be at least 1 (got {replicas}); remove the replica type instead")
-    pod_spec = ((replica_spec.get("template") or {}).get("spec")) or {}
+    template = replica_spec.get("template") or {}
+    check_labels_and_annotations(template.get("metadata") or {}, f"{path}.template.metadata")
+    pod_spec = template.get("spec") or {}
     containers = pod_spec.get("containers") or []
     if not containers:
         raise Invalid(f"{path}.template.spec.containers", f"must have at least one container named {framework.container!r}")
-    for index, container in enumerate(containers):
-        check_container(container, f"{path}.template.spec.containers[{index}]")
+    check_pod_spec(pod_spec, f"{path}.template.spec")
     if framework.kind != "MPIJob" and not any(c.get("name") == framework.container for c in containers):
         raise Invalid(f"{path}.template.spec.containers",
                       f"must have a container named {framework.container!r} (the one the operator wires)")
 
 
-def check_container(container: dict, path: str) -> None:
+def check_labels_and_annotations(metadata: dict, path: str, field: str = "labels") -> None:
+    """An object's labels and annotations as the API server's ObjectMeta validation takes them (and a pod's
+    nodeSelector, a map of labels too, as ``field``)."""
+    for key, value in (metadata.get("labels") or {}).items():
+        if problem := label_key_problem(key):
+            raise Invalid(f"{path}.{field}", f"{_shorten(repr(key))} is {problem}")
+        if problem := label_value_problem(value):
+            raise Invalid(_join(f"{path}.{field}", key), f"{_shorten(repr(value))} is {problem}")
+    annotations = metadata.get("annotations") or {}
+    for key in annotations:
+        if problem := label_key_problem(key.lower()):  # the API server checks annotation keys lower-cased
+            raise Invalid(f"{path}.annotations", f"{_shorten(repr(key))} is {problem}")
+    size = sum(len(key.encode()) + len(value.encode()) for key, value in annotations.items())
+    if size > ANNOTATIONS_MAX_BYTES:
+        raise Invalid(f"{path}.annotations", f"{size:,} bytes in all, more than the {ANNOTATIONS_MAX_BYTES:,} an "
+                      "object may carry: put large data in a file or a ConfigMap")
+
+
+def check_pod_spec(pod_spec: dict, path: str) -> None:
+    """Containers, init containers, volumes, node selector and tolerations of one replica's pod."""
+    check_labels_and_annotations({"labels": pod_spec.get("nodeSelector")}, path, field="nodeSelector")
+    for index, toleration in enumerate(pod_spec.get("tolerations") or []):
+        check_toleration(toleration, f"{path}.tolerations[{index}]")
+    volumes = set()
+    for index, volume in enumerate(pod_spec.get("volumes") or []):
+        check_unique_dns_label(volume.get("name"), volumes, f"{path}.volumes[{index}].name", "volume")
+    names: set[str] = set()
+    for section in ("initContainers", "containers"):
+        for index, container in enumerate(pod_spec.get(section) or []):
+            check_container(container, f"{path}.{section}[{index}]", volumes)
+            check_unique_dns_label(container["name"], names, f"{path}.{section}[{index}].name", "container")
+
+
+def check_toleration(toleration: dict, path: str) -> None:
+    """As the API server's validateTolerations: a key that is a label key (or none, with Exists), a value only
+    with Equal, an effect it knows, tolerationSeconds only with NoExecute."""
+    key, operator, value = toleration.get("key") or "", toleration.get("operator") or "Equal", toleration.get("value")
+    if key and (problem := label_key_problem(key)):
+        raise Invalid(f"{path}.key", f"{_shorten(repr(key))} is {problem}")
+    if operator not in ("Equal", "Exists"):
+        raise Invalid(f"{path}.operator", f"unsupported value {_shorten(repr(operator))}: use Equal or Exists")
+    if not key and operator != "Exists":
+        raise Invalid(f"{path}.operator", "must be Exists when the key is empty (a toleration of every taint)")
+    if operator == "Exists" and value:
+        raise Invalid(f"{path}.value", "must be empty when the operator is Exists")
+    if operator == "Equal" and value and (problem := label_value_problem(value)):
+        raise Invalid(f"{path}.value", f"{_shorten(repr(value))} is {problem}")
+    effect = toleration.get("effect") or ""
+    if effect and effect not in TAINT_EFFECTS:
+        raise Invalid(f"{path}.effect", f"unsupported value {_shorten(repr(effect))}: use one of {', '.join(TAINT_EFFECTS)}")
+    if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
+        raise Invalid(f"{path}.tolerationSeconds", "only takes effect with effect NoExecute: set that effect or leave it out")
+
+
+def check_unique_dns_label(name: str | None, seen: set[str], path: str, what: str) -> None:
+    if not name:
+        raise Invalid(path, "required")
+    if problem := dns_label_problem(name):
+        raise Invalid(path, f"{_shorten(repr(name))} is {problem}")
+    if name in seen:
+        raise Invalid(path, f"{name!r} names another {what} of the pod too: {what} names must be unique")
+    seen.add(name)
+
+
+def check_container(container: dict, path: str, volumes: set[str]) -> None:
     for required in ("name", "image"):
         if not container.get(required):
             raise Invalid(f"{path}.{required}", "required")
     for index, env in enumerate(container.get("env") or []):
         name = env.get("name", "")
-        if not ENV_NAME.fullmatch(name):
-            raise Invalid(f"{path}.env[{index}].name", f"{name!r} is not a valid variable name (letters, digits, '_', '-', '.')")
+        if problem := env_name_problem(name):
+            raise Invalid(f"{path}.env[{index}].name", f"{_shorten(repr(name))} is {problem}")
+        if env.get("value") and env.get("valueFrom") is not None:
+            raise Invalid(f"{path}.env[{index}].valueFrom", "must not be given with a non-empty value: use one")
+    check_process_text(container, path)
+    check_ports(container.get("ports") or [], f"{path}.ports")
+    check_volume_mounts(container.get("volumeMounts") or [], volumes, f"{path}.volumeMounts")
+    resources = container.get("resources") or {}
     for section in ("limits", "requests"):
-        for resource_name, amount in ((container.get("resources") or {}).get(section) or {}).items():
+        for resource_name, amount in (resources.get(section) or {}).items():
             check_quantity(resource_name, amount, f"{path}.resources.{section}.{resource_name}")
+    check_requests_within_limits(resources, f"{path}.resources")
+
+
+def check_process_text(container: dict, path: str) -> None:
+    """No NUL in what the container's process receives: execve takes argv, the environment and the
+    working directory as C strings, which end at the first NUL."""
+    texts = [(f"{path}.{field}[{index}]", word) for field in ("command", "args")
+             for index, word in enumerate(container.get(field) or [])]
+    texts += [(f"{path}.env[{index}].value", env.get("value")) for index, env in enumerate(container.get("env") or [])]
+    texts.append((f"{path}.workingDir", container.get("workingDir")))
+    for where, text in texts:
+        if isinstance(text, str) and "\x00" in text:
+            raise Invalid(where, f"{_shorten(repr(text))} contains a NUL character (\\x00), which no process can "
+                          "receive: argv, the environment and paths end at the first NUL")
+
+
+def check_ports(ports: list[dict], path: str) -> None:
+    names = set()
+    for index, port in enumerate(ports):
+        where = f"{path}[{index}]"
+        if port.get("containerPort") is None:
+            raise Invalid(f"{where}.containerPort", "required")
+        for field, zero_means_none in (("containerPort", False), ("hostPort", True)):
+            if port.get(field) is not None and (problem := port_number_problem(port[field], zero_means_none)):
+                raise Invalid(f"{where}.{field}", f"{port[field]} is {problem}")
+        name = port.get("name")
+        if name and (problem := port_name_problem(name)):
+            raise Invalid(f"{where}.name", f"{_shorten(repr(name))} is {problem}")
+        if name and name in names:
+            raise Invalid(f"{where}.name", f"{name!r} names another port of the container too: port names must be unique")
+        names.add(name)
+        if port.get("protocol") is not None and port["protocol"] not in PORT_PROTOCOLS:
+            raise Invalid(f"{where}.protocol", f"unsupported value {_shorten(repr(port['protocol']))}: use one of "
+                          f"{', '.join(PORT_PROTOCOLS)}")
+
+
+def check_volume_mounts(mounts: list[dict], volumes: set[str], path: str) -> None:
+    mount_paths = set()
+    for index, mount in enumerate(mounts):
+        if mount.get("name") not in volumes:
+            raise Invalid(f"{path}[{index}].name", f"{_shorten(repr(mount.get('name')))} is no volume of the pod: "
+                          "declare it under the template's spec.volumes")
+        if not mount.get("mountPath"):
+            raise Invalid(f"{path}[{index}].mountPath", "required")
+        if mount["mountPath"] in mount_paths:
+            raise Invalid(f"{path}[{index}].mountPath", f"{_shorten(repr(mount['mountPath']))} is mounted twice: "
+                          "mount paths must be unique")
+        mount_paths.add(mount["mountPath"])
+
+
+def check_requests_within_limits(resources: dict, path: str) -> None:
+    """A request above its limit is refused; an extended resource (vendor.com/gpu) is requested as much as
+    its limit, as Kubernetes requires of resources it cannot overcommit."""
+    from trainctl.controller.gang import parse_quantity
+
+    limits = resources.get("limits") or {}
+    for resource_name, request in (resources.get("requests") or {}).items():
+        extended = _is_extended(resource_name)
+        if resource_name not in limits:
+            if extended:
+                raise Invalid(f"{path}.limits.{resource_name}", f"required: {resource_name} is set in limits, "
+                              "requests follow (requests alone are refused)")
+            continue
+        requested, limit = parse_quantity(request), parse_quantity(limits[resource_name])
+        if requested > limit or (extended and requested != limit):
+            relation = "equal to" if extended else "at most"
+            raise Invalid(f"{path}.requests.{resource_name}", f"{request} must be {relation} its limit {limits[resource_name]}")
 
 
 def check_quantity(resource_name: str, amount: int | str, path: str) -> None:
     """A non-negative quantity; extended resources (``vendor.com/gpu``) are counted in whole units."""
     if not QUANTITY.fullmatch(str(amount)) or str(amount).startswith("-"):
         raise Invalid(path, f"{_shorten(repr(amount))} is not a quantity of at least 0 (examples: 2, 500m, 4Gi)")
-    domain = resource_name.partition("/")[0] if "/" in resource_name else None
-    if domain and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io") \
-            and not WHOLE_NUMBER.fullmatch(str(amount)):
+    if _is_extended(resource_name) and not WHOLE_NUMBER.fullmatch(str(amount)):
         raise Invalid(path, f"{_shorten(repr(amount))} is not a whole number: {resource_name} is counted in units "
                       "(examples: 1, 2)")
+
+
+def _is_extended(resource_name: str) -> bool:
+    """A resource a vendor names (``nvidia.com/gpu``), not one of Kubernetes' own (``kubernetes.io/...``)."""
+    domain = resource_name.partition("/")[0] if "/" in resource_name else None
+    return bool(domain) and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
 
 
 def check_roles(framework: Framework, replica_specs: dict, path: str) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -166,3 +167,75 @@ integer_values = st.one_of(
     st.sampled_from([2**31 - 1, 2**31, 2**63 - 1, 2**63, -2**63 - 1, 10**30]),
     st.integers(),
 ).map(str)
+
+
+# ---- Kubernetes' rules, as an oracle written from apimachinery's own formats, apart from trainctl's code ----
+# (k8s.io/apimachinery/pkg/api/validate/content/kube.go, pkg/util/validation/validation.go). Go's ^...$
+# match the whole text, as fullmatch does; Go measures lengths in bytes.
+
+K8S_NAME_FORMAT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"  # labelKeyFmt
+K8S_DNS_LABEL_FORMAT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+K8S_ENV_NAME_FORMAT = "[-._a-zA-Z][-._a-zA-Z0-9]*"
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def kubernetes_label_key(key: str) -> bool:
+    parts = key.split("/")
+    if len(parts) > 2:
+        return False
+    if len(parts) == 2:
+        prefix = parts[0]
+        subdomain = f"{K8S_DNS_LABEL_FORMAT}(\\.{K8S_DNS_LABEL_FORMAT})*"
+        if not prefix or _bytes(prefix) > 253 or not re.fullmatch(subdomain, prefix):
+            return False
+    return 0 < _bytes(parts[-1]) <= 63 and re.fullmatch(K8S_NAME_FORMAT, parts[-1]) is not None
+
+
+def kubernetes_label_value(value: str) -> bool:
+    return _bytes(value) <= 63 and re.fullmatch(f"({K8S_NAME_FORMAT})?", value) is not None
+
+
+def kubernetes_env_name(name: str) -> bool:
+    return re.fullmatch(K8S_ENV_NAME_FORMAT, name) is not None and name != "." and not name.startswith("..")
+
+
+def kubernetes_port(port: int, zero_means_none: bool = False) -> bool:
+    return (0 if zero_means_none else 1) <= port <= 65535
+
+
+def kubernetes_port_name(name: str) -> bool:
+    return (0 < len(name) <= 15 and re.fullmatch("[-a-z0-9]+", name) is not None and re.search("[a-z]", name)
+            is not None and "--" not in name and not name.startswith("-") and not name.endswith("-"))
+
+
+def process_text(text: str) -> bool:
+    """What a process can be given: valid Unicode (what JSON carries) without a NUL (where C strings end)."""
+    return "\x00" not in text and not any("\ud800" <= char <= "\udfff" for char in text)
+
+
+def mostly(good, bad):
+    """``good`` 4 times in 5: st.one_of flattens nested choices, so it cannot be weighted by repetition."""
+    return st.integers(0, 4).flatmap(lambda n: good if n else bad)
+
+
+# Mostly valid by construction, so a document of several fields is often valid as a whole.
+label_keys = mostly(
+    st.from_regex(r"([a-z0-9]([-a-z0-9]{0,8}[a-z0-9])?(\.[a-z0-9]{1,4}){0,2}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,66}"
+                  r"[A-Za-z0-9])?", fullmatch=True),
+    st.one_of(st.sampled_from(["a/b/c", "/x", "x/", "tëam", "ｔeam", "k" * 64, "a." * 126 + "b/x", "a." * 127 + "b/x",
+                               "Example.com/x", "-x", "x_", "x\n", "x\x00", "a..b/c"]), text_values),
+)
+label_values = mostly(
+    st.from_regex(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,65}[A-Za-z0-9])?)?", fullmatch=True),
+    st.one_of(st.sampled_from(["v" * 64, "-x", "x-", "é", "١٢", "a b", "x\x00"]), text_values),
+)
+env_names = mostly(st.from_regex(K8S_ENV_NAME_FORMAT, fullmatch=True),
+                   st.one_of(st.sampled_from([".", "..", "..x", "1A", "A\x00", "É"]), text_values))
+env_values = mostly(text_values, st.sampled_from(["\x00", "a\x00b", "x\x00" * 3]))
+port_numbers = mostly(st.integers(1, 65535), st.one_of(st.integers(-3, 3), st.integers(65533, 65538),
+                                                       st.sampled_from([2**31, 2**40, -2**31]), st.integers()))
+port_names = mostly(st.from_regex(r"[a-z]([-a-z0-9]{0,13}[a-z0-9])?", fullmatch=True),
+                    st.one_of(st.from_regex(r"[-a-z0-9]{1,17}", fullmatch=True), text_values))

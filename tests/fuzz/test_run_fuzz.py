@@ -16,7 +16,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fuzz.harness import COUNTS, TOKENS, fuzz, integer_values, text_values
+from tests.fuzz.harness import (
+    COUNTS,
+    TOKENS,
+    env_names,
+    env_values,
+    fuzz,
+    integer_values,
+    kubernetes_env_name,
+    kubernetes_label_key,
+    kubernetes_label_value,
+    label_keys,
+    label_values,
+    mostly,
+    process_text,
+    text_values,
+)
 from trainctl import Client, InvalidArgument
 from trainctl.frameworks import CLI_NAMES
 from trainctl.running import NOT_KEYWORDS, RUN_ONLY
@@ -30,11 +45,6 @@ KEYWORDS = [field.name for field in dataclasses.fields(SubmitOptions) if field.n
 
 def train(lr: float = 0.1, x=None) -> float:
     return lr
-
-
-def mostly(good, bad):
-    """``good`` 4 times in 5: st.one_of flattens nested choices, so it cannot be weighted by repetition."""
-    return st.integers(0, 4).flatmap(lambda n: good if n else bad)
 
 
 scalars = st.one_of(text_values, integer_values.map(int), st.integers(), st.booleans(), st.none(),
@@ -81,6 +91,34 @@ def test_run_keywords(call, framework, keywords, on_cluster):
     else:
         COUNTS["run() rendered"] += 1
         assert validate(json.loads(json.dumps(resource))) == resource
+    assert not home.exists(), "a dry run wrote something"
+
+
+@fuzz(300)
+@given(labels=st.dictionaries(label_keys, label_values, max_size=2), env=st.dictionaries(env_names, env_values, max_size=2),
+       words=st.lists(env_values, max_size=2), as_list=st.booleans(), on_cluster=st.booleans())
+def test_run_labels_env_and_command_follow_kubernetes_rules(labels, env, words, as_list, on_cluster):
+    """label= and env= as a dict (or K=V items), the command's words: a resource if and only if Kubernetes would
+    take the labels and env names and a process could receive every string; else one InvalidArgument line."""
+    home = Path(os.environ["TRAINCTL_HOME"])
+    COUNTS["cases"] += 1
+    if as_list:  # as K=V items a key holding '=' means another key; the dict form refuses one
+        labels = {key: value for key, value in labels.items() if "=" not in key}
+        env = {name: value for name, value in env.items() if "=" not in name}
+    client = Client("kubernetes", kubeconfig=str(home.parent / "none")) if on_cluster else Client("local")
+    given_labels = [f"{key}={value}" for key, value in labels.items()] if as_list else labels
+    given_env = [f"{name}={value}" for name, value in env.items()] if as_list else env
+    expected = (all(kubernetes_label_key(key) and kubernetes_label_value(value) for key, value in labels.items())
+                and all(kubernetes_env_name(name) and process_text(name) and process_text(value)
+                        for name, value in env.items())
+                and all(process_text(word) for word in words))
+    try:
+        resource = client.run(["python", "t.py", *words], label=given_labels, env=given_env, dry_run=True)
+    except InvalidArgument as refused:
+        assert not expected and "\n" not in str(refused), (labels, env, words, str(refused))
+    else:
+        assert expected, (labels, env, words)
+        assert resource["metadata"].get("labels", {}) == labels
     assert not home.exists(), "a dry run wrote something"
 
 

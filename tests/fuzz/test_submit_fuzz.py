@@ -15,11 +15,23 @@ from hypothesis import strategies as st
 
 from tests.fuzz.harness import (
     all_strings,
+    env_names,
+    env_values,
     fuzz,
     files_under,
     integer_values,
     json_documents,
+    kubernetes_env_name,
+    kubernetes_label_key,
+    kubernetes_label_value,
+    kubernetes_port,
+    kubernetes_port_name,
+    label_keys,
+    label_values,
+    port_names,
+    port_numbers,
     private_state,
+    process_text,
     run,
     shape,
     text_values,
@@ -181,3 +193,57 @@ def test_yunikorn_task_groups_count_min_available_members_and_each_pods_requests
     assert sum(group["minMember"] for group in groups) == (total if min_available is None else min(min_available,
                                                                                                    total))
     assert all(parse_quantity(group["minResource"]["cpu"]) == parse_quantity(cpu) > Decimal(0) for group in groups)
+
+
+# ---- Kubernetes' rules on every way in: flags, apply documents (the Python API: test_run_fuzz.py) ----------
+
+@fuzz(300)
+@given(flag=st.sampled_from(["--label", "--node-selector"]), key=label_keys.filter(lambda key: "=" not in key),
+       value=label_values)
+def test_label_flags_accept_exactly_what_kubernetes_accepts(flag, key, value):
+    result = run("submit", "pytorch", "--dry-run", "-o", "json", flag, f"{key}={value}", "--", "python")
+    expected = kubernetes_label_key(key) and kubernetes_label_value(value)
+    assert (result.code == 0) == expected, (flag, key, value, result.stderr)
+
+
+@fuzz(300)
+@given(name=env_names.filter(lambda name: "=" not in name), value=env_values, word=env_values)
+def test_env_flags_and_command_words_accept_exactly_what_a_process_can_receive(name, value, word):
+    """In this process an argument can hold a NUL, as a values file or --set can put one in an option."""
+    result = run("submit", "pytorch", "--dry-run", "-o", "json", "-e", f"{name}={value}", "--", "python", word)
+    expected = kubernetes_env_name(name) and process_text(name) and process_text(value) and process_text(word)
+    assert (result.code == 0) == expected, (name, value, word, result.stderr)
+
+
+GOOD_DOCUMENT = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "rules"},
+                 "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {"containers": [
+                     {"name": "pytorch", "image": "img", "command": ["python"]}]}}}}}}
+
+
+@fuzz(300)
+@given(labels=st.dictionaries(label_keys, label_values, max_size=2), pod_labels=st.dictionaries(label_keys, label_values,
+                                                                                               max_size=1),
+       port=port_numbers, host_port=st.one_of(st.none(), port_numbers), port_name=st.one_of(st.none(), port_names),
+       env=st.lists(st.tuples(env_names, env_values), max_size=2))
+def test_apply_accepts_exactly_what_kubernetes_accepts(labels, pod_labels, port, host_port, port_name, env):
+    """Labels of the job and of its pods, a container's port, its env: the document applies (dry run) if and only
+    if the API server would take it and its process could receive every string."""
+    import copy
+
+    import yaml
+
+    document = copy.deepcopy(GOOD_DOCUMENT)
+    document["metadata"]["labels"] = labels
+    template = document["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
+    template["metadata"] = {"labels": pod_labels}
+    container = template["spec"]["containers"][0]
+    container["ports"] = [{"containerPort": port, **({"hostPort": host_port} if host_port is not None else {}),
+                           **({"name": port_name} if port_name is not None else {})}]
+    container["env"] = [{"name": name, "value": value} for name, value in env]
+    result = run("apply", "-f", "-", "--dry-run", "-o", "json",
+                 stdin=yaml.safe_dump(document, allow_unicode=True).encode("utf-8", "surrogatepass"))
+    expected = (all(kubernetes_label_key(k) and kubernetes_label_value(v) for k, v in {**labels, **pod_labels}.items())
+                and kubernetes_port(port) and (host_port is None or kubernetes_port(host_port, zero_means_none=True))
+                and (not port_name or kubernetes_port_name(port_name))  # an empty name is no name
+                and all(kubernetes_env_name(name) and process_text(name) and process_text(value) for name, value in env))
+    assert (result.code == 0) == expected, (labels, pod_labels, port, host_port, port_name, env, result.stderr)

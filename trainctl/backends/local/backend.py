@@ -8,6 +8,7 @@ unreadable or momentarily odd file can never turn into a permanent verdict.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 import trainctl
 from trainctl import selectors
 from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
-from trainctl.backends.local import processes
+from trainctl.backends.local import containment, processes
 from trainctl.backends.local.logs import follow_logs, read_logs
 from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files,
                                            stored_window)
@@ -140,6 +141,9 @@ class LocalBackend(Backend):
         if not job_dir.path.is_dir():
             raise job_dir.not_found()
         uids = job_dir.uids()  # from the uid file even when job.json and runtime.json are damaged
+        records = job_dir.containment_records()  # the replicas' cgroups, from a file of their own too
+        with contextlib.suppress(UserError):
+            records.append(job_dir.read_runtime().get("containment"))
         try:
             resource = job_dir.read_job()  # before it goes: a function job's files are named in it
         except UserError:
@@ -149,8 +153,8 @@ class LocalBackend(Backend):
         with job_dir.locked(timeout=DELETE_LOCK_WAIT_SECONDS):
             job_dir.job_file.unlink(missing_ok=True)  # the supervisor sees the job is gone and stops its replicas
         for uid in uids:
-            processes.stop_all(processes.SUPERVISOR_MARKER, uid)
-            processes.stop_all(processes.MARKER, uid)
+            processes.stop_all(functools.partial(processes.processes_with, processes.SUPERVISOR_MARKER, uid))
+            containment.stop_job(uid, containment.recorded_cgroups(records, uid))
         remove_function_files(resource)  # before the job: once it is gone, so are they
         job_dir.remove()
 

@@ -2,8 +2,9 @@
 
 Every process of a job carries ``TRAINCTL_JOB_UID=<uid>`` in its environment, and
 children inherit it, so the whole tree of a job (mpirun's ranks, torch's workers) can
-be found through /proc even after the supervisor is gone. That is what makes
-``delete`` leave no orphans.
+be found through /proc even after the supervisor is gone. A process that clears its
+environment loses the marker; containment.py holds such processes in a cgroup or a PID
+namespace of the replica's, and this marker is the layer under it.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
 MARKER = "TRAINCTL_JOB_UID"
 SUPERVISOR_MARKER = "TRAINCTL_SUPERVISOR_UID"
+INIT_MARKER = "TRAINCTL_INIT_JOB_UID"  # the PID-namespace wrappers of a replica (containment.py)
+KILL_WAIT_SECONDS = 5.0
 GRACE_SECONDS = 3.0
 
 
@@ -31,10 +35,12 @@ def free_port(host: str = "127.0.0.1", avoid: set[int] = frozenset()) -> int:
             return port
 
 
-def start(command: list[str], env: dict[str, str], cwd: str, log: BinaryIO) -> subprocess.Popen:
-    """One replica: its own session (so one killpg stops its tree), output appended to ``log``."""
+def start(command: list[str], env: dict[str, str], cwd: str, log: BinaryIO,
+          before_exec: Callable[[], None] | None = None) -> subprocess.Popen:
+    """One replica: its own session (so one killpg stops its tree), output appended to ``log``;
+    ``before_exec`` runs in the child first (entering the replica's cgroup)."""
     return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=before_exec)
 
 
 def processes_with(marker: str, value: str) -> list[int]:
@@ -72,13 +78,17 @@ def stop_group(process: subprocess.Popen, grace: float = GRACE_SECONDS) -> None:
     process.wait()
 
 
-def stop_all(marker: str, value: str, grace: float = GRACE_SECONDS) -> None:
-    """Stop every process carrying the marker: TERM, wait, KILL; repeat until none is left."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in processes_with(marker, value):
+def stop_all(find: Callable[[], Iterable[int]], grace: float = GRACE_SECONDS,
+             before_kill: Callable[[], object] = lambda: None) -> None:
+    """Stop every process ``find`` returns: SIGTERM, up to ``grace`` seconds to exit, then ``before_kill``
+    (a cgroup's kill) and SIGKILL for what is left, until ``find`` returns none alive."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_WAIT_SECONDS)):
+        if sig == signal.SIGKILL:
+            before_kill()
+        for pid in find():
             _kill(pid, sig)
-        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 5.0)
-        while time.monotonic() < deadline and any(alive(p) for p in processes_with(marker, value)):
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(alive(pid) for pid in find()):
             time.sleep(0.05)
 
 

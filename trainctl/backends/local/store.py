@@ -236,6 +236,22 @@ class JobDir:
     def uid_file(self) -> Path:
         return self.path / "uid"
 
+    @property
+    def containment_file(self) -> Path:
+        """One JSON line per supervisor start: what holds the replicas (containment.py), for delete."""
+        return self.path / "containment"
+
+    def record_containment(self, record: dict) -> None:
+        append_line(self.containment_file, json.dumps(record))
+
+    def containment_records(self) -> list[dict]:
+        from trainctl.backends.local.containment import parse_records
+
+        try:
+            return parse_records(self.containment_file.read_text(errors="replace"))
+        except OSError:
+            return []
+
     def log_file(self, replica: str, previous: bool = False) -> Path:
         check_component("replica", replica)
         return self.logs / (f"{replica}.previous.log" if previous else f"{replica}.log")

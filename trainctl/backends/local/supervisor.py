@@ -10,6 +10,12 @@ It must outlive trouble with its own files, because while it lives the replicas 
 watched and when it dies they are not: a write that fails (a full disk) is logged and
 tried again on the next pass, and a job.json it cannot read (damaged) makes it hold
 still, replicas untouched, until the file is readable again or ``delete`` removes it.
+A replica it cannot start at all (a command that does not exist, a NUL in its
+environment that a job.json written by hand let through) is a failed run with reason
+``StartError`` and exit code 128, as kubelet reports a container that cannot start.
+
+Each replica runs inside the containment this supervisor found when it started
+(containment.py: its own cgroup, else a PID namespace), which is ended with it.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from trainctl.backends.local import processes
+from trainctl.backends.local import containment, processes
 from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files,
                                            stored_window)
 from trainctl.core import conditions as cond
@@ -47,45 +53,55 @@ STOP_EXIT_CODES = (128 + signal.SIGTERM, 128 + signal.SIGKILL)  # what processes
 # kubelet's limits: a termination message keeps 4096 bytes; FallbackToLogsOnError, the log's last 80 lines
 # within 2048 bytes
 MAX_TERMINATION_MESSAGE_BYTES, LOG_FALLBACK_LINES, LOG_FALLBACK_BYTES = 4096, 80, 2048
+# kubelet's answer to a container that cannot start: its reason and exit code
+START_ERROR, START_ERROR_CODE = "StartError", 128
+# what Popen raises for a command that cannot run here: a missing or non-executable file (OSError), a NUL
+# in a word or the environment (ValueError), a word that is no string in a hand-edited job.json
+# (TypeError), a failed entry into the replica's cgroup (SubprocessError)
+START_ERRORS = (OSError, ValueError, TypeError, subprocess.SubprocessError)
 
 
 class Replica:
     """A replica process this supervisor started (or the record of one that ended)."""
 
-    def __init__(self, action: CreateReplica, process: subprocess.Popen, restarts: int, replica_id: str,
+    def __init__(self, action: CreateReplica, process: subprocess.Popen | None, restarts: int, replica_id: str,
                  job_dir: JobDir, last_run: dict | None = None) -> None:
+        """``process`` None: it could not be started, a run that failed at once (START_ERROR)."""
         self.action, self.process, self.restarts = action, process, restarts
         self.last_run = last_run or {}  # the run before this one (as_last_run()), shown like kubectl's lastState
         self.replica_id = replica_id  # e.g. worker-1: names its log files
         self.job_dir = job_dir  # where its log and termination message are
         self.indexed_size = 0
         self.started_at, self.start_time = rfc3339(datetime.now(timezone.utc)), time.time()
-        self.finished_at: str | None = None
-        self.exit_window: tuple[float, float] | None = None
-        self.exit_code: int | None = None
-        self.message = ""
+        self.finished_at: str | None = None if process else self.started_at
+        self.exit_window: tuple[float, float] | None = None if process else (self.start_time, self.start_time)
+        self.exit_code: int | None = None if process else START_ERROR_CODE
+        self.message = "" if process else termination_message(job_dir, replica_id, failed=True)
 
-    def poll(self, previous_poll: float) -> None:
-        """Notice the process's exit; ``previous_poll``: when it was last seen running (its exit comes after).
-        While it runs, what it has written as its termination message so far: a function that raised is
-        on its way out, though its shutdown may take a while (torch's process group), and said so already."""
+    def poll(self, previous_poll: float) -> bool:
+        """Notice the process's exit, and say whether it was just seen to end; ``previous_poll``: when it was
+        last seen running (its exit comes after). While it runs, what it has written as its termination
+        message so far: a function that raised is on its way out, though its shutdown may take a while
+        (torch's process group), and said so already."""
         if self.exit_code is not None:
-            return
+            return False
         if self.process.poll() is None:
             self.message = read_termination_file(self.job_dir.termination_file(self.replica_id))
-            return
+            return False
         code = self.process.returncode
         self.exit_code = 128 - code if code < 0 else code  # killed by signal N -> 128+N, as in a container
         self.finished_at = rfc3339(datetime.now(timezone.utc))
         self.exit_window = (max(previous_poll, self.start_time), time.time())
         self.message = termination_message(self.job_dir, self.replica_id, failed=self.exit_code != 0)
+        return True
 
     def observed(self) -> ObservedReplica:
         phase = "Running" if self.exit_code is None else ("Succeeded" if self.exit_code == 0 else "Failed")
+        reason = START_ERROR if self.process is None else exit_reason(self.exit_code)
         last = self.last_run
         return ObservedReplica(self.action.rtype, self.action.index, self.action.name, phase, self.exit_code,
                                started_at=self.started_at, finished_at=self.finished_at,
-                               reason="" if self.exit_code in (None, 0) else exit_reason(self.exit_code),
+                               reason="" if self.exit_code in (None, 0) else reason,
                                message=self.message, exit_window=self.exit_window,
                                last_exit_code=last.get("last_exit_code"), last_reason=last.get("last_reason", ""),
                                last_finished_at=last.get("last_finished"), last_message=last.get("last_message", ""),
@@ -93,7 +109,7 @@ class Replica:
 
     def row(self) -> dict:
         return {"name": self.action.name, "rtype": self.action.rtype, "index": self.action.index,
-                "pid": self.process.pid, "state": self.observed().phase, "exit_code": self.exit_code,
+                "pid": self.process and self.process.pid, "state": self.observed().phase, "exit_code": self.exit_code,
                 "restarts": self.restarts, "started": self.started_at, "finished": self.finished_at,
                 "reason": self.observed().reason, "message": self.message, "exit_window": self.exit_window,
                 **self.last_run}
@@ -160,10 +176,12 @@ class Supervisor:
         self.last_poll = 0.0  # when the replicas were last seen: a process found ended exited after it
         self.stopping = False
         self.last_trouble = ""  # logged once per kind of trouble, not once per pass
+        self.containment = containment.Containment("marker")  # until contain() finds what this machine allows
 
     # ---- main loop ---------------------------------------------------------------
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_term)
+        self.contain()
         while not self.stopping:
             if not self.dir.exists():
                 self.stop_everything()
@@ -172,6 +190,7 @@ class Supervisor:
                 plan_wait, done = self.step()
                 if done:
                     self.write_runtime(force=True)  # fails on a full disk: then try again, the end must be recorded
+                    self.containment.end_job()
                     return 0
             except (OSError, DamagedState) as trouble:
                 self.note_trouble(trouble)
@@ -190,13 +209,24 @@ class Supervisor:
             with contextlib.suppress(OSError):  # supervisor.log may sit on the very disk that is full
                 print(f"{rfc3339(datetime.now(timezone.utc))} will retry: {text}", file=sys.stderr, flush=True)
 
+    def contain(self) -> None:
+        """Find what holds the replicas here, and record it where delete will look even if runtime.json is damaged."""
+        uid = self.runtime.get("uid") or ""
+        self.containment = containment.detect(uid)
+        self.runtime["containment"] = self.containment.as_record()
+        try:
+            self.dir.record_containment(self.containment.as_record())
+        except OSError as trouble:  # runtime.json, rewritten every second, still names it
+            self.note_trouble(trouble)
+
     def _on_term(self, *_: object) -> None:
         self.stopping = True
 
     def step(self) -> tuple[float | None, bool]:
         polled = time.time()
         for replica in self.replicas.values():
-            replica.poll(self.last_poll)
+            if replica.poll(self.last_poll):  # its process ended: what it left behind ends too, as with a container
+                self.containment.end_replica(replica.replica_id)
         self.last_poll = polled
         with self.dir.locked():
             if not self.dir.exists():
@@ -252,15 +282,18 @@ class Supervisor:
         env.pop(processes.SUPERVISOR_MARKER, None)
         replica_id = Job(resource).replica_id(action.rtype, action.index)
         self.dir.termination_file(replica_id).unlink(missing_ok=True)  # a message left by a run the supervisor lost
+        workdir = self.runtime["workdir"]
         # The log cannot be opened (full disk): an OSError leaves this pass and the start is tried
         # again, rather than counting a failure of the machine against the replica.
         with open(self.dir.log_file(replica_id), "ab") as log:
             try:
-                process = processes.start(command, env, self.runtime["workdir"], log)
-            except OSError as err:  # the command itself cannot run: the replica failed
+                argv, argv_env = self.containment.launch(command, env, workdir)
+                process = processes.start(argv, argv_env, workdir, log, self.containment.joiner(replica_id))
+            except START_ERRORS as err:  # the command itself cannot run: the replica failed
+                problem = getattr(err, "strerror", None) or str(err) or type(err).__name__
                 with contextlib.suppress(OSError):
-                    log.write(f"trainctl: cannot start {command[0]!r}: {err.strerror}\n".encode())
-                process = subprocess.Popen(["false"])  # an exited replica the core will see as failed
+                    log.write(f"trainctl: cannot start {repr(command)[:200]}: {problem}\n".encode(errors="replace"))
+                process = None
         self.deleted.pop(action.name, None)
         self.replicas[action.name] = Replica(action, process, self.restarts.get(action.name, 0), replica_id,
                                              self.dir, self.last_runs.get(action.name))
@@ -289,6 +322,7 @@ class Supervisor:
         if running:
             processes.stop_group(replica.process)
             replica.poll(self.last_poll)
+        self.containment.end_replica(replica.replica_id)
         # ended by the stop's signal, not by a failure of its own in the grace period
         stopped = running and replica.exit_code in STOP_EXIT_CODES
         if action.reason == "Restart":
@@ -311,7 +345,8 @@ class Supervisor:
                 processes.stop_group(replica.process)
         uid = self.runtime.get("uid")
         if uid:
-            processes.stop_all(processes.MARKER, uid)
+            job_cgroup = self.containment.job_cgroup
+            containment.stop_job(uid, [job_cgroup] if job_cgroup else [])
 
     # ---- network and runtime table ---------------------------------------------------------
     def network(self, resource: dict) -> LocalNetwork:

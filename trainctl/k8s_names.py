@@ -1,0 +1,97 @@
+"""Kubernetes' own rules for the names and small values a job carries, in one place.
+
+The rules are those of k8s.io/apimachinery (``pkg/util/validation`` and ``pkg/api/validate/content``),
+which the API server applies to every object's metadata and to every pod the operator creates from a
+replica's template. trainctl applies them before anything exists, on every way in (``submit`` flags,
+``apply -f`` documents, the Python API), so that a job the local backend accepts is one a cluster
+accepts too, and a mistake is one line now instead of a pod that never appears.
+
+* **label key** (also annotation keys, node-selector and toleration keys, selector keys): an optional
+  prefix, a DNS-1123 subdomain of at most 253 characters, and ``/``, then a name of at most 63
+  characters of ``[-_.A-Za-z0-9]`` that starts and ends with ``[A-Za-z0-9]``. At most one ``/``.
+* **label value**: empty, or at most 63 characters of the same alphabet as a key's name.
+* **DNS-1123 label** (container, volume and namespace names): at most 63 of ``[-a-z0-9]``, starting
+  and ending with a letter or digit; a **DNS-1123 subdomain** is such labels joined by dots, at most 253.
+* **port number**: 1 to 65535 (``containerPort``; a ``hostPort`` may also be 0, meaning none).
+* **port name** (IANA service name): at most 15 of ``[-a-z0-9]``, at least one letter, no ``--``, not
+  starting or ending with ``-``.
+* **environment variable name**: ``[-._a-zA-Z][-._a-zA-Z0-9]*``, and not ``.``, ``..`` or ``..*``.
+
+Each ``*_problem`` function returns None for a valid value, else the rule it breaks as a phrase that
+the caller puts behind the field or flag it checked. Only ASCII ranges are spelled out in the patterns,
+so no Unicode letter or digit passes for ``[a-z0-9]``.
+"""
+
+from __future__ import annotations
+
+import re
+
+DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+PORT_NAME = re.compile(r"[-a-z0-9]+")
+LABEL_MAX, SUBDOMAIN_MAX, PORT_NAME_MAX = 63, 253, 15
+PORT_MAX = 65535
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+LABEL_ALPHABET = "letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+
+
+def dns_label_problem(name: str) -> str | None:
+    if len(name) <= LABEL_MAX and DNS_1123_LABEL.fullmatch(name):
+        return None
+    return (f"not a DNS-1123 label: at most {LABEL_MAX} lower-case letters, digits and '-', starting and ending "
+            "with a letter or digit")
+
+
+def dns_subdomain_problem(name: str) -> str | None:
+    if len(name) <= SUBDOMAIN_MAX and DNS_1123_SUBDOMAIN.fullmatch(name):
+        return None
+    return (f"not a DNS-1123 subdomain: at most {SUBDOMAIN_MAX} lower-case letters, digits, '-' and '.', "
+            "each part starting and ending with a letter or digit")
+
+
+def label_key_problem(key: str) -> str | None:
+    """What makes ``key`` no label key (Kubernetes' IsLabelKey), or None."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return "not a valid key: [prefix/]name has at most one '/'"
+    if len(parts) == 2:
+        if not parts[0]:
+            return "not a valid key: the prefix before '/' is empty (leave out the '/', or give a domain)"
+        problem = dns_subdomain_problem(parts[0])
+        if problem:
+            return f"not a valid key: its prefix {parts[0]!r} is {problem}"
+    name = parts[-1]
+    if len(name) > LABEL_MAX or not LABEL_NAME.fullmatch(name):
+        return f"not a valid key: [prefix/]name, the name at most {LABEL_MAX} {LABEL_ALPHABET}"
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    """What makes ``value`` no label value (Kubernetes' IsLabelValue), or None."""
+    if value == "" or (len(value) <= LABEL_MAX and LABEL_NAME.fullmatch(value)):
+        return None
+    return f"not a label value: empty, or at most {LABEL_MAX} {LABEL_ALPHABET}"
+
+
+def port_number_problem(port: int, zero_means_none: bool = False) -> str | None:
+    low = 0 if zero_means_none else 1
+    return None if low <= port <= PORT_MAX else f"not a port number: {low} to {PORT_MAX}"
+
+
+def port_name_problem(name: str) -> str | None:
+    """What makes ``name`` no port name (an IANA service name, Kubernetes' IsValidPortName), or None."""
+    if (len(name) <= PORT_NAME_MAX and PORT_NAME.fullmatch(name) and re.search("[a-z]", name)
+            and "--" not in name and not name.startswith("-") and not name.endswith("-")):
+        return None
+    return (f"not a port name: at most {PORT_NAME_MAX} lower-case letters, digits and '-', with at least one "
+            "letter, no '--', not starting or ending with '-'")
+
+
+def env_name_problem(name: str) -> str | None:
+    """What makes ``name`` no environment variable name (Kubernetes' IsEnvVarName), or None."""
+    if ENV_NAME.fullmatch(name) and name != "." and not name.startswith(".."):
+        return None
+    return ("not a valid variable name: letters, digits, '_', '-' and '.', not starting with a digit, and "
+            "neither '.' nor starting with '..'")
