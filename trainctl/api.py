@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainctl.backends.base import Backend, JobDetails, LogChunk, LogLine
-from trainctl.errors import InvalidArgument, UserError
+from trainctl.errors import InvalidArgument, UserError, option, setting
 
 if TYPE_CHECKING:
     from trainctl.code.pods import CodeRequest
@@ -32,30 +33,54 @@ BACKENDS = ("local", "kubernetes")  # the names trainctl.backends.load() knows
 TERMINAL = ("Succeeded", "Failed")
 WAIT_CONDITIONS = ("Succeeded", "Failed", "Running", "Suspended")
 WAIT_POLL_SECONDS = 0.2
+CHOSEN_BY_CALLER = ("asked for", "TRAINCTL_BACKEND")  # the reasons backend_choice gives for what it was told
 
 
 def choose_backend(backend: str | None, context: str | None, kubeconfig: str | None) -> str:
     """Explicit choice, then $TRAINCTL_BACKEND, then Kubernetes if a cluster is configured, else local."""
-    choice = backend or os.environ.get("TRAINCTL_BACKEND") or None
-    if choice is not None:
-        if choice not in BACKENDS:
-            raise UserError(f"backend {choice!r} (TRAINCTL_BACKEND or Client(backend=...)): "
-                            f"use one of {', '.join(BACKENDS)}")
-        if choice == "local" and (context or kubeconfig):
-            raise UserError("--local cannot be combined with --context or --kubeconfig: pick one")
-        return choice
-    if context or kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return "kubernetes"
+    return backend_choice(backend, context, kubeconfig)[0]
+
+
+def backend_choice(backend: str | None, context: str | None, kubeconfig: str | None) -> tuple[str, str]:
+    """:func:`choose_backend`'s choice and why it was made (``no kubeconfig found``)."""
+    if backend:
+        return checked_backend(backend, context, kubeconfig), CHOSEN_BY_CALLER[0]
+    if os.environ.get("TRAINCTL_BACKEND"):
+        return checked_backend(os.environ["TRAINCTL_BACKEND"], context, kubeconfig), CHOSEN_BY_CALLER[1]
+    if context or kubeconfig:
+        return "kubernetes", f"{option('context') if context else option('kubeconfig')} given"
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "kubernetes", "running in a pod"
     configured = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     configured.append(Path.home() / ".kube" / "config")
-    return "kubernetes" if any(path.is_file() for path in configured) else "local"
+    found = next((path for path in configured if path.is_file()), None)
+    return ("kubernetes", f"kubeconfig {found}") if found else ("local", "no kubeconfig found")
+
+
+def checked_backend(choice: str, context: str | None, kubeconfig: str | None) -> str:
+    if choice not in BACKENDS:
+        raise UserError(f"backend {choice!r} (TRAINCTL_BACKEND or Client(backend=...)): "
+                        f"use one of {', '.join(BACKENDS)}")
+    if choice == "local" and (context or kubeconfig):
+        raise UserError(f"{setting('backend', 'local')} cannot be combined with {option('context')} or "
+                        f"{option('kubeconfig')}: pick one")
+    return choice
 
 
 class Client:
     def __init__(self, backend: str | None = None, *, context: str | None = None,
                  kubeconfig: str | None = None) -> None:
-        self.backend_name = choose_backend(backend, context, kubeconfig)
+        """``backend``: "local" or "kubernetes"; left out, Kubernetes when a cluster is configured (a kubeconfig,
+        ``context``, inside a pod), else local, and the choice is said on stderr: a notebook should not
+        guess where its jobs run."""
+        self.backend_name, self.chosen_because = backend_choice(backend, context, kubeconfig)
         self.context, self.kubeconfig = context, kubeconfig
+        if self.chosen_because not in CHOSEN_BY_CALLER:
+            where = "on this machine (the local backend)" if self.backend_name == "local" else "on Kubernetes"
+            print(f"trainctl: Client() runs jobs {where}: {self.chosen_because}", file=sys.stderr)
+
+    def __repr__(self) -> str:
+        return f"<trainctl Client: {self.backend_name} backend ({self.chosen_because})>"
 
     @cached_property
     def backend(self) -> Backend:
@@ -72,7 +97,7 @@ class Client:
     def _ns(self, namespace: str | None) -> str:
         from trainctl.validation import check_namespace
 
-        return check_namespace(self.default_namespace() if namespace is None else namespace, "namespace")
+        return check_namespace(self.default_namespace() if namespace is None else namespace, option("namespace"))
 
     def submit(self, resource: dict, *, replace: bool = False, preflight: bool = True,
                code: CodeRequest | None = None) -> dict:
@@ -235,7 +260,7 @@ def checked_selector(selector: object) -> None:
     if selector is not None and not isinstance(selector, str):
         raise InvalidArgument(f"selector={selector!r}: give a label selector string, e.g. selector='team=vision'")
     try:
-        selectors.parse(selector, named="selector")
+        selectors.parse(selector)
     except UserError as error:
         raise InvalidArgument(error.message) from None
 
@@ -248,7 +273,8 @@ def condition_type(text: str) -> str:
     for ctype in WAIT_CONDITIONS:
         if ctype.lower() == wanted.lower():
             return ctype
-    raise UserError(f"--for {text!r}: use one of {', '.join(WAIT_CONDITIONS)} (any case, or condition=NAME)")
+    raise UserError(f"{option('until')} {text!r}: use one of {', '.join(WAIT_CONDITIONS)} "
+                    "(any case, or condition=NAME)")
 
 
 def conditions_of(resource: dict) -> list[dict]:

@@ -25,7 +25,7 @@ from trainctl.backends.local.logs import follow_logs, read_logs
 from trainctl.backends.local.store import AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files
 from trainctl.core import conditions as cond
 from trainctl.core.reconcile import rfc3339
-from trainctl.errors import NotFound, UserError
+from trainctl.errors import NotFound, UserError, spelled
 from trainctl.failures import CRASH_LOOP
 from trainctl.job import KUEUE_QUEUE_LABEL, Job
 
@@ -158,7 +158,8 @@ class LocalBackend(Backend):
             resource = job_dir.read_job()
             if supervisor_lost(resource, job_dir.read_runtime()):
                 raise UserError(f'job "{name}" lost its supervisor, so nothing can {"suspend" if suspend else "resume"} '
-                                f"it: trainctl delete {name} stops what is left; then submit it again")
+                                f"it: {spelled(f'trainctl delete {name}', f'client.delete({name!r})')} stops what is "
+                                "left; then submit it again")
             if cond.finished((resource.get("status") or {}).get("conditions") or []):
                 raise UserError(f'job "{name}" has already finished: nothing to {"suspend" if suspend else "resume"}')
             resource["spec"].setdefault("runPolicy", {})["suspend"] = suspend
@@ -195,8 +196,10 @@ def check_commands(job: Job) -> None:
         container = job.main_container(job.template(rtype)["spec"]["containers"]) or {}
         idle_mpi_worker = job.framework.kind == "MPIJob" and rtype == "Worker"
         if not (container.get("command") or container.get("args")) and not idle_mpi_worker:
+            how = spelled("give one after --, or command: in the YAML", "run() the command list, or command: in the "
+                          "resource")
             raise UserError(f"{job.framework.replica_spec_field}.{rtype}: the container has no command; the local "
-                            "backend runs commands, not images (give one after --, or command: in the YAML)")
+                            f"backend runs commands, not images ({how})")
 
 
 def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[str]],

@@ -28,7 +28,7 @@ import re
 import shutil
 from pathlib import Path
 
-from trainctl.errors import UserError
+from trainctl.errors import UserError, setting, spelled
 from trainctl.job import Job
 
 LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
@@ -37,7 +37,6 @@ SHELLS = ("bash", "sh", "dash", "zsh")
 # torchrun options that take no value; every other ``--option`` without ``=`` consumes the next word.
 TORCHRUN_SWITCHES = {"--standalone", "--run-path", "--run_path", "--virtual-local-rank", "--virtual_local_rank"}
 TORCHRUN_NOT_A_FILE = {"-m", "--module", "--no-python", "--no_python"}
-SKIP_HINT = "(--no-preflight skips this check)"
 
 
 def check(job: Job, workdir: str) -> None:
@@ -84,7 +83,11 @@ def check_command(command: list[str], workdir: str, path: str, where: str) -> No
     script = script_of(words)
     if script is not None and not (Path(workdir) / script).is_file():
         raise UserError(f"{where}: {shown}: no file {script} in {workdir}, where the local backend runs the "
-                        f"command: check its name, or submit from the directory it is relative to {SKIP_HINT}")
+                        f"command: check its name, or submit from the directory it is relative to {skip_hint()}")
+
+
+def skip_hint() -> str:
+    return f"({spelled('--no-preflight', 'preflight=False')} skips this check)"
 
 
 def require_executable(word: str, workdir: str, path: str, where: str, shown: str) -> None:
@@ -92,10 +95,10 @@ def require_executable(word: str, workdir: str, path: str, where: str, shown: st
         target = Path(workdir) / word  # an absolute word stays absolute
         if not (target.is_file() and os.access(target, os.X_OK)):
             problem = "is not executable (chmod +x it)" if target.is_file() else f"does not exist in {workdir}"
-            raise UserError(f"{where}: {shown}: {word} {problem} {SKIP_HINT}")
+            raise UserError(f"{where}: {shown}: {word} {problem} {skip_hint()}")
     elif shutil.which(word, path=path) is None:
         raise UserError(f"{where}: {shown}: {word!r} is not a command on this machine's PATH: check its "
-                        f"spelling, install it, or activate the environment that has it {SKIP_HINT}")
+                        f"spelling, install it, or activate the environment that has it {skip_hint()}")
 
 
 def interpreter_kind(word: str) -> str | None:
@@ -176,14 +179,15 @@ def check_volumes(spec: dict, container: dict, where: str) -> None:
         if "persistentVolumeClaim" in volume:
             claim = volume["persistentVolumeClaim"].get("claimName")
             raise UserError(f"{where}: volume {mount.get('name')!r} is PersistentVolumeClaim {claim!r}, which "
-                            f"exists only on a cluster: locally use a directory, --volume host:/dir:/dir {SKIP_HINT}")
+                            f"exists only on a cluster: locally use a directory, "
+                            f"{setting('volume', ['host:/dir:/dir'])} {skip_hint()}")
         if "hostPath" in volume:
             source = volume["hostPath"].get("path", "")
             if not os.path.exists(source):
                 raise UserError(f"{where}: volume {mount.get('name')!r}: host path {source} does not exist "
-                                f"on this machine {SKIP_HINT}")
+                                f"on this machine {skip_hint()}")
             if os.path.realpath(target) != os.path.realpath(source):
                 raise UserError(f"{where}: volume {mount.get('name')!r} mounts host path {source} at {target}, but "
                                 "local replicas are processes that see this machine's files where they are: mount "
-                                f"it at its own path (--volume host:{source}:{source}) and use that path in the "
-                                f"job {SKIP_HINT}")
+                                f"it at its own path ({setting('volume', [f'host:{source}:{source}'])}) and use that "
+                                f"path in the job {skip_hint()}")
