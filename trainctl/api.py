@@ -246,11 +246,14 @@ class Client:
 
     def jobs(self, namespace: str | None = None, all_namespaces: bool = False,
              selector: str | None = None) -> list[JobHandle]:
-        """A handle per job (in the namespace, or all), optionally only those matching a label ``selector``."""
+        """A handle per job (in the namespace, or all), optionally only those matching a label ``selector``;
+        in a notebook the list shows as the table ``trainctl list`` prints."""
+        from trainctl.display import Jobs
         from trainctl.handle import JobHandle
 
-        return [JobHandle(self, r["metadata"]["name"], r["metadata"]["namespace"], r["kind"])
-                for r in self.list(namespace, all_namespaces, selector)]
+        resources = self.list(namespace, all_namespaces, selector)
+        return Jobs([JobHandle(self, r["metadata"]["name"], r["metadata"]["namespace"], r["kind"]) for r in resources],
+                    resources)
 
 
 def checked_selector(selector: object) -> None:
