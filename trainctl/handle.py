@@ -72,14 +72,14 @@ class JobHandle:
 
         lines = without_results(self.client.logs(self.name, self.namespace, replica=replica, follow=follow,
                                                  tail=tail))
-        return LogLines(self.watched(lines) if follow else lines)
+        return LogLines(self._watched(lines) if follow else lines)
 
-    def watched(self, lines: Iterator[LogLine]) -> Iterator[LogLine]:
-        with self.watching():
+    def _watched(self, lines: Iterator[LogLine]) -> Iterator[LogLine]:
+        with self._watching():
             yield from lines
 
     @contextmanager
-    def watching(self) -> Iterator[None]:
+    def _watching(self) -> Iterator[None]:
         """Ctrl-C inside ends the watching with :class:`StoppedWatching`, not a traceback into time.sleep."""
         try:
             yield
@@ -87,7 +87,7 @@ class JobHandle:
             namespace = None if self.namespace == self.client.default_namespace() else self.namespace
             raise StoppedWatching(self.name, namespace) from None
 
-    def latest_line(self) -> str | None:
+    def _latest_line(self) -> str | None:
         """The last line any replica wrote, for a progress display (None when there is none yet, or no log)."""
         from trainctl.results import without_results
 
@@ -105,7 +105,7 @@ class JobHandle:
         from trainctl import progress as shown
 
         label = f"{(self.kind or 'job').lower()}/{self.name}"
-        with self.watching(), shown.reporter(label, progress, self.latest_line) as report:
+        with self._watching(), shown.reporter(label, progress, self._latest_line) as report:
             self.client.wait(self.name, self.namespace, timeout=timeout, on_progress=report, raise_on_failure=True)
         return self
 
@@ -139,10 +139,10 @@ class JobHandle:
         read: set[str] = set()  # the replicas whose logs had a line
         value = value_in(texts_of(self.client.logs(self.name, self.namespace), read), allow_pickle, self.name)
         if value is None:
-            raise self.no_result(any_logs=bool(read))
+            raise self._no_result(any_logs=bool(read))
         return value[0]
 
-    def no_result(self, any_logs: bool) -> UserError:
+    def _no_result(self, any_logs: bool) -> UserError:
         """Why a job that succeeded has no result line: its logs are gone, or its function did not return."""
         rows = self.replicas
         gone = [row.name for row in rows if row.state == "Deleted"]  # on a cluster: pods removed
