@@ -13,6 +13,7 @@ caller can fix.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainctl.backends.base import Backend, JobDetails, LogChunk, LogLine
-from trainctl.errors import InvalidArgument, UserError
+from trainctl.errors import InvalidArgument, UserError, option, setting
 
 if TYPE_CHECKING:
     from trainctl.code.pods import CodeRequest
@@ -32,30 +33,54 @@ TERMINAL = ("Succeeded", "Failed")
 WAIT_CONDITIONS = ("Succeeded", "Failed", "Running", "Suspended")
 WAIT_POLL_SECONDS = 0.2
 LOG_READERS = 8  # failed runs' logs read at once for a failure summary
+CHOSEN_BY_CALLER = ("asked for", "TRAINCTL_BACKEND")  # the reasons backend_choice gives for what it was told
 
 
 def choose_backend(backend: str | None, context: str | None, kubeconfig: str | None) -> str:
     """Explicit choice, then $TRAINCTL_BACKEND, then Kubernetes if a cluster is configured, else local."""
-    choice = backend or os.environ.get("TRAINCTL_BACKEND") or None
-    if choice is not None:
-        if choice not in BACKENDS:
-            raise UserError(f"backend {choice!r} (TRAINCTL_BACKEND or Client(backend=...)): "
-                            f"use one of {', '.join(BACKENDS)}")
-        if choice == "local" and (context or kubeconfig):
-            raise UserError("--local cannot be combined with --context or --kubeconfig: pick one")
-        return choice
-    if context or kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return "kubernetes"
+    return backend_choice(backend, context, kubeconfig)[0]
+
+
+def backend_choice(backend: str | None, context: str | None, kubeconfig: str | None) -> tuple[str, str]:
+    """:func:`choose_backend`'s choice and why it was made (``no kubeconfig found``)."""
+    if backend:
+        return checked_backend(backend, context, kubeconfig), CHOSEN_BY_CALLER[0]
+    if os.environ.get("TRAINCTL_BACKEND"):
+        return checked_backend(os.environ["TRAINCTL_BACKEND"], context, kubeconfig), CHOSEN_BY_CALLER[1]
+    if context or kubeconfig:
+        return "kubernetes", f"{option('context') if context else option('kubeconfig')} given"
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "kubernetes", "running in a pod"
     configured = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     configured.append(Path.home() / ".kube" / "config")
-    return "kubernetes" if any(path.is_file() for path in configured) else "local"
+    found = next((path for path in configured if path.is_file()), None)
+    return ("kubernetes", f"kubeconfig {found}") if found else ("local", "no kubeconfig found")
+
+
+def checked_backend(choice: str, context: str | None, kubeconfig: str | None) -> str:
+    if choice not in BACKENDS:
+        raise UserError(f"backend {choice!r} (TRAINCTL_BACKEND or Client(backend=...)): "
+                        f"use one of {', '.join(BACKENDS)}")
+    if choice == "local" and (context or kubeconfig):
+        raise UserError(f"{setting('backend', 'local')} cannot be combined with {option('context')} or "
+                        f"{option('kubeconfig')}: pick one")
+    return choice
 
 
 class Client:
     def __init__(self, backend: str | None = None, *, context: str | None = None,
                  kubeconfig: str | None = None) -> None:
-        self.backend_name = choose_backend(backend, context, kubeconfig)
+        """``backend``: "local" or "kubernetes"; left out, Kubernetes when a cluster is configured (a kubeconfig,
+        ``context``, inside a pod), else local, and the choice is said on stderr: a notebook should not
+        guess where its jobs run."""
+        self.backend_name, self.chosen_because = backend_choice(backend, context, kubeconfig)
         self.context, self.kubeconfig = context, kubeconfig
+        if self.chosen_because not in CHOSEN_BY_CALLER:
+            where = "on this machine (the local backend)" if self.backend_name == "local" else "on Kubernetes"
+            print(f"trainctl: Client() runs jobs {where}: {self.chosen_because}", file=sys.stderr)
+
+    def __repr__(self) -> str:
+        return f"<trainctl Client: {self.backend_name} backend ({self.chosen_because})>"
 
     @cached_property
     def backend(self) -> Backend:
@@ -72,7 +97,7 @@ class Client:
     def _ns(self, namespace: str | None) -> str:
         from trainctl.validation import check_namespace
 
-        return check_namespace(self.default_namespace() if namespace is None else namespace, "namespace")
+        return check_namespace(self.default_namespace() if namespace is None else namespace, option("namespace"))
 
     def submit(self, resource: dict, *, replace: bool = False, preflight: bool = True,
                code: CodeRequest | None = None, dry_run: bool = False) -> dict:
@@ -228,11 +253,14 @@ class Client:
 
     def jobs(self, namespace: str | None = None, all_namespaces: bool = False,
              selector: str | None = None) -> list[JobHandle]:
-        """A handle per job (in the namespace, or all), optionally only those matching a label ``selector``."""
+        """A handle per job (in the namespace, or all), optionally only those matching a label ``selector``;
+        in a notebook the list shows as the table ``trainctl list`` prints."""
+        from trainctl.display import Jobs
         from trainctl.handle import JobHandle
 
-        return [JobHandle(self, r["metadata"]["name"], r["metadata"]["namespace"], r["kind"])
-                for r in self.list(namespace, all_namespaces, selector)]
+        resources = self.list(namespace, all_namespaces, selector)
+        return Jobs([JobHandle(self, r["metadata"]["name"], r["metadata"]["namespace"], r["kind"]) for r in resources],
+                    resources)
 
 
 def checked_selector(selector: object) -> None:
@@ -242,7 +270,7 @@ def checked_selector(selector: object) -> None:
     if selector is not None and not isinstance(selector, str):
         raise InvalidArgument(f"selector={selector!r}: give a label selector string, e.g. selector='team=vision'")
     try:
-        selectors.parse(selector, named="selector")
+        selectors.parse(selector)
     except UserError as error:
         raise InvalidArgument(error.message) from None
 
@@ -255,7 +283,8 @@ def condition_type(text: str) -> str:
     for ctype in WAIT_CONDITIONS:
         if ctype.lower() == wanted.lower():
             return ctype
-    raise UserError(f"--for {text!r}: use one of {', '.join(WAIT_CONDITIONS)} (any case, or condition=NAME)")
+    raise UserError(f"{option('until')} {text!r}: use one of {', '.join(WAIT_CONDITIONS)} "
+                    "(any case, or condition=NAME)")
 
 
 def conditions_of(resource: dict) -> list[dict]:

@@ -1,10 +1,63 @@
-"""Errors that end a command with a one-line message instead of a traceback.
+"""Errors that end a command with a one-line message instead of a traceback, in the words of the caller.
 
 Every problem caused by the user's input (a flag, a YAML file, a name, a
 missing cluster) is raised as :class:`UserError`. The CLI prints its message
 on one line and exits with status 2; nothing else is caught, so a real bug
-still shows its traceback.
+still shows its traceback. In IPython (a notebook) a UserError shows as that
+one line too.
+
+The same checks serve two front-ends that name the same option differently:
+``trainctl submit --backoff-limit -1`` and ``client.run(..., backoff_limit=-1)``.
+A message names an option with :func:`option` or :func:`setting`, which spell it
+for the front-end the call came through: flags once the CLI declared itself
+(:func:`speaking`, in ``trainctl.cli.app.main``), the Python keyword otherwise.
 """
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+CLI, PYTHON = "cli", "python"
+FRONT_END: ContextVar[str] = ContextVar("trainctl_front_end", default=PYTHON)
+# Where the CLI's flag is not --<keyword with - for _> (the Python keyword is the option's name)
+CLI_FLAGS = {"selector": "-l/--selector", "until": "--for", "namespace": "-n/--namespace"}
+CLI_SETTINGS = {("backend", "local"): "--local"}  # a setting that is a flag of its own
+# Where the Python API's keyword is not the option's name: pip= is packages= by its data-science name
+PYTHON_KEYWORDS = {"pip": "packages"}
+
+
+@contextmanager
+def speaking(front_end: str) -> Iterator[None]:
+    """Messages raised inside name options as ``front_end`` (:data:`CLI` or :data:`PYTHON`) spells them."""
+    token = FRONT_END.set(front_end)
+    try:
+        yield
+    finally:
+        FRONT_END.reset(token)
+
+
+def spelled(cli: str, python: str) -> str:
+    """The words of the front-end the call came through: ``cli`` on the command line, else ``python``."""
+    return cli if FRONT_END.get() == CLI else python
+
+
+def option(name: str) -> str:
+    """Option ``name`` (the Python keyword, ``backoff_limit``) as the caller knows it: ``--backoff-limit`` on
+    the command line, ``backoff_limit`` in Python."""
+    return spelled(CLI_FLAGS.get(name, f"--{name.replace('_', '-')}"), PYTHON_KEYWORDS.get(name, name))
+
+
+def setting(name: str, value: object = True) -> str:
+    """Option ``name`` given ``value``, as the caller would write it: ``--replace`` and ``replace=True``,
+    ``--volume host:/d:/d`` and ``volume=['host:/d:/d']`` (a list is the flag repeated)."""
+    if FRONT_END.get() != CLI:
+        return f"{PYTHON_KEYWORDS.get(name, name)}={value!r}"
+    if isinstance(value, str) and (name, value) in CLI_SETTINGS:
+        return CLI_SETTINGS[name, value]
+    flag, values = option(name), value if isinstance(value, list) else [value]
+    return " ".join(flag if item is True else f"{flag} {item}" for item in values)
 
 
 class UserError(Exception):
@@ -18,6 +71,10 @@ class UserError(Exception):
     @property
     def message(self) -> str:
         return self.args[0]
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback through trainctl's insides: the one line."""
+        return [f"{type(self).__name__}: {self.message}"]
 
 
 class NotFound(UserError):
@@ -53,3 +110,24 @@ class JobFailed(Exception):
     def __init__(self, summary) -> None:
         super().__init__(str(summary))
         self.summary = summary
+
+
+class StoppedWatching(KeyboardInterrupt):
+    """Ctrl-C (a notebook's stop button) while waiting for a job or following its logs: the waiting stopped,
+    the job did not. Still a KeyboardInterrupt, so a script stops as it would; the message says so."""
+
+    def __init__(self, name: str, namespace: str | None = None) -> None:
+        super().__init__(watching_stopped(name, namespace))
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+def watching_stopped(name: str, namespace: str | None = None) -> str:
+    """What Ctrl-C while a job is watched says, on either front-end: only the watching stopped, and how to
+    check or stop the job. One text for every command and method that watches a job, so users learn it once."""
+    flag = f" -n {namespace}" if namespace else ""
+    handle = f"client.job({name!r}{f', {namespace!r}' if namespace else ''})"
+    how = spelled(f"trainctl status {name}{flag} to check, trainctl delete {name}{flag} to stop it",
+                  f"{handle}.status to check, {handle}.delete() to stop it")
+    return f"stopped watching {name}; the job keeps running: {how}"

@@ -11,7 +11,9 @@ own name, so pickled arguments that refer to its classes resolve), fills in the 
 environment a PyTorch script expects from torchrun when none ran it (``LOCAL_RANK`` ...),
 calls ``func(**args)`` and, on rank 0 only, prints the return value as one line on stdout,
 which the client reads back from the logs (``JobHandle.result``), the same way locally and
-on a cluster.
+on a cluster. The line starts a line of its own (:func:`on_its_own_line`): what the function
+printed last may not have ended its line (``print(..., end="")``, a progress bar's ``\r``, a
+colour reset), and a result glued to it would be lost.
 
 A log line can be written by anyone who can write the job (its resource, its files, any of its
 replicas), so by default it carries data only: :data:`MARKER` and the value as JSON, with
@@ -32,6 +34,7 @@ because of it by that time (trainctl/core/attribution.py), as torchrun's ``@reco
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -111,6 +114,21 @@ def numpy_data(array, where: str) -> dict:
         raise NotData(f"{where} is a numpy array of {array.dtype}, not of numbers: {NOT_DATA}")
     return {"dtype": array.dtype.str, "shape": list(array.shape),
             "data": base64.b64encode(array.tobytes(order="C")).decode()}
+
+
+def on_its_own_line(line: str) -> str:
+    """What rank 0 writes for a result line: a newline first ends whatever line the function left open (the
+    reader drops the empty line this makes after a finished one: trainctl.results.without_results)."""
+    return f"\n{line}\n"
+
+
+def print_result(line: str) -> None:
+    """Write the result line to the process's stdout after what the function left in its streams' buffers."""
+    for stream in (sys.stderr, sys.stdout):  # the function's own, which it may have replaced or closed
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.flush()
+    sys.__stdout__.write(on_its_own_line(line))
+    sys.__stdout__.flush()
 
 
 def is_rank_zero(kind: str, env: os._Environ | dict) -> bool:
@@ -255,7 +273,7 @@ def main(directory: Path) -> int:
         print(f"trainctl: {call['qualname']}() returned what a result cannot carry: {error}", file=sys.stderr,
               flush=True)
         return 1
-    print(line, flush=True)
+    print_result(line)
     return 0
 
 

@@ -3,18 +3,24 @@
 A :class:`JobHandle` is a name, a namespace and the client that reaches them: it holds no
 state of its own, so every attribute is read fresh from the backend, and a handle made in
 another process (``client.job("mnist")``) is as good as the one ``run`` returned.
+
+In a notebook a handle shows as a table (trainctl.display), ``wait()`` as a line updated in place
+(trainctl.progress), and Ctrl-C (the stop button) while waiting or following the logs stops only
+that: :class:`~trainctl.errors.StoppedWatching` says the job keeps running and how to stop it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from trainctl.errors import InvalidArgument, UserError
+from trainctl.errors import InvalidArgument, StoppedWatching, UserError
 
 if TYPE_CHECKING:
     from trainctl.api import Client
     from trainctl.backends.base import JobDetails, LogLine, ReplicaRow
+    from trainctl.display import LogLines
     from trainctl.failures import FailureSummary
 
 
@@ -25,6 +31,12 @@ class JobHandle:
     def __repr__(self) -> str:
         kind = f"{self.kind.lower()}/" if self.kind else ""
         return f"<JobHandle {kind}{self.name} in {self.namespace} on {self.client.backend_name}>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        """In IPython: the job's row of ``trainctl list`` (state, replicas, age, duration), read now."""
+        from trainctl.display import table
+
+        return table([self.resource])
 
     # ---- reading ----------------------------------------------------------------------------
     def details(self) -> JobDetails:
@@ -51,47 +63,97 @@ class JobHandle:
         """Which replica failed first, how, and its last log lines; None if nothing failed."""
         return self.client.failure_summary(self.name, self.namespace)
 
-    def logs(self, follow: bool = False, replica: str | None = None, tail: int | None = None) -> Iterator[LogLine]:
+    def logs(self, follow: bool = False, replica: str | None = None, tail: int | None = None) -> LogLines:
         """Every replica's lines (``str(line)`` is ``master-0 | text``); ``follow``: as they come, until the job
-        ends. ``replica``: only ``worker-1``'s. A function job's result line is left out (see :meth:`result`)."""
-        from trainctl.function_runner import MARKERS
+        ends. ``replica``: only ``worker-1``'s. A function job's result line is left out (see :meth:`result`).
+        An iterator; in IPython, shown as the lines' text."""
+        from trainctl.display import LogLines
+        from trainctl.results import without_results
 
-        lines = self.client.logs(self.name, self.namespace, replica=replica, follow=follow, tail=tail)
-        return (line for line in lines if not line.text.startswith(MARKERS))
+        lines = without_results(self.client.logs(self.name, self.namespace, replica=replica, follow=follow,
+                                                 tail=tail))
+        return LogLines(self._watched(lines) if follow else lines)
+
+    def _watched(self, lines: Iterator[LogLine]) -> Iterator[LogLine]:
+        with self._watching():
+            yield from lines
+
+    @contextmanager
+    def _watching(self) -> Iterator[None]:
+        """Ctrl-C inside ends the watching with :class:`StoppedWatching`, not a traceback into time.sleep."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            namespace = None if self.namespace == self.client.default_namespace() else self.namespace
+            raise StoppedWatching(self.name, namespace) from None
+
+    def _latest_line(self) -> str | None:
+        """The last line any replica wrote, for a progress display (None when there is none yet, or no log)."""
+        from trainctl.results import without_results
+
+        try:
+            lines = [line.text for line in without_results(self.client.logs(self.name, self.namespace, tail=1))]
+        except UserError:  # deleted meanwhile: the wait says so next
+            return None
+        return next((text for text in reversed(lines) if text.strip()), None)
 
     # ---- waiting ----------------------------------------------------------------------------
     def wait(self, timeout: float | None = None, progress: bool = True) -> JobHandle:
         """Until the job succeeds; raises :class:`~trainctl.errors.JobFailed` (with the failure summary) if it
-        fails, TimeoutError after ``timeout`` seconds. ``progress``: show its state while waiting."""
+        fails, TimeoutError after ``timeout`` seconds. ``progress``: show its state, the time waited and the
+        latest log line while waiting (in a notebook one line updated in place)."""
         from trainctl import progress as shown
 
         label = f"{(self.kind or 'job').lower()}/{self.name}"
-        with shown.reporter(label, progress) as report:
+        with self._watching(), shown.reporter(label, progress, self._latest_line) as report:
             self.client.wait(self.name, self.namespace, timeout=timeout, on_progress=report, raise_on_failure=True)
         return self
 
-    def result(self, timeout: float | None = None, allow_pickle: bool = False) -> object:
-        """A function job's return value on rank 0, once it succeeded (waits for that, without progress).
+    def result(self, timeout: float | None = None, allow_pickle: bool = False, *, wait: bool = True,
+               follow_logs: bool = False) -> object:
+        """A function job's return value on rank 0, once it succeeded: ``client.run(train).result()``.
 
-        It travels as one line of tagged JSON in rank 0's log (at most 1 MiB, see
-        :mod:`trainctl.function_runner`), so it is there as long as the job's logs are; reading it never runs
-        code. A job run with ``pickle_result=True`` returns a pickle, read only with ``allow_pickle=True``:
-        that trusts whoever can write the job (docs/python-api.md, "what result() trusts").
+        ``wait``: wait for the job to end (silently; ``timeout`` seconds at most), else a job that has not
+        succeeded yet is a UserError. ``follow_logs``: print every replica's lines as they come until the job
+        ends (``master-0 | ...``), then return the value: one call to run and watch. The value travels as one
+        line of tagged JSON in rank 0's log (at most 1 MiB, see :mod:`trainctl.function_runner`), so it is
+        there as long as the job's logs are; reading it never runs code. A job run with ``pickle_result=True``
+        returns a pickle, read only with ``allow_pickle=True``: that trusts whoever can write the job
+        (docs/python-api.md, "what result() trusts").
         """
-        from trainctl.results import value_of
+        from trainctl.api import TERMINAL
+        from trainctl.results import value_in
         from trainctl.running import FUNCTION_ANNOTATION
 
-        if not isinstance(allow_pickle, bool):
-            raise InvalidArgument(f"allow_pickle={allow_pickle!r}: give True or False")
-        self.wait(timeout, progress=False)
+        for keyword, value in (("allow_pickle", allow_pickle), ("wait", wait), ("follow_logs", follow_logs)):
+            if not isinstance(value, bool):
+                raise InvalidArgument(f"{keyword}={value!r}: give True or False")
+        if follow_logs:
+            for line in self.logs(follow=True):
+                print(line, flush=True)
+        if not wait and (state := self.status) not in TERMINAL:
+            raise UserError(f"job {self.name} is {state}: it has no result yet: result(wait=True) waits for it")
+        self.wait(timeout, progress=False)  # at once for a job that ended; JobFailed for one that failed
         if FUNCTION_ANNOTATION not in (self.resource["metadata"].get("annotations") or {}):
             raise UserError(f"job {self.name} runs a command, not a function from Client.run: it has no result")
-        for line in self.client.logs(self.name, self.namespace):
-            value = value_of(line.text, allow_pickle, self.name)
-            if value is not None:
-                return value[0]
-        raise UserError(f"job {self.name} succeeded but no replica's log holds its result line: were its logs "
-                        "removed (ttl_after_finished, clean_pod_policy on a cluster)?")
+        read: set[str] = set()  # the replicas whose logs had a line
+        value = value_in(texts_of(self.client.logs(self.name, self.namespace), read), allow_pickle, self.name)
+        if value is None:
+            raise self._no_result(any_logs=bool(read))
+        return value[0]
+
+    def _no_result(self, any_logs: bool) -> UserError:
+        """Why a job that succeeded has no result line: its logs are gone, or its function did not return."""
+        rows = self.replicas
+        gone = [row.name for row in rows if row.state == "Deleted"]  # on a cluster: pods removed
+        if not any_logs or (rows and len(gone) == len(rows)):
+            return UserError(f"job {self.name} succeeded, but its logs are gone, and its result line with them: a "
+                             "result lasts as long as the logs of rank 0 (ttl_after_finished, clean_pod_policy on "
+                             "a cluster)")
+        removed = f" (the logs of {', '.join(gone)} are gone with their pods)" if gone else ""
+        return UserError(f"job {self.name} succeeded, but no replica's log holds a result line{removed}: its function "
+                         "ended rank 0's process without returning (sys.exit() or os._exit() in it skip the print "
+                         "of the value); return the value instead")
 
     # ---- changing ---------------------------------------------------------------------------
     def delete(self) -> None:
@@ -105,3 +167,9 @@ class JobHandle:
         self.client.resume(self.name, self.namespace)
         return self
 
+
+def texts_of(lines: Iterator[LogLine], replicas: set[str]) -> Iterator[str]:
+    """The lines' text, noting in ``replicas`` each replica that had one."""
+    for line in lines:
+        replicas.add(line.replica)
+        yield line.text

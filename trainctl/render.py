@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainctl.errors import UserError
+from trainctl.errors import UserError, option
 from trainctl.frameworks import Framework
 from trainctl.job import KUEUE_QUEUE_LABEL
 from trainctl.submit_options import (
@@ -111,7 +111,7 @@ def render(framework: Framework, options: SubmitOptions, code: CodeRequest | Non
         if options.template:
             path = Path(options.template)
             if not path.is_file():
-                raise UserError(f"--template {options.template!r}: no such file")
+                raise UserError(f"{option('template')} {options.template!r}: no such file")
             template = environment(path.parent).get_template(path.name)
         else:
             template = environment().get_template(template_name(framework))
@@ -169,7 +169,7 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
     check_given(options)
     topology = replica_topology(framework, options)
     mounts, pod_volumes = volume_sections(options)
-    labels = label_map(options.label, "--label")
+    labels = label_map(options.label, "label")
     return {
         "kind": framework.kind,
         "replica_spec_field": framework.replica_spec_field,
@@ -179,7 +179,7 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
         "name": options.name or generated_name(framework.name),
         "namespace": options.namespace,
         "labels": queue_labels(labels, options.local_queue),
-        "annotations": label_map(options.annotation, "--annotation", check_value=False),
+        "annotations": label_map(options.annotation, "annotation", check_value=False),
         "pod_labels": labels,
         "pod_annotations": {},
         "run_policy": run_policy(options, sum(topology.values())),
@@ -190,11 +190,11 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
         ],
         "volumes": pod_volumes,
         "volume_mounts": mounts,
-        "node_selector": label_map(options.node_selector, "--node-selector"),
+        "node_selector": label_map(options.node_selector, "node_selector"),
         "tolerations": tolerations(options.toleration),
         "priority_class": options.priority_class,
         "nproc_per_node": options.nproc_per_node,
-        "slots_per_worker": positive(options.slots_per_worker, "--slots-per-worker"),
+        "slots_per_worker": positive(options.slots_per_worker, "slots_per_worker"),
     }
 
 
@@ -203,24 +203,24 @@ def queue_labels(labels: dict[str, str], queue: str | None) -> dict[str, str]:
     if local_queue(queue) is None:
         return labels
     if labels.get(KUEUE_QUEUE_LABEL, queue) != queue:
-        raise UserError(f"--label {KUEUE_QUEUE_LABEL}={labels[KUEUE_QUEUE_LABEL]} and --local-queue {queue}: "
-                        "give the queue once, with --local-queue")
+        raise UserError(f"{option('label')} {KUEUE_QUEUE_LABEL}={labels[KUEUE_QUEUE_LABEL]} and "
+                        f"{option('local_queue')} {queue}: give the queue once, with {option('local_queue')}")
     return {**labels, KUEUE_QUEUE_LABEL: queue}
 
 
 def replica_topology(framework: Framework, options: SubmitOptions) -> dict[str, int]:
-    workers = positive(options.workers, "--workers")
+    workers = positive(options.workers, "workers")
     extras = {"ps": options.ps, "chief": options.chief, "evaluator": options.evaluator}
-    for flag, value in extras.items():
+    for name, value in extras.items():
         if value is not None and framework.kind != "TFJob":
-            raise UserError(f"--{flag} applies to tensorflow jobs only (this is {framework.name})")
-        positive(value, f"--{flag}", minimum=0)
+            raise UserError(f"{option(name)} applies to tensorflow jobs only (this is {framework.name})")
+        positive(value, name, minimum=0)
     if (options.chief or 0) > 1:
-        raise UserError(f"--chief {options.chief}: a TFJob has at most one chief")
+        raise UserError(f"{option('chief')} {options.chief}: a TFJob has at most one chief")
     if options.nproc_per_node is not None and framework.kind != "PyTorchJob":
-        raise UserError(f"--nproc-per-node applies to pytorch jobs only (this is {framework.name})")
+        raise UserError(f"{option('nproc_per_node')} applies to pytorch jobs only (this is {framework.name})")
     if options.slots_per_worker is not None and framework.kind != "MPIJob":
-        raise UserError(f"--slots-per-worker applies to mpi jobs only (this is {framework.name})")
+        raise UserError(f"{option('slots_per_worker')} applies to mpi jobs only (this is {framework.name})")
     default = 2 if framework.kind == "PyTorchJob" else 1
     return framework.topology(workers or default, **{k: v or 0 for k, v in extras.items()})
 
@@ -248,11 +248,11 @@ def replica_command(framework: Framework, options: SubmitOptions) -> list[str]:
 
 def resources(options: SubmitOptions, gpus: bool) -> dict:
     amounts = {
-        "cpu": quantity(options.cpu, "--cpu"),
-        "memory": quantity(options.memory, "--memory"),
+        "cpu": quantity(options.cpu, "cpu"),
+        "memory": quantity(options.memory, "memory"),
     }
     limits = {key: value for key, value in amounts.items() if value is not None}
-    if gpus and positive(options.gpus, "--gpus", minimum=0):
+    if gpus and positive(options.gpus, "gpus", minimum=0):
         limits["nvidia.com/gpu"] = options.gpus
     requests = {key: value for key, value in limits.items() if key != "nvidia.com/gpu"}
     return {key: value for key, value in (("limits", limits), ("requests", requests)) if value}
@@ -262,9 +262,9 @@ def run_policy(options: SubmitOptions, total_replicas: int) -> dict:
     policy = {
         "cleanPodPolicy": clean_pod_policy(options.clean_pod_policy),
         "backoffLimit": DEFAULT_BACKOFF_LIMIT if options.backoff_limit is None
-        else positive(options.backoff_limit, "--backoff-limit", minimum=0),
-        "activeDeadlineSeconds": positive(options.active_deadline, "--active-deadline", maximum=INT64_MAX),
-        "ttlSecondsAfterFinished": positive(options.ttl_after_finished, "--ttl-after-finished", minimum=0),
+        else positive(options.backoff_limit, "backoff_limit", minimum=0),
+        "activeDeadlineSeconds": positive(options.active_deadline, "active_deadline", maximum=INT64_MAX),
+        "ttlSecondsAfterFinished": positive(options.ttl_after_finished, "ttl_after_finished", minimum=0),
         "suspend": options.suspend or bool(options.local_queue) or None,  # Kueue admits by unsuspending
     }
     scheduling = {
@@ -284,7 +284,7 @@ def volume_sections(options: SubmitOptions) -> tuple[list[dict], list[dict]]:
               for v in parsed]
     pod_volumes = [{"name": v.name, **v.source} for v in parsed]
     if options.shm_size is not None:
-        size = quantity(options.shm_size, "--shm-size")
+        size = quantity(options.shm_size, "shm_size")
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
         pod_volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": size}})
     return mounts, pod_volumes

@@ -6,6 +6,10 @@
 whatever the line holds, decoding it never looks up a class by name and never runs code, so a line
 forged by anyone who could write the job's logs yields, at worst, a wrong value or a one-line error.
 A pickled line (a job run with ``pickle_result=True``) is unpickled only with ``allow_pickle=True``.
+
+Of a job's log lines, the last result line counts (:func:`value_in`): rank 0 prints it after
+everything its function printed, on a line of its own, so no output before it (a line without
+its newline, one that merely looks like a result line) can hide it.
 """
 
 from __future__ import annotations
@@ -13,15 +17,47 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from trainctl.errors import UserError
-from trainctl.function_runner import MARKER, NUMERIC_DTYPE_KINDS, PICKLE_MARKER
+from trainctl.function_runner import MARKER, MARKERS, NUMERIC_DTYPE_KINDS, PICKLE_MARKER
+
+if TYPE_CHECKING:
+    from trainctl.backends.base import LogLine
 
 CONTAINERS = {"$tuple": tuple, "$set": set, "$frozenset": frozenset}
 
 
 class BadResult(UserError):
     """A result line that does not decode: garbled, truncated or forged."""
+
+
+def value_in(texts: Iterable[str], allow_pickle: bool, job: str) -> tuple[object] | None:
+    """``(value,)`` of the last result line among ``texts`` (a job's log lines, in order); None without one."""
+    last = None
+    for text in texts:
+        if text.partition(" ")[0] in (MARKER, PICKLE_MARKER):
+            last = text
+    return None if last is None else value_of(last, allow_pickle, job)
+
+
+def without_results(lines: Iterable[LogLine]) -> Iterator[LogLine]:
+    """The log lines a person reads: no result line, nor the empty line its leading newline makes after a
+    finished line (function_runner.on_its_own_line). An empty line waits for its replica's next line to say
+    which it is."""
+    held: dict[str, list[LogLine]] = {}
+    for line in lines:
+        waiting = held.pop(line.replica, [])
+        if line.text.startswith(MARKERS):
+            yield from waiting[:-1]  # the last empty line before a result line is the runner's
+        elif line.text == "":
+            held[line.replica] = [*waiting, line]
+        else:
+            yield from waiting
+            yield line
+    for waiting in held.values():
+        yield from waiting
 
 
 def value_of(text: str, allow_pickle: bool, job: str) -> tuple[object] | None:

@@ -5,7 +5,8 @@ of :class:`~trainctl.submit_options.SubmitOptions`, the one parsed form of every
 option, and the job is rendered by the same :func:`~trainctl.render.render`: a keyword means what
 its option means and is refused for what the option is refused for. Python values are converted as
 a values file's are (``env={"LR": 0.1}`` is ``-e LR=0.1``; ``workers="3"`` is an error, not 3).
-Every refusal is one :class:`~trainctl.errors.InvalidArgument` naming the keyword, raised before
+Every refusal is one :class:`~trainctl.errors.InvalidArgument` naming the keyword (the shared checks name
+options through :func:`trainctl.errors.option`, which spells keywords outside the CLI), raised before
 anything is written or created.
 """
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import re
 import shutil
 import sys
 import warnings
@@ -33,7 +33,6 @@ FUNCTION_ANNOTATION = "trainctl.io/function"  # module:qualname of a function jo
 NOT_KEYWORDS = ("command",)  # run()'s first argument
 # run()'s own keywords, no SubmitOptions field
 RUN_ONLY = ("framework", "args", "packages", "pickle_result", "replace", "preflight", "dry_run")
-FLAG = re.compile(r"--([a-z][a-z-]*[a-z])")
 
 
 def run(client: Client, target: object, *, framework: str, args: dict | None, packages: list[str] | None,
@@ -51,7 +50,7 @@ def run(client: Client, target: object, *, framework: str, args: dict | None, pa
         raise InvalidArgument(f"pickle_result={pickle_result!r}: give True or False")
     resource, code, local_files = planned(client, target, framework, args, keywords, extra, pickle_result)
     for warning in code.snapshot.warnings if code and code.snapshot else []:  # what submit prints in yellow
-        warnings.warn(as_keywords(warning), stacklevel=3)
+        warnings.warn(warning, stacklevel=3)
     if dry_run:
         return resource
     stored = submitted(client, resource, code, local_files, replace, preflight)
@@ -168,20 +167,10 @@ def rendered(kind, options: SubmitOptions, code: CodeRequest | None) -> dict:
 
 
 def checked(step, *arguments):
-    """``step(*arguments)``, its UserError as an InvalidArgument that names keywords, not flags."""
+    """``step(*arguments)``, its UserError as the InvalidArgument a bad keyword is."""
     try:
         return step(*arguments)
     except InvalidArgument:
         raise
     except UserError as error:
-        raise InvalidArgument(as_keywords(error.message)) from None
-
-
-def as_keywords(message: str) -> str:
-    """``--backoff-limit -1: must be at least 0`` -> ``backoff_limit -1: must be at least 0`` (only the options'
-    own names: ``--index-url`` in a message about pip stays as pip spells it)."""
-    from trainctl.submit_options import SubmitOptions
-
-    fields = {field.name for field in dataclasses.fields(SubmitOptions)}
-    return FLAG.sub(lambda match: name if (name := match.group(1).replace("-", "_")) in fields else match.group(),
-                    message)
+        raise InvalidArgument(error.message) from None

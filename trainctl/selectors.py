@@ -18,9 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from trainctl.errors import UserError
+from trainctl.errors import UserError, option
 
-FLAG = "-l/--selector"
 SYNTAX = "e.g. team=nlp,env!=dev,tier in (a,b),tier notin (c),gpu,!spot"
 TOKEN = re.compile(r"\s*(?:(?P<symbol>==|!=|=|\(|\)|,|!|<|>)|(?P<word>[^\s=!(),<>]+))")
 SET_OPERATORS = ("in", "notin")
@@ -68,22 +67,23 @@ class Selector:
         return ",".join(requirement.text() for requirement in self.requirements)
 
 
-def parse(text: str | None, named: str = FLAG) -> Selector:
-    """Parse a selector; None or blank selects everything. Raises a one-line UserError naming ``named``."""
+def parse(text: str | None) -> Selector:
+    """Parse a selector; None or blank selects everything. Raises a one-line UserError naming the option as the
+    caller knows it (``-l/--selector``, ``selector``: errors.option)."""
     if not text or not text.strip():
         return Selector()
-    return _Parser(text, named).selector()
+    return _Parser(text).selector()
 
 
 class _Parser:
     """Recursive descent over tokens: symbols (= == != ( ) , ! < >) and words (keys, values, in, notin)."""
 
-    def __init__(self, text: str, named: str) -> None:
-        self.text, self.named, self.tokens = text, named, tokenize(text)
+    def __init__(self, text: str) -> None:
+        self.text, self.tokens = text, tokenize(text)
         self.position = 0
 
     def fail(self, problem: str) -> UserError:
-        return UserError(f"{self.named} {self.text!r}: {problem} ({SYNTAX})")
+        return UserError(f"{option('selector')} {self.text!r}: {problem} ({SYNTAX})")
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.position] if self.position < len(self.tokens) else None
@@ -131,7 +131,7 @@ class _Parser:
         key = self.expect_word("a label key")
         from trainctl.submit_options import check_label_key
 
-        check_label_key(key, self.named)
+        check_label_key(key, "selector")
         return key
 
     def value(self) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from trainctl.errors import UserError
+from trainctl.errors import UserError, option, setting
 
 TOKEN = re.compile(r'\.?([A-Za-z0-9_\-/]+)|\[(\d+)\]|\["([^"]+)"\]')
 
@@ -23,13 +23,13 @@ def parse_path(path: str) -> list[str | int]:
     while position < len(path):
         match = TOKEN.match(path, position)
         if not match or (position == 0 and path.startswith(".")):
-            raise UserError(f"--set {path!r}: malformed path at {path[position:]!r} "
+            raise UserError(f"{option('set')} {path!r}: malformed path at {path[position:]!r} "
                             "(example: spec.runPolicy.backoffLimit)")
         key, index, quoted = match.groups()
         steps.append(int(index) if index is not None else (key or quoted))
         position = match.end()
     if not steps:
-        raise UserError("--set: empty path (example: --set spec.runPolicy.backoffLimit=3)")
+        raise UserError(f"{option('set')}: empty path (example: {setting('set', ['spec.runPolicy.backoffLimit=3'])})")
     return steps
 
 
@@ -40,7 +40,7 @@ def parse_value(text: str, path: str) -> object:
     if not text.strip():
         return ""
     try:
-        return load_one(text, f"--set {path}")
+        return load_one(text, f"{option('set')} {path}")
     except UserError as err:
         raise UserError(f"{err.message} (quote strings with special characters)") from None
 
@@ -48,7 +48,7 @@ def parse_value(text: str, path: str) -> object:
 def apply_set(resource: dict, assignment: str) -> None:
     path, sep, text = assignment.partition("=")
     if not sep:
-        raise UserError(f"--set {assignment!r}: expected PATH=VALUE")
+        raise UserError(f"{option('set')} {assignment!r}: expected PATH=VALUE")
     steps = parse_path(path)
     value = parse_value(text, path)
     node: object = resource
@@ -61,12 +61,12 @@ def _child(node: object, step: str | int, following: str | int, path: str) -> ob
     empty = [] if isinstance(following, int) else {}
     if isinstance(step, int):
         if not isinstance(node, list) or step > len(node):
-            raise UserError(f"--set {path}: index [{step}] is out of range")
+            raise UserError(f"{option('set')} {path}: index [{step}] is out of range")
         if step == len(node):
             node.append(empty)
         return node[step]
     if not isinstance(node, dict):
-        raise UserError(f"--set {path}: {step!r} is not a field of a mapping")
+        raise UserError(f"{option('set')} {path}: {step!r} is not a field of a mapping")
     if node.get(step) is None:
         node[step] = empty
     return node[step]
@@ -75,7 +75,7 @@ def _child(node: object, step: str | int, following: str | int, path: str) -> ob
 def _assign(node: object, step: str | int, value: object, path: str) -> None:
     if isinstance(step, int):
         if not isinstance(node, list) or step > len(node):
-            raise UserError(f"--set {path}: index [{step}] is out of range")
+            raise UserError(f"{option('set')} {path}: index [{step}] is out of range")
         if step == len(node):
             node.append(value)
         else:
@@ -83,4 +83,4 @@ def _assign(node: object, step: str | int, value: object, path: str) -> None:
     elif isinstance(node, dict):
         node[step] = value
     else:
-        raise UserError(f"--set {path}: {step!r} is not a field of a mapping")
+        raise UserError(f"{option('set')} {path}: {step!r} is not a field of a mapping")

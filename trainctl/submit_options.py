@@ -13,7 +13,7 @@ import secrets
 import string
 from dataclasses import dataclass, field, fields
 
-from trainctl.errors import UserError
+from trainctl.errors import UserError, option, spelled
 from trainctl.frameworks import Framework
 from trainctl.frameworks.base import CLEAN_POD_POLICIES, RESTART_POLICIES
 from trainctl.k8s_names import (
@@ -146,17 +146,17 @@ def mapping_key(key: object, where: str) -> object:
 def check_given(options: SubmitOptions) -> None:
     """Refuse an option given as '' (it would silently become the default: a generated name, the
     kind's image) and a list option with more than MAX_ITEMS entries (20,000 ``env`` entries)."""
-    for option in fields(options):
-        value, flag = getattr(options, option.name), f"--{option.name.replace('_', '-')}"
+    for given in fields(options):
+        value, flag = getattr(options, given.name), option(given.name)
         if value == "":
             raise UserError(f"{flag} '': empty; give a value, or leave {flag} out to get the default")
         if isinstance(value, list) and len(value) > MAX_ITEMS:
-            what = "the command after --" if option.name == "command" else flag
+            what = spelled("the command after --", "the command list") if given.name == "command" else flag
             raise UserError(f"{what}: {len(value):,} entries is more than {MAX_ITEMS:,}: put that much "
                             "configuration in a file the job reads")
 
 
-# ---- parsers for flag values -------------------------------------------------
+# ---- parsers for option values: each names the option as the caller spells it (errors.option) ----------
 
 def generated_name(prefix: str) -> str:
     """``<prefix>-<6 random letters or digits>``: the name of a job the user did not name."""
@@ -164,67 +164,67 @@ def generated_name(prefix: str) -> str:
     return f"{prefix}-{''.join(secrets.choice(alphabet) for _ in range(6))}"
 
 
-def key_value(text: str, flag: str) -> tuple[str, str]:
+def key_value(text: str, name: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise UserError(f"{flag} {text!r}: expected KEY=VALUE")
+        raise UserError(f"{option(name)} {text!r}: expected KEY=VALUE")
     return key, value
 
 
 def env_pairs(items: list[str]) -> list[tuple[str, str]]:
-    pairs = [key_value(item, "--env") for item in items]
+    pairs = [key_value(item, "env") for item in items]
     for key, _ in pairs:
         if problem := env_name_problem(key):
-            raise UserError(f"--env {key!r}: {problem}")
+            raise UserError(f"{option('env')} {key!r}: {problem}")
     return pairs
 
 
-def label_map(items: list[str], flag: str, check_value: bool = True) -> dict[str, str]:
+def label_map(items: list[str], name: str, check_value: bool = True) -> dict[str, str]:
     result = {}
     for item in items:
-        key, value = key_value(item, flag)
-        check_label_key(key, flag)
+        key, value = key_value(item, name)
+        check_label_key(key, name)
         if check_value and (problem := label_value_problem(value)):
-            raise UserError(f"{flag} {key}={value!r}: the value is {problem}")
+            raise UserError(f"{option(name)} {key}={value!r}: the value is {problem}")
         result[key] = value
     return result
 
 
-def check_label_key(key: str, flag: str) -> None:
+def check_label_key(key: str, keyword: str) -> None:
     if problem := label_key_problem(key):
-        raise UserError(f"{flag} {key!r}: {problem}")
+        raise UserError(f"{option(keyword)} {key!r}: {problem}")
 
 
-def quantity(text: str | None, flag: str) -> str | None:
+def quantity(text: str | None, name: str) -> str | None:
     if text is not None and not QUANTITY.fullmatch(text):
-        raise UserError(f"{flag} {text!r}: not a quantity (examples: 2, 500m, 16Gi)")
+        raise UserError(f"{option(name)} {text!r}: not a quantity (examples: 2, 500m, 16Gi)")
     return text
 
 
-def positive(value: int | None, flag: str, minimum: int = 1, maximum: int = INT32_MAX) -> int | None:
+def positive(value: int | None, name: str, minimum: int = 1, maximum: int = INT32_MAX) -> int | None:
     if value is not None and value < minimum:
-        raise UserError(f"{flag} {value}: must be at least {minimum}")
+        raise UserError(f"{option(name)} {value}: must be at least {minimum}")
     if value is not None and value > maximum:
-        raise UserError(f"{flag} {value}: must be at most {maximum} (the field is an "
+        raise UserError(f"{option(name)} {value}: must be at most {maximum} (the field is an "
                         f"{'int32' if maximum == INT32_MAX else 'int64'})")
     return value
 
 
-def choice(value: str | None, flag: str, allowed: tuple[str, ...]) -> str | None:
+def choice(value: str | None, name: str, allowed: tuple[str, ...]) -> str | None:
     if value is None:
         return None
     for candidate in allowed:
         if candidate.lower() == value.lower():
             return candidate
-    raise UserError(f"{flag} {value!r}: use one of {', '.join(allowed)}")
+    raise UserError(f"{option(name)} {value!r}: use one of {', '.join(allowed)}")
 
 
 def restart_policy(value: str | None) -> str | None:
-    return choice(value, "--restart-policy", RESTART_POLICIES)
+    return choice(value, "restart_policy", RESTART_POLICIES)
 
 
 def clean_pod_policy(value: str | None) -> str | None:
-    return choice(value, "--clean-pod-policy", CLEAN_POD_POLICIES)
+    return choice(value, "clean_pod_policy", CLEAN_POD_POLICIES)
 
 
 def volumes(items: list[str]) -> list[Volume]:
@@ -236,15 +236,16 @@ def volumes(items: list[str]) -> list[Volume]:
         if read_only:
             parts = parts[:-1]
         if len(parts) != 3 or parts[0] not in ("pvc", "host") or not parts[1] or not parts[2].startswith("/"):
-            raise UserError(f"--volume {item!r}: expected pvc:CLAIM:/mount/path[:ro] or host:/src:/mount/path[:ro]")
+            raise UserError(f"{option('volume')} {item!r}: expected pvc:CLAIM:/mount/path[:ro] or "
+                            "host:/src:/mount/path[:ro]")
         kind, origin, mount = parts
         if kind == "pvc":
             if problem := dns_subdomain_problem(origin):
-                raise UserError(f"--volume {item!r}: the claim name {origin!r} is {problem}")
+                raise UserError(f"{option('volume')} {item!r}: the claim name {origin!r} is {problem}")
             source = {"persistentVolumeClaim": {"claimName": origin, "readOnly": read_only}}
         else:
             if not origin.startswith("/"):
-                raise UserError(f"--volume {item!r}: the host path must be absolute")
+                raise UserError(f"{option('volume')} {item!r}: the host path must be absolute")
             source = {"hostPath": {"path": origin}}
         parsed.append(Volume(f"volume-{index}", mount, read_only, source))
     return parsed
@@ -258,11 +259,11 @@ def workdir_limit(text: str | None) -> int:
         return DEFAULT_LIMIT
     match = SIZE.fullmatch(text.strip())
     if not match:
-        raise UserError(f"--workdir-limit {text!r}: not a size (examples: 32Mi, 500Ki, 64M)")
+        raise UserError(f"{option('workdir_limit')} {text!r}: not a size (examples: 32Mi, 500Ki, 64M)")
     size = int(match.group(1)) * SIZE_UNITS[match.group(2) or ""]
     if not 1024 <= size <= MAX_WORKDIR_LIMIT:
-        raise UserError(f"--workdir-limit {text!r}: must be between 1Ki and 256Mi (a ConfigMap per 900 KiB); "
-                        "ship more on a volume (--volume) or in the image")
+        raise UserError(f"{option('workdir_limit')} {text!r}: must be between 1Ki and 256Mi (a ConfigMap per "
+                        f"900 KiB); ship more on a volume ({option('volume')}) or in the image")
     return size
 
 
@@ -274,8 +275,8 @@ def workdir_mount(text: str | None) -> str | None:
 
     if not text.startswith("/") or text.startswith("//") or posixpath.normpath(text) != text or "\x00" in text \
             or text in ("/", "/trainctl") or text.startswith("/trainctl/"):
-        raise UserError(f"--workdir-mount {text!r}: must be an absolute, normalized directory path other than / "
-                        "and /trainctl (e.g. /workspace)")
+        raise UserError(f"{option('workdir_mount')} {text!r}: must be an absolute, normalized directory path other "
+                        "than / and /trainctl (e.g. /workspace)")
     return text
 
 
@@ -283,16 +284,16 @@ def pip_specs(items: list[str]) -> list[str]:
     """``--pip`` requirement specifiers; pip options belong in a --requirements file."""
     for item in items:
         if not item.strip() or item.startswith("-") or "\x00" in item or "\n" in item:
-            raise UserError(f"--pip {item!r}: give a requirement (numpy==2.1, ./pkg.whl); pip options such as "
-                            "--index-url go in a --requirements file")
+            raise UserError(f"{option('pip')} {item!r}: give a requirement (numpy==2.1, ./pkg.whl); pip options "
+                            f"such as --index-url go in a {option('requirements')} file")
     return list(items)
 
 
 def local_queue(name: str | None) -> str | None:
     """``--local-queue``: the name of a Kueue LocalQueue (a DNS subdomain that fits a label value)."""
     if name is not None and (len(name) > 63 or not DNS_1123_SUBDOMAIN.fullmatch(name)):
-        raise UserError(f"--local-queue {name!r}: not a LocalQueue name (at most 63 lower-case letters, digits, "
-                        "'-' and '.')")
+        raise UserError(f"{option('local_queue')} {name!r}: not a LocalQueue name (at most 63 lower-case letters, "
+                        "digits, '-' and '.')")
     return name
 
 
@@ -302,12 +303,12 @@ def tolerations(items: list[str]) -> list[dict]:
     for item in items:
         spec, sep, effect = item.rpartition(":")
         if not sep or effect not in TAINT_EFFECTS or not spec:
-            raise UserError(f"--toleration {item!r}: expected key[=value]:EFFECT with EFFECT one of "
+            raise UserError(f"{option('toleration')} {item!r}: expected key[=value]:EFFECT with EFFECT one of "
                             f"{', '.join(TAINT_EFFECTS)}")
         key, has_value, value = spec.partition("=")
-        check_label_key(key, "--toleration")
+        check_label_key(key, "toleration")
         if has_value and (problem := label_value_problem(value)):
-            raise UserError(f"--toleration {item!r}: the value is {problem}")
+            raise UserError(f"{option('toleration')} {item!r}: the value is {problem}")
         toleration = {"key": key, "operator": "Equal" if has_value else "Exists", "effect": effect}
         if has_value:
             toleration["value"] = value

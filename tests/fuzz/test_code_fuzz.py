@@ -85,7 +85,7 @@ def test_code_flag_values_end_in_one_line_or_land_whole(mount, pip, limit, requi
 
 
 def test_the_snapshot_is_refused_in_one_line_for_a_missing_directory():
-    with pytest.raises(UserError, match="^--workdir 'nowhere': no such directory$"):
+    with pytest.raises(UserError, match="^workdir 'nowhere': no such directory$"):  # the keyword; the CLI's flag
         snapshot.take("nowhere")
 
 

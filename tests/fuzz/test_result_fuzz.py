@@ -3,6 +3,8 @@
 Result lines: every value of the supported types comes back equal and of the same type; any other
 line (garbled, cut, forged JSON with made-up tags, a pickle, a pickle inside JSON) gives None, or one
 BadResult line, and never reaches pickle: ``pickle.loads`` is replaced by a tripwire while they run.
+Whatever the function printed before its result (no final newline, ``\r``, colour codes, lines that
+look like result lines), the value read back from the log is the one it returned.
 Keywords: ``env`` and ``packages`` values come through unchanged into the rendered job, or are
 refused in one InvalidArgument line; ``selector`` and ``pickle_result`` likewise.
 """
@@ -24,8 +26,9 @@ from hypothesis import strategies as st
 from tests.fuzz.harness import COUNTS, fuzz
 from tests.fuzz.test_run_fuzz import mostly, python_values, train
 from trainctl import Client, InvalidArgument
-from trainctl.function_runner import MARKER, PICKLE_MARKER, result_line
-from trainctl.results import BadResult, value_of
+from trainctl.backends.base import LogChunk, lines_of
+from trainctl.function_runner import MARKER, PICKLE_MARKER, on_its_own_line, result_line
+from trainctl.results import BadResult, value_in, value_of
 
 pytestmark = pytest.mark.fuzz
 
@@ -120,6 +123,21 @@ def test_a_hostile_line_never_reaches_pickle(line):
             assert "\n" not in refused.message and refused.message.startswith("job j's result"), refused.message
         else:
             assert outcome is None or (isinstance(outcome, tuple) and line.startswith(MARKER + " ")), line
+
+
+output_pieces = st.one_of(st.text(max_size=30), st.sampled_from(
+    ["\r", "\n", "\x1b[0m", "\x1b[33mWARNING\x1b[0m", "epoch done", MARKER + " ", PICKLE_MARKER + " ",
+     f"{MARKER} [", f"\n{MARKER} {{\"$tuple\": 1}}\n", "trainctl-result:v1 00 gASV"]))
+
+
+@fuzz(400)
+@given(before=st.lists(output_pieces, max_size=8).map("".join), value=values)
+def test_output_before_the_result_line_never_loses_it(before, value):
+    """rank 0's log: anything its function printed, then what the runner prints, split as a backend splits it."""
+    COUNTS["cases"] += 1
+    log = (before + on_its_own_line(result_line(value))).encode()
+    [decoded] = value_in((line.text for line in lines_of([LogChunk("master-0", log)])), allow_pickle=False, job="j")
+    assert same(decoded, value), (before, value, decoded)
 
 
 env_values = mostly(st.dictionaries(st.sampled_from(["A", "LR", "B_2"]), st.one_of(

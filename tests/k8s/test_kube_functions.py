@@ -1,5 +1,6 @@
 """Client.run(func) against the real API server: the function travels in the code snapshot, and its
-result comes back through the pod's log.
+result comes back through the pod's log, whatever the function printed before it (here: a progress bar's
+``\r`` on stderr and a line without its newline, issue 23).
 
 There is no kubelet here, so the test plays it for the job's pod, for real: it joins the chunks of
 the ConfigMaps the pod's projected volume names, runs the pod's init container command (trainctl's
@@ -27,15 +28,20 @@ import os
 
 
 def train(x):
+    import sys
+
     import scales  # a sibling module: only the snapshot has it in the pod
 
     print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}, local_rank {os.environ['LOCAL_RANK']}")
+    sys.stderr.write("\\rstep 1/2\\rstep 2/2\\r")
+    print("epoch done", end="")
     return {"value": x * scales.FACTOR, "cwd": os.getcwd()}
 '''
 
 
 def play_kubelet(k8s_cluster, kube_node, namespace: str, pod_name: str, workspace) -> str:  # noqa: F811
-    """Run the pod's init and main containers as local processes; returns what the main one printed."""
+    """Run the pod's init and main containers as local processes; returns what the main one printed (stdout and
+    stderr in one log, as the kubelet keeps it)."""
     from kubernetes import client
 
     core = client.CoreV1Api(k8s_cluster.api_client())
@@ -53,12 +59,13 @@ def play_kubelet(k8s_cluster, kube_node, namespace: str, pod_name: str, workspac
     assert unpacked.returncode == 0, unpacked.stderr
     env = {variable.name: variable.value for variable in main.env} | {"PATH": os.environ["PATH"]}
     ran = subprocess.run([sys.executable if main.command[0] == "python3" else main.command[0], *main.command[1:]],
-                         cwd=workspace, env=env, capture_output=True, text=True, timeout=60)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
+                         cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    printed = ran.stdout.decode()  # bytes first: text mode would turn each \r into a newline
+    assert ran.returncode == 0, printed
     kube_node.bind(namespace, pod_name)
-    kube_node.write_log(namespace, pod_name, main.name, ran.stdout)
+    kube_node.write_log(namespace, pod_name, main.name, printed)
     kube_node.set_phase(namespace, pod_name, "Succeeded", exit_code=0)
-    return ran.stdout
+    return printed
 
 
 def test_a_function_runs_from_the_snapshot_and_returns_through_the_log(  # noqa: F811  (kube: the fixture)
@@ -83,5 +90,6 @@ def test_a_function_runs_from_the_snapshot_and_returns_through_the_log(  # noqa:
     set_job_condition(k8s_cluster, kube, "fn-kube", "pytorchjobs", "Succeeded")
 
     assert job.result(timeout=30) == {"value": 21, "cwd": str(workspace)}
-    assert [str(line) for line in job.logs()] == ["master-0 | rank 0 of 1, local_rank 0"]
+    assert [str(line) for line in job.logs()] == ["master-0 | rank 0 of 1, local_rank 0",
+                                                  "master-0 | \rstep 1/2\rstep 2/2\repoch done"]
     job.delete()

@@ -151,12 +151,13 @@ def prints_a_forged_result() -> int:
     return 5
 
 
-def counts(to: int) -> None:
+def counts(to: int) -> int:
     import time
 
     for number in range(to):
         print(f"count {number}", flush=True)
         time.sleep(0.2)
+    return to
 
 
 def forging_worker(lines):
@@ -209,3 +210,40 @@ def mpi_rank1_raises() -> None:
         time.sleep(0.3)
         raise ValueError("rank 1 broke")
     comm.allreduce(1)  # rank 0 waits for rank 1 until mpirun ends it
+# ---- output before the result line (issue 23, defect 1): each ends without a newline --------------
+
+def ends_without_newline() -> dict:
+    print("epoch done", end="")
+    return {"loss": 0.25}
+
+
+def progress_bar() -> int:
+    import sys
+
+    for step in range(1, 4):
+        sys.stderr.write(f"\rtraining {step}/3")  # as tqdm draws, on stderr
+        sys.stderr.flush()
+    sys.stderr.write("\r")  # and as a bar with leave=False ends
+    return 3
+
+
+def colour_reset_at_the_end() -> str:
+    import sys
+
+    # what pip prints under FORCE_COLOR=1 (a Jupyter kernel sets it): the reset after the last newline
+    sys.stdout.write("\x1b[33mWARNING: Running pip as the 'root' user\x1b[0m\x1b[33m\n\x1b[0m")
+    return "coloured"
+
+
+def ten_megabytes_without_newline() -> int:
+    import sys
+
+    sys.stdout.write("x" * (10 << 20))
+    return 10 << 20
+
+
+def exits_before_returning() -> int:
+    import sys
+
+    print("about to leave", flush=True)
+    sys.exit(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainctl.api import Client, choose_backend
-from trainctl.errors import UserError
+from trainctl.errors import CLI, UserError, speaking
 
 
 @pytest.fixture(autouse=True)
@@ -45,9 +45,27 @@ def test_explicit_choice_and_environment_override_detection(monkeypatch):
 
 
 def test_local_with_a_context_is_refused():
-    with pytest.raises(UserError, match="--local cannot be combined with --context"):
+    with speaking(CLI), pytest.raises(UserError, match="--local cannot be combined with --context"):
+        choose_backend("local", "prod", None)
+    with pytest.raises(UserError, match="backend='local' cannot be combined with context"):
         choose_backend("local", "prod", None)
 
 
 def test_local_client_names_its_backend():
     assert Client("local").backend.description == "local"
+
+
+def test_a_client_that_chose_its_backend_says_which_and_why(no_cluster, capsys):
+    client = Client()
+    said = capsys.readouterr().err
+    assert said == "trainctl: Client() runs jobs on this machine (the local backend): no kubeconfig found\n", said
+    assert repr(client) == "<trainctl Client: local backend (no kubeconfig found)>"
+    (no_cluster / ".kube").mkdir()
+    (no_cluster / ".kube" / "config").write_text("apiVersion: v1\n")
+    assert repr(Client()) == f"<trainctl Client: kubernetes backend (kubeconfig {no_cluster / '.kube' / 'config'})>"
+    assert "Client() runs jobs on Kubernetes" in capsys.readouterr().err
+
+
+def test_a_client_told_its_backend_is_silent(capsys):
+    assert repr(Client("local")) == "<trainctl Client: local backend (asked for)>"
+    assert capsys.readouterr().err == ""

@@ -1,12 +1,15 @@
-"""The JobHandle's life cycle on the local backend: suspend, resume, failure, listing, deletion."""
+"""The JobHandle's life cycle on the local backend: suspend, resume, failure, listing, deletion; the one call
+that streams a job's logs and returns its value; how handles, job lists and logs show in IPython."""
 
 from __future__ import annotations
 
 import pytest
 
+from IPython.core.formatters import DisplayFormatter
+
 from tests.local import function_jobs
 from trainctl import JobFailed
-from trainctl.errors import NotFound
+from trainctl.errors import NotFound, UserError
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -63,5 +66,33 @@ def test_a_result_over_the_limit_fails_the_job_saying_so(client):
 def test_a_line_that_only_looks_like_a_result_is_never_unpickled(client):
     job = client.run(function_jobs.prints_a_forged_result, framework="jax", name="forged")
     assert job.result(timeout=60) == 5
-    assert [line.text.split()[0] for line in client.logs("forged")] == ["trainctl-result:v1", "trainctl-result:v2"]
+    raw = [line.text.split(" ")[0] for line in client.logs("forged")]  # the runner's line on a line of its own
+    assert raw == ["trainctl-result:v1", "", "trainctl-result:v2"], raw
+    assert list(job.logs()) == []  # neither result line, nor the runner's newline, is output to read
+    job.delete()
+
+
+def test_result_can_stream_the_logs_and_return_the_value(client, capsys):
+    job = client.run(function_jobs.counts, args={"to": 3}, framework="jax", name="streamed")
+    with pytest.raises(UserError, match="has no result yet: result.wait=True. waits for it"):
+        job.result(wait=False)
+    assert job.result(follow_logs=True) == 3
+    assert capsys.readouterr().out.splitlines() == [f"worker-0 | count {n}" for n in range(3)]
+    job.delete()
+
+
+def test_handles_job_lists_and_logs_show_as_tables_and_text(client):
+    job = client.run(function_jobs.counts, args={"to": 2}, framework="jax", workers=2, name="shown")
+    job.wait(timeout=60, progress=False)
+    for shown in job, client.jobs():  # what IPython shows: HTML in a notebook, text in a terminal
+        data, _ = DisplayFormatter().format(shown)
+        html, text = data["text/html"], data["text/plain"]
+        assert html.startswith("<table") and "<td>shown</td>" in html and "<td>Succeeded</td>" in html, html
+        assert text.splitlines()[0].split() == ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE",
+                                                "DURATION"], text
+        assert text.splitlines()[1].split()[:5] == ["default", "shown", "JAXJob", "Succeeded", "2"], text
+    assert repr(job) == "<JobHandle jaxjob/shown in default on local>"  # no I/O: what debuggers and lists show
+    assert [handle.name for handle in client.jobs()] == ["shown"] and isinstance(client.jobs(), list)
+    logs = DisplayFormatter().format(job.logs())[0]["text/plain"]
+    assert [f"worker-{rank} | count {n}" for rank in (0, 1) for n in (0, 1)] == sorted(logs.splitlines()), logs
     job.delete()

@@ -39,6 +39,7 @@ def test_the_walkthrough_runs_and_prints_what_it_says(tmp_path):
     assert done.returncode == 0, out + done.stderr
     for expected in ("Succeeded\n{'sum': 6.0, 'lr': 0.1}\n", "master-0 | rank 0: lr=0.1, epochs=1, all-reduced 6",
                      "worker-1 | rank 2: lr=0.1, epochs=1, all-reduced 6", "walkthrough-master-0 Succeeded 0",
+                     "master-0 | rank 0: lr=0.2, epochs=1, all-reduced 3", "{'sum': 3.0, 'lr': 0.2}",
                      "True\n['walkthrough']\n", "master-0\nmaster-0 raised FloatingPointError: loss is NaN at lr=10.0; exit code 1",
                      "trainctl: diverges() raised FloatingPointError: loss is NaN at lr=10.0",
                      "['hello from 0', 'hello from 1']", "did you mean workers?", "workers 0: must be at least 1",

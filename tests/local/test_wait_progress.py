@@ -1,18 +1,23 @@
-"""JobHandle.wait's progress: a live Rich line when stderr is a terminal, plain lines when it is not.
+"""JobHandle.wait's progress: a live Rich line when stderr is a terminal, plain lines when it is not; and
+Ctrl-C during ``wait()`` or ``logs(follow=True)``: a message that the job keeps running, not a traceback.
 
 The terminal is a real pseudo-terminal, so Rich decides for itself that it may redraw in place.
+(A notebook's live display: tests/notebook.)
 """
 
 from __future__ import annotations
 
 import os
 import pty
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from tests.conftest import REPO
+from trainctl import Client
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -20,17 +25,17 @@ SCRIPT = """
 from pathlib import Path
 from trainctl import Client
 
-Path("nap.py").write_text("import time; time.sleep(1.5)")
+Path("nap.py").write_text("import time; print('napping', flush=True); time.sleep(1.5)")
 job = Client("local").run(["python", "nap.py"], framework="jax", workers=2, name="nap")
 job.wait(timeout=60)
 job.delete()
 """
 
 
-def start(tmp_path, stderr) -> subprocess.Popen:
+def start(tmp_path, stderr, script: str = SCRIPT, *args: str) -> subprocess.Popen:
     env = {"TRAINCTL_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO), "TERM": "xterm", "COLUMNS": "120",
            "PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"}
-    return subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=stderr)
 
 
@@ -48,6 +53,7 @@ def test_a_terminal_gets_a_live_status_line(tmp_path):
     text = shown.decode(errors="replace")
     assert "\x1b[" in text, text  # redrawn in place: cursor and colour codes, not a line per poll
     assert "jaxjob/nap: Running (Worker 2 active)" in text, text
+    assert "napping" in text, text  # the latest log line
 
 
 def read_some(fd: int) -> bytes:
@@ -66,3 +72,31 @@ def test_elsewhere_a_plain_line_per_change(tmp_path):
     assert "jaxjob/nap: Running (Worker 2 active)" in lines
     assert lines[-1] == "jaxjob/nap: Succeeded (Worker 2 succeeded)"
     assert len(lines) == len(set(lines)) <= 5, lines  # only changes, never a line per poll
+
+
+FOREVER = """
+import sys
+from trainctl import Client
+
+job = Client("local").run(["python", "-c", "import time; time.sleep(300)"], framework="jax", name="forever")
+job.wait() if sys.argv[1] == "wait" else list(job.logs(follow=True))
+"""
+
+
+@pytest.mark.parametrize("watching", ["wait", "logs"])
+def test_ctrl_c_stops_the_watching_only_and_says_so(tmp_path, monkeypatch, watching):
+    process = start(tmp_path, subprocess.PIPE, FOREVER, watching)
+    monkeypatch.setenv("TRAINCTL_HOME", str(tmp_path / "home"))
+    client, deadline = Client("local"), time.monotonic() + 60
+    while not client.list() or client.job("forever").status != "Running":
+        assert time.monotonic() < deadline and process.poll() is None, process.stderr.read()
+        time.sleep(0.2)
+    time.sleep(1)  # into wait()'s or the follow's poll
+    process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=30)[1].decode()
+    last = stderr.strip().splitlines()[-1]
+    assert last == ("trainctl.errors.StoppedWatching: stopped watching forever; the job keeps running: "
+                    "client.job('forever').status to check, client.job('forever').delete() to stop it"), stderr
+    assert "time.sleep" not in stderr and "During handling" not in stderr, stderr
+    assert client.job("forever").status == "Running"
+    client.job("forever").delete()

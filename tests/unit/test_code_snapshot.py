@@ -15,7 +15,7 @@ import pytest
 
 from trainctl.code import pods, snapshot
 from trainctl.code.plan import request
-from trainctl.errors import UserError
+from trainctl.errors import CLI, PYTHON, UserError, speaking
 from trainctl.frameworks import by_name
 from trainctl.render import render
 from trainctl.submit_options import SubmitOptions
@@ -32,6 +32,14 @@ def tree(root: Path, files: dict[str, str | bytes]) -> Path:
 def names_in(snap: snapshot.Snapshot) -> list[str]:
     with tarfile.open(fileobj=io.BytesIO(snap.archive), mode="r:gz") as tar:
         return tar.getnames()
+
+
+@pytest.fixture(autouse=True)
+def as_the_cli_speaks():
+    """The messages of these in-process checks name flags, as the CLI shows them (the Python API's keywords:
+    tests/local/test_sdk_keywords.py, and the last lines of test_ship_secret_from_the_cli...)."""
+    with speaking(CLI):
+        yield
 
 
 # ---- ignore rules --------------------------------------------------------------------------
@@ -143,7 +151,7 @@ def test_ship_secret_from_the_cli_a_values_file_and_the_python_api(cli):
     resource = Client(backend="local").run(["python", "train.py"], framework="jax", workdir=str(cli.cwd / "src"),
                                            ship_secret=[".env"], dry_run=True)
     assert resource["metadata"]["annotations"]["trainctl.io/code-files"] == "2"
-    with pytest.warns(UserWarning, match="held back 1 credential-like file .* with ship_secret PATH"):
+    with speaking(PYTHON), pytest.warns(UserWarning, match=r"held back .* with ship_secret=\['PATH'\]"):
         Client(backend="local").run(["python", "train.py"], framework="jax", workdir=str(cli.cwd / "src"),
                                     dry_run=True)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainctl.errors import UserError
+from trainctl.errors import CLI, PYTHON, UserError, speaking
 from trainctl.selectors import parse
 
 LABELS = {
@@ -63,9 +63,10 @@ BAD = [
 
 
 @pytest.mark.parametrize("text, expected", BAD)
-def test_bad_selectors_are_one_line_naming_the_flag_and_the_problem(text, expected):
-    with pytest.raises(UserError) as error:
-        parse(text)
-    message = error.value.message
-    assert message.startswith("-l/--selector ") and expected in message, message
-    assert "\n" not in message
+def test_bad_selectors_are_one_line_naming_the_option_and_the_problem(text, expected):
+    for front_end, named in ((CLI, "-l/--selector "), (PYTHON, "selector ")):  # the flag, or the keyword
+        with speaking(front_end), pytest.raises(UserError) as error:
+            parse(text)
+        message = error.value.message
+        assert message.startswith(named) and expected in message, message
+        assert "\n" not in message

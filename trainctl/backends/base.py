@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from trainctl.errors import UserError
+from trainctl.errors import UserError, option
 
 if TYPE_CHECKING:
     from trainctl.code.snapshot import Snapshot
@@ -84,12 +84,12 @@ def lines_of(chunks: Iterator[LogChunk]) -> Iterator[LogLine]:
 
 
 def pick_replica(replica: str, job_name: str, replica_ids: list[str]) -> str:
-    """``--replica`` as a replica id: ``worker-1``, or the pod name ``status`` shows (``mnist-worker-1``)."""
+    """``replica`` (``--replica``) as a replica id: ``worker-1``, or the pod name ``status`` shows (``mnist-worker-1``)."""
     if replica in replica_ids:
         return replica
     if replica.startswith(f"{job_name}-") and replica[len(job_name) + 1:] in replica_ids:
         return replica[len(job_name) + 1:]
-    raise UserError(f"--replica {replica!r}: job {job_name} has {', '.join(replica_ids)} "
+    raise UserError(f"{option('replica')} {replica!r}: job {job_name} has {', '.join(replica_ids)} "
                     f"(or as pods: {', '.join(f'{job_name}-{r}' for r in replica_ids)})")
 
 

@@ -54,7 +54,14 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Run the CLI; every user error ends as one line on stderr with exit status 2."""
+    """Run the CLI; every user error ends as one line on stderr with exit status 2, naming flags (errors.speaking)."""
+    from trainctl.errors import CLI, speaking
+
+    with speaking(CLI):
+        run_app()
+
+
+def run_app() -> None:
     from typer._click import exceptions as click_errors  # typer >= 0.29 vendors click
 
     from trainctl.errors import UserError

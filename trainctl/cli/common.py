@@ -36,7 +36,7 @@ Namespace = Annotated[
                  callback=_check_namespace),
 ]
 def _check_selector(value: str | None) -> str | None:
-    """-l is parsed as the flag names it, before the client (whose keyword is selector=) sees it."""
+    """-l is parsed before the client is made, so a bad one fails first."""
     if value is not None:
         from trainctl import selectors
 
@@ -111,9 +111,11 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def make_client(local: bool = False, context: str | None = None, kubeconfig: str | None = None) -> Client:
-    from trainctl.api import Client
+    from trainctl.api import Client, choose_backend
 
-    return Client(backend="local" if local else None, context=context, kubeconfig=kubeconfig)
+    # chosen here, so the Client is told and says nothing: every command's summary names the backend
+    return Client(choose_backend("local" if local else None, context, kubeconfig), context=context,
+                  kubeconfig=kubeconfig)
 
 
 def dump(resource: object, fmt: str) -> str:
@@ -158,25 +160,17 @@ def dumped_pieces(documents: Iterable[dict], fmt: str) -> Iterator[str]:
     yield "\n  ]\n}"
 
 
-def detached_message(name: str, namespace: str | None = None) -> str:
-    """What Ctrl-C during ``--wait``, ``--follow`` or ``logs -f`` prints: only the watching stopped.
-
-    One text for every command that watches a job, so users learn it once.
-    """
-    namespace_flag = f" -n {namespace}" if namespace else ""
-    return (f"stopped watching {name}; the job keeps running: trainctl status {name}{namespace_flag} to check, "
-            f"trainctl delete {name}{namespace_flag} to stop it")
-
-
 @contextmanager
 def watching(name: str, namespace: str | None = None) -> Iterator[None]:
-    """Around ``--wait``/``--follow``: Ctrl-C ends the watching with :func:`detached_message`, exit 130."""
+    """Around ``--wait``/``--follow``: Ctrl-C ends the watching with errors.watching_stopped's words, exit 130."""
     try:
         yield
     except KeyboardInterrupt:
         from rich.markup import escape
 
-        console(stderr=True).print(f"\n{escape(detached_message(name, namespace))}", soft_wrap=True)
+        from trainctl.errors import watching_stopped
+
+        console(stderr=True).print(f"\n{escape(watching_stopped(name, namespace))}", soft_wrap=True)
         raise typer.Exit(130) from None  # 128 + SIGINT, as shells report it
 
 

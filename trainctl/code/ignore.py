@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainctl.code import regular
-from trainctl.errors import UserError
+from trainctl.errors import UserError, option
 
 IGNORE_FILES = (".gitignore", ".trainctlignore")
 ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", ".trainctl", ".pytest_cache",
@@ -108,13 +108,13 @@ def read_ignore_file(path: Path) -> str:
     except (FileNotFoundError, NotADirectoryError):
         return ""
     except regular.NotRegular as err:
-        raise UserError(f"--workdir: the ignore file {path} is {err}: make it a plain text file or remove it") \
-            from None
+        raise UserError(f"{option('workdir')}: the ignore file {path} is {err}: make it a plain text file or "
+                        "remove it") from None
     except OSError as err:
-        raise UserError(f"--workdir: cannot read the ignore file {path} ({err.strerror or err}): what it leaves out "
-                        "would travel; make it readable or remove it") from None
+        raise UserError(f"{option('workdir')}: cannot read the ignore file {path} ({err.strerror or err}): what it "
+                        "leaves out would travel; make it readable or remove it") from None
     if len(data) > MAX_IGNORE_FILE:
-        raise UserError(f"--workdir: the ignore file {path} is larger than {MAX_IGNORE_FILE >> 20} MiB: "
+        raise UserError(f"{option('workdir')}: the ignore file {path} is larger than {MAX_IGNORE_FILE >> 20} MiB: "
                         "an ignore file lists patterns, not data")
     return data.decode("utf-8", errors="replace")
 

@@ -4,7 +4,10 @@
 
 It runs as the replica's main container, so pip's output is in ``trainctl logs``, and a
 failed install ends the replica with pip's exit code after one line that says so (the
-command never runs half-equipped). Packages go to ``$TRAINCTL_PIP_CACHE/<hash of the
+command never runs half-equipped). The packages are installed by the Python that runs the
+command when the command starts with one (``python``, ``/venv/bin/python3.12``: a notebook's
+kernel runs its functions with its own), else by the ``python3`` that runs this wrapper: the
+first ``python3`` on PATH is often another interpreter than the command's. Packages go to ``$TRAINCTL_PIP_CACHE/<hash of the
 request>`` with ``pip install --target`` (an emptyDir per pod on a cluster, so a restarted
 container reuses it; the job's state directory locally) and reach the command through
 PYTHONPATH and PATH. ``--target`` also works where the image's Python is marked
@@ -16,17 +19,24 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
 PREFIX = "trainctl-pip"
 DEFAULT_CACHE = "/trainctl/pip"
 DONE = ".trainctl-installed"
+PYTHON = re.compile(r"python[0-9.]*")  # python, python3, python3.12: an interpreter, by its name
 
 
-def install(packages, requirements, cache):
-    """The directory holding the packages, installed now unless an earlier run of this pod did."""
-    key = hashlib.sha256(json.dumps([packages, requirements]).encode()).hexdigest()[:16]
+def interpreter(command):
+    """The Python the packages are for: the command's own, when it starts with one; else this one."""
+    return command[0] if PYTHON.fullmatch(os.path.basename(command[0])) else sys.executable
+
+
+def install(packages, requirements, cache, python):
+    """The directory holding the packages, installed by ``python`` now unless an earlier run of this pod did."""
+    key = hashlib.sha256(json.dumps([packages, requirements, python]).encode()).hexdigest()[:16]
     target = os.path.join(cache, key)
     os.makedirs(cache, exist_ok=True)
     with open(target + ".lock", "w") as lock:  # replicas of a local job share the cache: one installs
@@ -34,26 +44,32 @@ def install(packages, requirements, cache):
         if os.path.exists(os.path.join(target, DONE)):
             print(f"{PREFIX}: packages already installed in {target}", flush=True)
             return target
-        command = [sys.executable, "-m", "pip", "install", "--target", target, "--no-warn-script-location"]
+        command = [python, "-m", "pip", "install", "--target", target, "--no-warn-script-location"]
         if requirements is not None:
             path = target + ".requirements.txt"
             with open(path, "w") as out:
                 out.write(requirements)
             command += ["--requirement", path]
-        print(f"{PREFIX}: {' '.join(command[1:])} {' '.join(packages)}", flush=True)
+        print(f"{PREFIX}: {' '.join(command)} {' '.join(packages)}", flush=True)
         env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-        code = subprocess.call([*command, *packages], env=env)
+        try:
+            code = subprocess.call([*command, *packages], env=env)
+        except OSError as err:  # the command's interpreter is not there: the command could not run either
+            fail(f"cannot run {python!r}: {err.strerror}", 127)
         if code != 0:
-            hint = " (is pip in the image? python3 -m pip must work)" if not has_pip() else ""
-            print(f"{PREFIX}: pip install failed with exit code {code}{hint}: the job's command did not run",
-                  file=sys.stderr, flush=True)
-            sys.exit(code)
+            hint = f" (is pip in the image? {python} -m pip must work)" if not has_pip(python) else ""
+            fail(f"pip install failed with exit code {code}{hint}: the job's command did not run", code)
         open(os.path.join(target, DONE), "w").close()
     return target
 
 
-def has_pip():
-    return subprocess.call([sys.executable, "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
+def fail(message, code):
+    print(f"{PREFIX}: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def has_pip(python):
+    return subprocess.call([python, "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL) == 0
 
 
@@ -71,15 +87,15 @@ def main(argv=None):
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command after --")
-    target = install(args.pip, args.requirements_text, os.environ.get("TRAINCTL_PIP_CACHE") or DEFAULT_CACHE)
+    target = install(args.pip, args.requirements_text, os.environ.get("TRAINCTL_PIP_CACHE") or DEFAULT_CACHE,
+                     interpreter(command))
     prepend("PYTHONPATH", target)
     prepend("PATH", os.path.join(target, "bin"))
     sys.stdout.flush()
     try:
         os.execvp(command[0], command)
     except OSError as err:
-        print(f"{PREFIX}: cannot run {command[0]!r}: {err.strerror}", file=sys.stderr)
-        sys.exit(127)
+        fail(f"cannot run {command[0]!r}: {err.strerror}", 127)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainctl.code.pods import DEFAULT_MOUNT, CodeRequest
-from trainctl.errors import UserError
+from trainctl.errors import UserError, option, setting
 from trainctl.submit_options import SubmitOptions, check_given, pip_specs, workdir_limit, workdir_mount
 
 MAX_REQUIREMENTS_BYTES = 64 * 1024  # it travels in every replica's command
@@ -29,15 +29,15 @@ def request(options: SubmitOptions, backend_name: str, kind: str,
     mount = workdir_mount(options.workdir_mount) or DEFAULT_MOUNT
     pip = pip_specs(options.pip)
     if options.no_workdir and options.workdir is not None:
-        raise UserError("--workdir and --no-workdir contradict each other: give one of them")
+        raise UserError(f"{option('workdir')} and {option('no_workdir')} contradict each other: give one of them")
     if (pip or options.requirements is not None) and kind == "MPIJob":
-        raise UserError("--pip/--requirements: not for mpi jobs, whose ranks on the workers start over ssh, "
-                        "outside any wrapper: install the packages in the image")
+        raise UserError(f"{option('pip')}/{option('requirements')}: not for mpi jobs, whose ranks on the workers "
+                        "start over ssh, outside any wrapper: install the packages in the image")
     requirements = read_requirements(options.requirements)
     ships = options.workdir is not None or (backend_name == "kubernetes" and not options.no_workdir)
     if options.ship_secret and not ships:
-        raise UserError(f"--ship-secret {options.ship_secret[0]}: no code snapshot travels with this job "
-                        "(--no-workdir, or the local backend without --workdir): leave it out")
+        raise UserError(f"{option('ship_secret')} {options.ship_secret[0]}: no code snapshot travels with this job "
+                        f"({setting('no_workdir')}, or the local backend without {option('workdir')}): leave it out")
     taken = snapshot.take(options.workdir or ".", limit, extra, options.ship_secret) if ships else None
     if taken is None and not pip and requirements is None:
         return None
@@ -47,20 +47,21 @@ def request(options: SubmitOptions, backend_name: str, kind: str,
 def read_requirements(path: str | None) -> str | None:
     if path is None:
         return None
+    where = f"{option('requirements')} {path!r}"
     try:
         if not Path(path).is_file():  # /dev/zero, a FIFO: not a requirements file, and endless to read
-            raise UserError(f"--requirements {path!r}: no such file")
+            raise UserError(f"{where}: no such file")
         with open(path, "rb") as file:
             data = file.read(MAX_REQUIREMENTS_BYTES + 1)
     except OSError as err:
-        raise UserError(f"--requirements {path!r}: cannot read it ({err.strerror or err})") from None
+        raise UserError(f"{where}: cannot read it ({err.strerror or err})") from None
     if len(data) > MAX_REQUIREMENTS_BYTES:
-        raise UserError(f"--requirements {path!r}: more than {MAX_REQUIREMENTS_BYTES:,} bytes: "
+        raise UserError(f"{where}: more than {MAX_REQUIREMENTS_BYTES:,} bytes: "
                         "list only what the image lacks")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise UserError(f"--requirements {path!r}: not UTF-8 text; save it as UTF-8") from None
+        raise UserError(f"{where}: not UTF-8 text; save it as UTF-8") from None
     if "\x00" in text:  # it travels as a command argument, which cannot hold NUL
-        raise UserError(f"--requirements {path!r}: holds a NUL byte; a requirements file is plain text")
+        raise UserError(f"{where}: holds a NUL byte; a requirements file is plain text")
     return text

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainctl.code.snapshot import Snapshot, human
-from trainctl.errors import UserError
+from trainctl.errors import UserError, option
 from trainctl.frameworks import Framework
 
 CHUNK_BYTES = 900 * 1024  # binaryData under 1 MiB per ConfigMap, with room for metadata and ownerReferences
@@ -159,5 +159,5 @@ def entry(mapping: dict, key: str, empty: dict | list):
     value = mapping[key]
     if not isinstance(value, type(empty)):
         raise UserError(f"the template's {key} is a {type(value).__name__}, not a {type(empty).__name__}: "
-                        "code shipping (--workdir, --pip) adds to it")
+                        f"code shipping ({option('workdir')}, {option('pip')}) adds to it")
     return value

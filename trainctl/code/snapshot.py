@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainctl.code import credentials, ignore, regular, unpack
-from trainctl.errors import UserError
+from trainctl.errors import UserError, option, setting
 
 MiB = 1 << 20
 DEFAULT_LIMIT = 32 * MiB  # compressed; a ConfigMap per 900 KiB of it
@@ -79,17 +79,19 @@ def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, byt
     ship_secrets path names no held-back file, or past a limit."""
     root, extra = Path(directory).expanduser().resolve(), extra or {}
     if not root.is_dir():
-        raise UserError(f"--workdir {str(directory)!r}: no such directory")
+        raise UserError(f"{option('workdir')} {str(directory)!r}: no such directory")
     walk = Walk(root)
     files = walk.files_that_travel(ship_secrets)
     sizes = {name: safe_size(path) for name, path in files.items()}
     if sum(sizes.values()) > MAX_UNPACKED:
-        raise UserError(f"--workdir: the files of {root} unpack to {human(sum(sizes.values()))}, more than the "
-                        f"{MAX_UNPACKED // MiB} MiB a code snapshot may hold; largest files: {largest(sizes)}; "
-                        "put data on a volume (--volume), exclude it in .trainctlignore, or --no-workdir")
+        raise UserError(f"{option('workdir')}: the files of {root} unpack to {human(sum(sizes.values()))}, more "
+                        f"than the {MAX_UNPACKED // MiB} MiB a code snapshot may hold; largest files: "
+                        f"{largest(sizes)}; put data on a volume ({option('volume')}), exclude it in .trainctlignore, "
+                        f"or {setting('no_workdir')}")
     archive, packed = pack(root, files, sizes, extra, limit, walk.warnings)
-    warnings = walk.warnings + [f"{name} is {human(size)}: data and checkpoints belong on a volume (--volume), not "
-                                "in the code snapshot" for name, size in packed.items() if size > LARGE_FILE]
+    warnings = walk.warnings + [f"{name} is {human(size)}: data and checkpoints belong on a volume "
+                                f"({option('volume')}), not in the code snapshot"
+                                for name, size in packed.items() if size > LARGE_FILE]
     return Snapshot(str(root), archive, "sha256:" + hashlib.sha256(archive).hexdigest(), len(packed) + len(extra),
                     sum(packed.values()) + sum(len(data) for data in extra.values()), warnings)
 
@@ -125,9 +127,9 @@ def pack(root: Path, files: dict[str, Path], sizes: dict[str, int], extra: dict[
             for name, data in sorted(extra.items()):
                 tar.addfile(header(name, len(data), executable=False), io.BytesIO(data))
     except OverLimit:
-        raise UserError(f"--workdir: the code snapshot of {root} passes the {human(limit)} compressed limit "
-                        f"(--workdir-limit); largest files: {largest(sizes)}; exclude data and outputs in "
-                        ".trainctlignore, or --no-workdir") from None
+        raise UserError(f"{option('workdir')}: the code snapshot of {root} passes the {human(limit)} compressed "
+                        f"limit ({option('workdir_limit')}); largest files: {largest(sizes)}; exclude data and outputs "
+                        f"in .trainctlignore, or {setting('no_workdir')}") from None
     return buffer.getvalue(), packed
 
 
@@ -143,7 +145,8 @@ def add_file(tar: tarfile.TarFile, name: str, path: Path, size: int, warnings: l
         try:
             tar.addfile(header(name, size, os.access(path, os.X_OK)), file)  # 16 KiB at a time
         except OSError as err:  # cut short meanwhile: the archive holds half a member and cannot go on
-            raise UserError(f"--workdir: {name} changed while it was packed ({err}): submit again") from None
+            raise UserError(f"{option('workdir')}: {name} changed while it was packed ({err}): submit again") \
+                from None
     return True
 
 
@@ -190,8 +193,9 @@ class Walk:
         for entry in entries:
             self.visit(entry, f"{relative}/{entry.name}" if relative else entry.name, rules)
             if len(self.files) + len(self.links) > MAX_FILES:
-                raise UserError(f"--workdir {self.root}: more than {MAX_FILES:,} files, which is not a project's code: "
-                                "run from the project's directory, exclude data in .trainctlignore, or --no-workdir")
+                raise UserError(f"{option('workdir')} {self.root}: more than {MAX_FILES:,} files, which is not a "
+                                "project's code: run from the project's directory, exclude data in .trainctlignore, "
+                                f"or {setting('no_workdir')}")
 
     def visit(self, entry: os.DirEntry, name: str, rules: list[ignore.Rule]) -> None:
         path = Path(entry.path)
@@ -219,8 +223,8 @@ class Walk:
         for requested in dict.fromkeys(ship_secrets):
             path = self.held_back.pop(posixpath.normpath(requested), None)
             if path is None:
-                raise UserError(f"--ship-secret {requested!r}: not a file the snapshot of {self.root} holds back "
-                                f"(held back: {', '.join(sorted(self.held_back)) or 'none'}); give its path "
+                raise UserError(f"{option('ship_secret')} {requested!r}: not a file the snapshot of {self.root} "
+                                f"holds back (held back: {', '.join(sorted(self.held_back)) or 'none'}); give its path "
                                 "relative to the workdir, as the warning names it (a file an ignore file leaves "
                                 "out needs a '!' line in .trainctlignore too)")
             (self.links if path.is_symlink() else self.files)[posixpath.normpath(requested)] = path
@@ -256,7 +260,7 @@ def held_back_warning(names: list[str]) -> str:
     if len(names) > HELD_BACK_NAMED:
         shown += f" and {len(names) - HELD_BACK_NAMED} more"
     return (f"held back {len(names)} credential-like file{'' if len(names) == 1 else 's'} (never shipped by "
-            f"default): {shown}; ship one on purpose with --ship-secret PATH")
+            f"default): {shown}; ship one on purpose with {setting('ship_secret', ['PATH'])}")
 
 
 def largest(sizes: dict[str, int]) -> str:

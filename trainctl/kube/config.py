@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainctl.errors import UserError
+from trainctl.errors import UserError, option
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -93,10 +93,11 @@ def from_kubeconfig(context: str | None, kubeconfig: str | None) -> ClusterConfi
     contexts = named(document, "contexts", "context")
     name = context or document.get("current-context")
     if not name:
-        raise UserError(f"kubeconfig {path}: no current-context set: pass --context or run kubectl config use-context")
+        raise UserError(f"kubeconfig {path}: no current-context set: pass {option('context')} or run kubectl config "
+                        "use-context")
     if name not in contexts:
         have = ", ".join(contexts) or "none"
-        raise UserError(f"--context {name!r}: no such context in {path} (have: {have})")
+        raise UserError(f"{option('context')} {name!r}: no such context in {path} (have: {have})")
     chosen = contexts[name] or {}
     cluster = named(document, "clusters", "cluster").get(chosen.get("cluster"))
     if not cluster or not cluster.get("server"):
@@ -170,7 +171,7 @@ def run_exec_plugin(plugin: dict, config: ClusterConfig) -> str | None:
         credential = json.loads(result.stdout)
     except FileNotFoundError:
         raise UserError(f"kubeconfig user {config.user!r}: exec plugin {command[0]!r} is not installed; "
-                        "install it or pick another --context") from None
+                        f"install it or pick another {option('context')}") from None
     except (subprocess.SubprocessError, ValueError) as error:
         raise UserError(f"kubeconfig user {config.user!r}: exec plugin {command[0]!r} failed "
                         f"({type(error).__name__}); run it by hand to see why") from None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from trainctl import API_GROUP, selectors
 from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
 from trainctl.backends.kube import logs as pod_logs
-from trainctl.errors import NotFound, UserError
+from trainctl.errors import NotFound, UserError, setting
 from trainctl.frameworks import ALL, by_kind
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from trainctl.job import Job
@@ -54,7 +54,7 @@ class KubeBackend(Backend):
         exists = self._exists(framework, namespace, name)
         if exists and not replace:
             raise UserError(f'{framework.singular} "{name}" already exists in namespace "{namespace}": '
-                            "delete it first, pick another name, or use --replace")
+                            f"delete it first, pick another name, or use {setting('replace')}")
         if dry_run:  # the server's own validation (schema, admission), nothing stored
             if not exists:
                 with self.errors(f"check {framework.singular} {name} in namespace {namespace}"):

@@ -27,7 +27,7 @@ from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, 
                                            stored_window)
 from trainctl.core import conditions as cond
 from trainctl.core.reconcile import rfc3339
-from trainctl.errors import NotFound, UserError
+from trainctl.errors import NotFound, UserError, spelled
 from trainctl.failures import CRASH_LOOP
 from trainctl.job import KUEUE_QUEUE_LABEL, Job
 
@@ -165,7 +165,8 @@ class LocalBackend(Backend):
             resource = job_dir.read_job()
             if supervisor_lost(resource, job_dir.read_runtime()):
                 raise UserError(f'job "{name}" lost its supervisor, so nothing can {"suspend" if suspend else "resume"} '
-                                f"it: trainctl delete {name} stops what is left; then submit it again")
+                                f"it: {spelled(f'trainctl delete {name}', f'client.delete({name!r})')} stops what is "
+                                "left; then submit it again")
             if cond.finished((resource.get("status") or {}).get("conditions") or []):
                 raise UserError(f'job "{name}" has already finished: nothing to {"suspend" if suspend else "resume"}')
             resource["spec"].setdefault("runPolicy", {})["suspend"] = suspend
@@ -205,10 +206,11 @@ def check_commands(job: Job) -> None:
         if container.get("command") or (job.framework.idle_command(rtype) and not args):
             continue
         given = f"only args ({' '.join(args[:2])}{' ...' if len(args) > 2 else ''})" if args else "no command"
+        how = spelled("give the command after -- on submit, as command: in the YAML, or with apply --entrypoint "
+                      "'python train.py' (its args follow)", "give run() the command list, or command: in the resource")
         raise UserError(f"{job.framework.replica_spec_field}.{rtype}: the container names {given} and relies on its "
                         "image's entrypoint, which the local backend cannot run (its replicas are processes, not "
-                        "images): give the command after -- on submit, as command: in the YAML, or with apply "
-                        "--entrypoint 'python train.py' (its args follow); on a cluster the image supplies it")
+                        f"images): {how}; on a cluster the image supplies it")
 
 
 def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[str]],

@@ -30,7 +30,7 @@ import re
 import shutil
 from pathlib import Path
 
-from trainctl.errors import UserError
+from trainctl.errors import UserError, setting, spelled
 from trainctl.job import Job
 
 LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
@@ -39,7 +39,6 @@ SHELLS = ("bash", "sh", "dash", "zsh")
 # torchrun options that take no value; every other ``--option`` without ``=`` consumes the next word.
 TORCHRUN_SWITCHES = {"--standalone", "--run-path", "--run_path", "--virtual-local-rank", "--virtual_local_rank"}
 TORCHRUN_NOT_A_FILE = {"-m", "--module", "--no-python", "--no_python"}
-SKIP_HINT = "(--no-preflight skips this check)"
 # Open MPI 4 options whose single-dash spelling Open MPI 5 (prterun) takes for the executable ("Executable: none")
 OPEN_MPI_5_DOUBLE_DASH = ("-bind-to", "-map-by", "-rank-by")
 
@@ -92,9 +91,13 @@ def check_command(command: list[str], workdir: str, path: str, where: str) -> No
     if Path(script).is_absolute():  # in YAML written for a cluster, a file its image holds
         raise UserError(f"{where}: {shown}: no file {script} on this machine: an image may hold it, but the local "
                         "backend runs no image; copy the script into the project and name it by a relative path, "
-                        f"or run the job on a cluster {SKIP_HINT}")
+                        f"or run the job on a cluster {skip_hint()}")
     raise UserError(f"{where}: {shown}: no file {script} in {workdir}, where the local backend runs the "
-                    f"command: check its name, or submit from the directory it is relative to {SKIP_HINT}")
+                    f"command: check its name, or submit from the directory it is relative to {skip_hint()}")
+
+
+def skip_hint() -> str:
+    return f"({spelled('--no-preflight', 'preflight=False')} skips this check)"
 
 
 def check_open_mpi_spelling(command: list[str], path: str, where: str, shown: str) -> None:
@@ -114,7 +117,7 @@ def check_open_mpi_spelling(command: list[str], path: str, where: str, shown: st
         fixed = ", ".join(f"-{word}" for word in old)
         raise UserError(f"{where}: {shown}: this machine's {command[0]} is Open MPI {found.group(0).split()[-1]}, "
                         f"which reads {' '.join(old)} as the program to run (Executable: none): write {fixed}, "
-                        f"which Open MPI 4 reads too {SKIP_HINT}")
+                        f"which Open MPI 4 reads too {skip_hint()}")
 
 
 def require_executable(word: str, workdir: str, path: str, where: str, shown: str) -> None:
@@ -122,10 +125,10 @@ def require_executable(word: str, workdir: str, path: str, where: str, shown: st
         target = Path(workdir) / word  # an absolute word stays absolute
         if not (target.is_file() and os.access(target, os.X_OK)):
             problem = "is not executable (chmod +x it)" if target.is_file() else f"does not exist in {workdir}"
-            raise UserError(f"{where}: {shown}: {word} {problem} {SKIP_HINT}")
+            raise UserError(f"{where}: {shown}: {word} {problem} {skip_hint()}")
     elif shutil.which(word, path=path) is None:
         raise UserError(f"{where}: {shown}: {word!r} is not a command on this machine's PATH: check its "
-                        f"spelling, install it, or activate the environment that has it {SKIP_HINT}")
+                        f"spelling, install it, or activate the environment that has it {skip_hint()}")
 
 
 def interpreter_kind(word: str) -> str | None:
@@ -206,14 +209,15 @@ def check_volumes(spec: dict, container: dict, where: str) -> None:
         if "persistentVolumeClaim" in volume:
             claim = volume["persistentVolumeClaim"].get("claimName")
             raise UserError(f"{where}: volume {mount.get('name')!r} is PersistentVolumeClaim {claim!r}, which "
-                            f"exists only on a cluster: locally use a directory, --volume host:/dir:/dir {SKIP_HINT}")
+                            f"exists only on a cluster: locally use a directory, "
+                            f"{setting('volume', ['host:/dir:/dir'])} {skip_hint()}")
         if "hostPath" in volume:
             source = volume["hostPath"].get("path", "")
             if not os.path.exists(source):
                 raise UserError(f"{where}: volume {mount.get('name')!r}: host path {source} does not exist "
-                                f"on this machine {SKIP_HINT}")
+                                f"on this machine {skip_hint()}")
             if os.path.realpath(target) != os.path.realpath(source):
                 raise UserError(f"{where}: volume {mount.get('name')!r} mounts host path {source} at {target}, but "
                                 "local replicas are processes that see this machine's files where they are: mount "
-                                f"it at its own path (--volume host:{source}:{source}) and use that path in the "
-                                f"job {SKIP_HINT}")
+                                f"it at its own path ({setting('volume', [f'host:{source}:{source}'])}) and use that "
+                                f"path in the job {skip_hint()}")

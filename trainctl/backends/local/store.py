@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from trainctl.errors import NotFound, UserError
+from trainctl.errors import NotFound, UserError, setting, spelled
 
 # One path component that cannot climb out or hide: no '/', no '..', no leading dot (the
 # store's own hidden files), nothing a terminal or rich markup would interpret.
@@ -53,8 +53,10 @@ class DamagedState(UserError):
     """A state file of a job exists but cannot be read: say which and how to get rid of the job."""
 
     def __init__(self, job: JobDir, path: Path, problem: object) -> None:
+        delete = spelled(f"trainctl delete {job.name} -n {job.namespace}",
+                         f"client.delete({job.name!r}, {job.namespace!r})")
         super().__init__(f'job "{job.name}" in namespace "{job.namespace}" (local): its state file {path} is damaged '
-                         f"({problem}); trainctl delete {job.name} -n {job.namespace} stops its processes and removes it")
+                         f"({problem}); {delete} stops its processes and removes it")
 
 
 class AlreadyExists(UserError):
@@ -62,7 +64,7 @@ class AlreadyExists(UserError):
 
     def __init__(self, job: JobDir) -> None:
         super().__init__(f'job "{job.name}" already exists in namespace "{job.namespace}" (local): '
-                         "delete it first, pick another name, or use --replace")
+                         f"delete it first, pick another name, or use {setting('replace')}")
 
 
 def home() -> Path:
