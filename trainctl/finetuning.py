@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from trainctl.errors import InvalidArgument
-from trainctl.recipes.finetune import RESERVED_TRAINING, looks_like_hub_id  # the recipe's top level is stdlib only
+from trainctl.recipes.finetune import RESERVED_TRAINING, source_problem  # the recipe's top level is stdlib only
 
 if TYPE_CHECKING:
     from trainctl.api import Client
@@ -104,13 +104,16 @@ def text(value: object, keyword: str) -> str:
 
 def source(value: object, keyword: str, local: bool) -> str:
     """A model or dataset: a path (checked where the replicas will read it: here, for the local backend, or
-    in the working directory that travels) or a Hub id (downloaded by the replicas: the user's choice)."""
+    in the working directory that travels) or a Hub id (downloaded by the replicas: the user's choice).
+    The recipe's own check decides which a name is, so both refuse the same names."""
     name = text(value, keyword)
-    if Path(name).expanduser().exists() or looks_like_hub_id(name) or (not local and Path(name).is_absolute()):
-        return name  # an absolute path on a cluster is the image's or a volume's: not ours to check
-    where = "" if local else " in the working directory that travels (for a volume's, give its absolute path)"
-    raise InvalidArgument(f"{keyword}={name!r}: no such file or directory{where}; give a path, or a "
-                          "Hugging Face Hub id such as 'org/name' (downloaded by the replicas)")
+    if not local and name.startswith(("/", "~")):
+        return name  # on a cluster that is the image's or a volume's path: not ours to check
+    problem = source_problem(name, "file or directory")
+    if problem is None:
+        return name
+    where = "" if local else " (a cluster reads it in the working directory that travels; a volume's is absolute)"
+    raise InvalidArgument(f"{keyword}={name!r}: {problem}{where}")
 
 
 def local_file(value: object, keyword: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -75,7 +76,7 @@ def test_your_own_copy_of_the_recipe_runs_instead(project):
 
 
 @pytest.mark.parametrize(("keywords", "message"), [
-    ({"model": "nope"}, "model='nope': no such file or directory; give a path, or a Hugging Face Hub id"),
+    ({"model": "nope"}, "model='nope': no such file or directory (from {project}), and no Hub id such as org/name"),
     ({"dataset": ""}, "dataset='': give a non-empty string"),
     ({"lora": ["r"]}, "lora=['r']: give a dict of field names to values"),
     ({"training_args": {"output_dir": "x"}}, "training_args: 'output_dir' is the recipe's to set"),
@@ -93,8 +94,62 @@ def test_bad_values_are_one_line_and_nothing_is_created(project, keywords, messa
     call = {"model": "model", "dataset": "data.jsonl", **keywords}
     with pytest.raises(InvalidArgument) as refused:
         Client("local").finetune(**call)
-    assert message in str(refused.value) and "\n" not in str(refused.value)
+    assert message.format(project=project) in str(refused.value) and "\n" not in str(refused.value)
     assert not (project / "home").exists()
+
+
+# What looks like a path is one (issue 23): each of these passed as a Hub id and the job died downloading it.
+MISTYPED_PATHS = [
+    ("model", "./nope", "it starts with ./, so it is a path and not a Hub id"),
+    ("model", "tiny/modle", "(did you mean tiny/model?); tiny is here, so it is a path and not a Hub id"),
+    ("dataset", "tiny/missing.jsonl", "tiny is here, so it is a path and not a Hub id"),
+    ("dataset", "~/no-such-rows.jsonl", "it starts with ~, so it is a path and not a Hub id"),
+]
+
+
+@pytest.fixture
+def tiny_project(project) -> Path:
+    (project / "tiny" / "model").mkdir(parents=True)
+    (project / "tiny" / "model" / "config.json").write_text("{}")
+    (project / "tiny" / "data.jsonl").write_text('{"text": "a"}\n')
+    return project
+
+
+@pytest.mark.parametrize(("keyword", "name", "why"), MISTYPED_PATHS)
+@pytest.mark.parametrize("backend", ["local", "kubernetes"])
+@pytest.mark.filterwarnings("ignore:output_dir=")
+def test_a_mistyped_path_is_refused_not_taken_for_a_hub_id(tiny_project, keyword, name, why, backend):
+    if backend == "kubernetes" and name.startswith("~"):
+        return  # on a cluster ~ is the pod's home, not this one: tested below
+    client = Client(backend, kubeconfig=None if backend == "local" else str(tiny_project / "none"))
+    call = {"model": "tiny/model", "dataset": "tiny/data.jsonl", keyword: name}
+    with pytest.raises(InvalidArgument) as refused:
+        client.finetune(**call, dry_run=True)
+    assert str(refused.value).startswith(f"{keyword}={name!r}: no such file or directory (from {tiny_project})")
+    assert why in str(refused.value) and "\n" not in str(refused.value)
+    assert not (tiny_project / "home").exists()
+
+
+@pytest.mark.filterwarnings("ignore:output_dir=")
+def test_hub_ids_and_a_clusters_own_paths_still_pass(tiny_project):
+    assert Client("local").finetune("org/model-1.5", "org/rows", dry_run=True)
+    on_cluster = Client("kubernetes", kubeconfig=str(tiny_project / "none"))
+    assert on_cluster.finetune("/models/base", "~/rows.jsonl", dry_run=True)
+
+
+@pytest.mark.parametrize(("keyword", "name", "why"), MISTYPED_PATHS)
+def test_the_recipe_refuses_a_mistyped_path_in_one_line_before_it_imports_transformers(tiny_project, keyword,
+                                                                                        name, why):
+    flags = {"model": "tiny/model", "dataset": "tiny/data.jsonl", keyword: name}
+    done = subprocess.run([sys.executable, "-m", RECIPE_MODULE, f"--model={flags['model']}",
+                           f"--dataset={flags['dataset']}", "--output-dir=out"], cwd=tiny_project,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    kind = "directory" if keyword == "model" else "file"
+    expanded = os.path.expanduser(name)  # the recipe reads ~ as the shell would have
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"error: --{keyword} {expanded}: no such {kind} (from {tiny_project})"), line
+    assert why.replace("with ~", "with /") in line and not (tiny_project / "out").exists()
 
 
 def test_the_sdk_entry_imports_no_framework():

@@ -45,7 +45,10 @@ RESERVED_TRAINING = {"output_dir": "--output-dir", "deepspeed": "--deepspeed",  
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text"}
 SAVED_DATASET_FILES = ("dataset_info.json", "state.json", "dataset_dict.json")  # what save_to_disk writes
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")  # org/name
+# org/name as the Hub spells them (huggingface_hub's validate_repo_id): each part starts and ends with a
+# letter, digit or _, and holds no -- or ..
+HUB_ID = re.compile(r"(?!.*(?:--|\.\.))\w(?:[\w.-]*\w)?/\w(?:[\w.-]*\w)?")
+PATH_STARTS = ("./", "../", "/", "~")
 
 
 class RecipeError(Exception):
@@ -54,17 +57,19 @@ class RecipeError(Exception):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m trainctl.recipes.finetune", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="a model directory (save_pretrained), or a Hub id")
-    parser.add_argument("--dataset", required=True, help="a .jsonl/.json/.csv/.parquet/.txt file, a "
-                        "save_to_disk directory, or a Hub id")
-    parser.add_argument("--output-dir", required=True, help="checkpoints, the adapter and the merged model")
+    parser.add_argument("--model", required=True, type=os.path.expanduser,
+                        help="a model directory (save_pretrained), or a Hub id")
+    parser.add_argument("--dataset", required=True, type=os.path.expanduser,
+                        help="a .jsonl/.json/.csv/.parquet/.txt file, a save_to_disk directory, or a Hub id")
+    parser.add_argument("--output-dir", required=True, type=os.path.expanduser,
+                        help="checkpoints, the adapter and the merged model")
     parser.add_argument("--text-column", default="text", help="the column holding the training text")
     parser.add_argument("--max-length", type=int, default=512, help="tokens per example; longer ones are cut")
     parser.add_argument("--lora", type=json_object, default={}, help='LoraConfig fields as JSON, e.g. \'{"r": 16}\'')
     parser.add_argument("--training-args", type=json_object, default={},
                         help='TrainingArguments fields as JSON, e.g. \'{"max_steps": 100, "save_steps": 20}\'')
     parser.add_argument("--merge", action="store_true", help="also save the base model with the adapter merged in")
-    parser.add_argument("--deepspeed", help="a DeepSpeed config file, e.g. examples/finetune/ds_zero2.json (GPUs)")
+    parser.add_argument("--deepspeed", type=os.path.expanduser, help="a DeepSpeed config file, e.g. examples/finetune/ds_zero2.json (GPUs)")
     return parser.parse_args(argv)
 
 
@@ -112,11 +117,43 @@ def data_builder(path: Path) -> str:
     return builder
 
 
+def source_problem(name: str, kind: str) -> str | None:
+    """What is wrong with the model or dataset ``name``, or None: an existing path, or a Hub id (downloaded
+    when loaded). A name that starts with ./ ../ / or ~, or whose first part exists here, is a path: when it
+    is mistyped it fails here, in one line, not as a Hub download's ConnectionError after every import."""
+    path = Path(name).expanduser()
+    if path.exists():
+        return None
+    where = f"no such {kind} (from {os.getcwd()})"
+    if name.startswith(PATH_STARTS):
+        why = f"it starts with {next(start for start in PATH_STARTS if name.startswith(start))}"
+    elif len(path.parts) > 1 and Path(path.parts[0]).exists():
+        why = f"{path.parts[0]} is here"
+    elif looks_like_hub_id(name):
+        return None
+    else:
+        return f"{where}, and no Hub id such as org/name"
+    return f"{where}{did_you_mean(path)}; {why}, so it is a path and not a Hub id"
+
+
+def did_you_mean(path: Path) -> str:
+    """`` (did you mean tiny/model?)`` when ``path``'s directory holds a name close to its last part."""
+    import difflib
+
+    try:
+        names = [entry.name for entry in path.parent.iterdir()] if path.parent.is_dir() else []
+    except OSError:  # unreadable: no suggestion, the message stands without it
+        names = []
+    close = difflib.get_close_matches(path.name, names, n=1)
+    return f" (did you mean {path.parent / close[0]}?)" if close else ""
+
+
 def check_sources(options: argparse.Namespace) -> None:
     """A mistyped path fails here, in one line, not as a Hub download error after the imports."""
     for flag, value, kind in (("--model", options.model, "directory"), ("--dataset", options.dataset, "file")):
-        if not Path(value).exists() and not looks_like_hub_id(value):
-            raise RecipeError(f"{flag} {value}: no such {kind} (from {os.getcwd()}), and no Hub id such as org/name")
+        problem = source_problem(value, kind)
+        if problem:
+            raise RecipeError(f"{flag} {value}: {problem}")
     if Path(options.model).is_dir() and not (Path(options.model) / "config.json").is_file():
         raise RecipeError(f"--model {options.model}: no config.json in it; give a directory that save_pretrained "
                           "wrote (the model's config, weights and tokenizer)")
@@ -315,7 +352,6 @@ def finetune(options: argparse.Namespace) -> int:
     quiet_libraries()
     if "RANK" in os.environ:  # one process per replica (pod): the Trainer also wants LOCAL_RANK
         os.environ.setdefault("LOCAL_RANK", "0")
-    check_sources(options)
     args = training_arguments(options)  # sets up the process group from the operator's env
     output_dir, rank = Path(options.output_dir), args.process_index
     tokenizer = loaded("tokenizer", AutoTokenizer.from_pretrained, options.model)
@@ -381,6 +417,7 @@ def save_results(trainer, model, tokenizer, output_dir: Path, merge: bool) -> No
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     try:
+        check_sources(options)  # before the seconds that importing transformers takes
         return finetune(options)
     except RecipeError as error:
         print(f"error: {error}", file=sys.stderr)
