@@ -15,6 +15,7 @@ import pytest
 
 from trainctl import Client, InvalidArgument
 from trainctl.finetuning import RECIPE_MODULE, SNAPSHOT_RECIPE
+from trainctl.recipes import finetune as recipe_module
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def test_locally_the_installed_recipe_runs_with_every_value_as_its_own_flag(proj
         sys.executable, "-m", RECIPE_MODULE, "--model=model", "--dataset=data.jsonl", "--output-dir=out",
         "--text-column=-body",  # a value that starts with a dash stays a value
         "--max-length=64", '--lora={"r": 4, "target_modules": ["c_attn"]}', '--training-args={"max_steps": 3}',
-        "--merge"]
+        "--merge", "--resume=auto", "--run-name=ft"]  # the job's name: only its restarts continue its checkpoints
     assert set(resource["spec"]["pytorchReplicaSpecs"]) == {"Master", "Worker"}
     unnamed = Client("local").finetune("model", "data.jsonl", dry_run=True)
     assert re.fullmatch(r"finetune-[a-z0-9]{6}", unnamed["metadata"]["name"]), unnamed["metadata"]
@@ -194,3 +195,91 @@ def test_locally_the_output_dir_needs_no_volume(project):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Client("local").finetune("model", "data.jsonl", dry_run=True)
+
+
+# ---- another run's checkpoints (issue 23): refused, not continued with its learning rate and schedule ----------
+
+def checkpoint(project: Path, step: int, run: dict | None) -> Path:
+    """``out/checkpoint-<step>`` as the Trainer leaves it complete, tagged as the recipe tags it."""
+    path = project / "out" / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    if run is not None:
+        (path / recipe_module.RUN_RECORD).write_text(json.dumps({"run": run}))
+    return path
+
+
+def identity_of(resource: dict) -> dict:
+    """The run the recipe would record, from the command the job would run."""
+    return recipe_module.run_identity(recipe_module.parse_args(command_of(resource)[3:]))
+
+
+def finetune_into_out(name: str = "ft", **keywords):
+    arguments = {"output_dir": "out", "training_args": {"learning_rate": 2e-4, "save_steps": 50}, **keywords}
+    return Client("local").finetune("model", "data.jsonl", name=name, dry_run=True, **arguments)
+
+
+def test_another_runs_checkpoint_is_refused_before_anything_is_created(project):
+    shell_run = {**identity_of(finetune_into_out()), "job": None,
+                 "training_args": {"learning_rate": 0.005, "save_steps": 16, "max_steps": 32}}
+    checkpoint(project, 16, shell_run)
+    checkpoint(project, 32, shell_run)
+    with pytest.raises(InvalidArgument) as refused:
+        Client("local").finetune("model", "data.jsonl", output_dir="out", name="ft",
+                                 training_args={"learning_rate": 2e-4, "save_steps": 50})
+    assert str(refused.value) == (
+        "output_dir='out' holds checkpoint-32 of another run (job unset there, ft here; learning_rate 0.005 there, "
+        "0.0002 here; save_steps 16 there, 50 here; max_steps 32 there, unset here): give another output directory, "
+        "resume='never' to start over there (deleting its checkpoints), or resume='out/checkpoint-32' to continue "
+        "from that checkpoint with these arguments")
+    assert not (project / "home").exists()
+
+
+def test_a_checkpoint_no_run_recorded_is_refused_too(project):
+    checkpoint(project, 8, None)  # an older recipe's, or another script's
+    with pytest.raises(InvalidArgument, match=r"^output_dir='out' holds checkpoint-8 that no run of this recipe "
+                                              r"wrote \(it has no finetune-run.json\): give another output directory"):
+        finetune_into_out()
+
+
+def test_the_same_job_with_the_same_arguments_continues_its_own_checkpoints(project):
+    checkpoint(project, 50, identity_of(finetune_into_out()))
+    assert finetune_into_out()  # its restart, or the same name submitted again
+    with pytest.raises(InvalidArgument, match="holds checkpoint-50 of another run .job ft there, ft-2 here.:"):
+        finetune_into_out(name="ft-2")
+    with pytest.raises(InvalidArgument, match=r"\(learning_rate 0.0002 there, 0.001 here\)"):
+        finetune_into_out(training_args={"learning_rate": 1e-3, "save_steps": 50})
+    assert finetune_into_out(merge=True)  # merging at the end changes nothing that was trained
+
+
+@pytest.mark.parametrize("resume", ["never", "out/checkpoint-32", Path("out/checkpoint-32")])
+def test_resume_never_or_a_checkpoint_is_the_way_on(project, resume):
+    checkpoint(project, 32, None)
+    resource = finetune_into_out(resume=resume)
+    assert f"--resume={resume}" in command_of(resource)
+
+
+@pytest.mark.parametrize(("resume", "message"), [
+    ("out/checkpoint-9", "resume='out/checkpoint-9': no such file or directory; give auto or never, or a checkpoint "
+                         "directory (output_dir/checkpoint-N)"),
+    ("model", "resume='model': not a checkpoint (a checkpoint-N directory the Trainer wrote completely, with "
+              "trainer_state.json); or give auto or never"),
+    ("", "resume='': give a non-empty string"),
+    (None, "resume=None: give a non-empty string"),
+])
+def test_a_bad_resume_is_one_line(project, resume, message):
+    with pytest.raises(InvalidArgument) as refused:
+        finetune_into_out(resume=resume)
+    assert str(refused.value) == message
+    assert not (project / "home").exists()
+
+
+def test_the_recipe_refuses_another_runs_checkpoint_in_one_line_before_it_imports_transformers(project):
+    checkpoint(project, 32, None)
+    done = subprocess.run([sys.executable, "-m", RECIPE_MODULE, "--model=model", "--dataset=data.jsonl",
+                           "--output-dir=out"], cwd=project, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: --output-dir out holds checkpoint-32 that no run of this recipe wrote (it has no finetune-run.json): "
+        "give another output directory, --resume never to start over there (deleting its checkpoints), or "
+        "--resume out/checkpoint-32 to continue from that checkpoint with these arguments"]
