@@ -52,6 +52,19 @@ class FailedJob(JobFailed, RuntimeError):
     """Upstream raises RuntimeError for a failed job; this one also carries trainctl's failure summary."""
 
 
+def condition_test(ctype: str) -> Callable[..., bool]:
+    """Upstream's ``is_job_<condition>`` method: whether that condition of the job (by name, or what get_job
+    returned) is True."""
+    def test(self, name: str | None = None, namespace: str | None = None, job_kind: str | None = None,
+             job: Model | None = None, timeout: int = 120) -> bool:
+        return any(condition.type == ctype and condition.status == "True"
+                   for condition in self.get_job_conditions(name, namespace, job_kind, job))
+
+    test.__name__ = test.__qualname__ = f"is_job_{ctype.lower()}"
+    test.__doc__ = f"Whether the job's {ctype} condition is True (by ``name``, or ``job`` as get_job returned it)."
+    return test
+
+
 class TrainingClient:
     def __init__(self, config_file: str | None = None, context: str | None = None, client_configuration=None,
                  namespace: str | None = None, job_kind: str = "PyTorchJob", backend: str | None = None) -> None:
@@ -151,30 +164,11 @@ class TrainingClient:
             raise InvalidArgument(f"job={job!r}: give what get_job returned, or name=")
         return list(job.status.conditions or []) if job.status else []
 
-    def is_job_created(self, name: str | None = None, namespace: str | None = None, job_kind: str | None = None,
-                       job: Model | None = None, timeout: int = 120) -> bool:
-        return self.has_condition("Created", name, namespace, job_kind, job)
-
-    def is_job_running(self, name: str | None = None, namespace: str | None = None, job_kind: str | None = None,
-                       job: Model | None = None, timeout: int = 120) -> bool:
-        return self.has_condition("Running", name, namespace, job_kind, job)
-
-    def is_job_restarting(self, name: str | None = None, namespace: str | None = None, job_kind: str | None = None,
-                          job: Model | None = None, timeout: int = 120) -> bool:
-        return self.has_condition("Restarting", name, namespace, job_kind, job)
-
-    def is_job_succeeded(self, name: str | None = None, namespace: str | None = None, job_kind: str | None = None,
-                         job: Model | None = None, timeout: int = 120) -> bool:
-        return self.has_condition("Succeeded", name, namespace, job_kind, job)
-
-    def is_job_failed(self, name: str | None = None, namespace: str | None = None, job_kind: str | None = None,
-                      job: Model | None = None, timeout: int = 120) -> bool:
-        return self.has_condition("Failed", name, namespace, job_kind, job)
-
-    def has_condition(self, ctype: str, name: str | None, namespace: str | None, job_kind: str | None,
-                      job: Model | None) -> bool:
-        return any(condition.type == ctype and condition.status == "True"
-                   for condition in self.get_job_conditions(name, namespace, job_kind, job))
+    is_job_created = condition_test("Created")
+    is_job_running = condition_test("Running")
+    is_job_restarting = condition_test("Restarting")
+    is_job_succeeded = condition_test("Succeeded")
+    is_job_failed = condition_test("Failed")
 
     def wait_for_job_conditions(self, name: str, namespace: str | None = None, job_kind: str | None = None,
                                 expected_conditions: set = frozenset({"Succeeded"}), wait_timeout: int = 600,

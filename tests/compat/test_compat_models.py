@@ -9,6 +9,7 @@ nested objects as objects, maps and lists as such, timestamps as the same dateti
 from __future__ import annotations
 
 import datetime
+import inspect
 import json
 import subprocess
 
@@ -16,7 +17,7 @@ import pytest
 
 from tests.compat.test_upstream import OPTION_MATRIX
 from tests.conftest import REPO
-from trainctl.compat_models import Model, job_model
+from trainctl.compat_models import job_model
 from trainctl.frameworks import ALL
 from trainctl.render import render
 from trainctl.submit_options import SubmitOptions
@@ -26,17 +27,10 @@ SDK_PYTHON = REPO / ".venv-upstream-sdk" / "bin" / "python"
 # in 37, the client trainctl's pod schema is generated from (tools/gen_pod_schema.py)
 ONLY_IN_KUBERNETES_35 = {"workload_ref"}
 
-# Deserializes each resource with upstream's ApiClient into its model class and lists every attribute path:
-# a model as its sorted attribute names, a datetime as ISO text, anything else as JSON.
-UPSTREAM_WALK = r'''
-import datetime, json, sys
-from kubeflow.training import ApiClient, models
-from kubeflow.training.api_client import ApiClient as Client
-
-class Response:
-    def __init__(self, data): self.data = json.dumps(data)
-
-def walk(value, path, out):
+def walk(value, path: str, out: dict) -> None:
+    """Every attribute path of a job object into ``out``: a model (upstream's, or trainctl's: both have
+    openapi_types) as its sorted attribute names, a datetime as ISO text, anything else as it is.
+    Its source also runs in the upstream SDK's interpreter (UPSTREAM_WALK)."""
     if hasattr(value, "openapi_types"):
         out[path] = sorted(value.openapi_types)
         for name in value.openapi_types:
@@ -54,33 +48,21 @@ def walk(value, path, out):
     else:
         out[path] = {"value": value}
 
+
+# Deserializes each resource with upstream's ApiClient into its model class, as get_job does, and walks it.
+UPSTREAM_WALK = "import datetime, json, sys\n" + inspect.getsource(walk) + r'''
+from kubeflow.training.api_client import ApiClient
+
+class Response:
+    def __init__(self, data): self.data = json.dumps(data)
+
 result = {}
 for resource in json.load(sys.stdin):
-    job = Client().deserialize(Response(resource), "KubeflowOrgV1" + resource["kind"])
     out = {}
-    walk(job, "job", out)
+    walk(ApiClient().deserialize(Response(resource), "KubeflowOrgV1" + resource["kind"]), "job", out)
     result[resource["kind"]] = out
 print(json.dumps(result))
 '''
-
-
-def ours(value, path: str, out: dict) -> None:
-    if isinstance(value, Model):
-        out[path] = sorted(value.attribute_map)
-        for name in value.attribute_map:
-            ours(getattr(value, name), f"{path}.{name}", out)
-    elif isinstance(value, dict):
-        out[path] = {"map": sorted(value)}
-        for key, item in value.items():
-            ours(item, f"{path}[{key}]", out)
-    elif isinstance(value, list):
-        out[path] = {"list": len(value)}
-        for index, item in enumerate(value):
-            ours(item, f"{path}[{index}]", out)
-    elif isinstance(value, datetime.datetime):
-        out[path] = {"datetime": value.isoformat()}
-    else:
-        out[path] = {"value": value}
 
 
 def sample_jobs() -> list[dict]:
@@ -109,7 +91,7 @@ def test_every_attribute_path_upstreams_models_have_reads_the_same_here():
     assert sorted(upstream) == sorted(job["kind"] for job in jobs)
     for resource in jobs:
         theirs, here = upstream[resource["kind"]], {}
-        ours(job_model(resource), "job", here)
+        walk(job_model(resource), "job", here)
         assert len(theirs) > 100, resource["kind"]  # the pod template's fields were walked too
         for path, reading in theirs.items():
             if path.rpartition(".")[2] in ONLY_IN_KUBERNETES_35:
