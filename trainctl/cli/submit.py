@@ -197,7 +197,13 @@ def abridged_view(resource: dict, framework, options, code) -> str:
         lines.append(f"  installs  {' '.join(packages)}, with pip in each replica before the command")
     lines += ["abridged below: the ConfigMaps and trainctl's programs are left out; add -o yaml for the whole",
               "YAML, to apply or keep (trainctl apply -f takes that back)"]
-    return "".join(f"# {line}\n" for line in lines) + dump(abridged(resource), "yaml")
+    return "".join(f"# {visible(line)}\n" for line in lines) + dump(abridged(resource), "yaml")
+
+
+def visible(text: str) -> str:
+    """``text`` with each character that is not printable as its escape: a user's value (a command word, a
+    pip spec, a path) must not end the comment line it is in (YAML breaks lines at NEL and U+2028 too)."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def load_values(path: Path) -> dict:
