@@ -79,7 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "deleting another run's checkpoints; or a checkpoint directory to continue from")
     parser.add_argument("--run-name", help="the run's name (Client.finetune gives its job's): checkpoints continue "
                                            "only the run of the same name and arguments")
-    parser.add_argument("--deepspeed", type=os.path.expanduser, help="a DeepSpeed config file, e.g. examples/finetune/ds_zero2.json (GPUs)")
+    parser.add_argument("--deepspeed", type=os.path.expanduser,
+                        help="a DeepSpeed config file, e.g. examples/finetune/ds_zero2.json (GPUs)")
     return parser.parse_args(argv)
 
 
