@@ -226,7 +226,7 @@ class Client:
 
     def finetune(self, model: str, dataset: str, *, workers: int | None = None, output_dir: str = "finetune-output",
                  text_column: str = "text", lora: dict | None = None, training_args: dict | None = None,
-                 max_length: int = 512, merge: bool = False, deepspeed: str | None = None,
+                 max_length: int = 512, merge: bool = False, deepspeed: str | None = None, resume: str = "auto",
                  recipe: str | None = None, **run_keywords) -> JobHandle | dict:
         """Fine-tune a causal language model with LoRA as a PyTorchJob of ``workers`` replicas (DDP); its handle.
 
@@ -234,15 +234,17 @@ class Client:
         a save_to_disk directory) or Hub ids. ``lora``: LoraConfig fields; ``training_args``:
         TrainingArguments fields (max_steps, save_steps, learning_rate ...). Checkpoints, the adapter
         (``<output_dir>/adapter``) and with ``merge`` the merged model go to ``output_dir``; a restarted
-        job resumes from its last checkpoint. Every other keyword is :meth:`run`'s (gpus, volume,
-        packages, env, name ...). ``recipe``: your own copy of the recipe to run instead.
+        job resumes from its last checkpoint. ``resume``: what to do with another run's checkpoints in
+        ``output_dir`` (another job, or other arguments): ``"auto"`` refuses them before anything is created,
+        ``"never"`` starts over (deleting them), a checkpoint's path continues from it. Every other keyword
+        is :meth:`run`'s (gpus, volume, packages, env, name ...). ``recipe``: your own copy of the recipe.
         docs/finetuning.md walks through it.
         """
         from trainctl.finetuning import finetune
 
         return finetune(self, model, dataset, output_dir=output_dir, text_column=text_column, lora=lora,
                         training_args=training_args, max_length=max_length, merge=merge, deepspeed=deepspeed,
-                        recipe=recipe, run_keywords={"workers": workers, **run_keywords})
+                        resume=resume, recipe=recipe, run_keywords={"workers": workers, **run_keywords})
 
     def job(self, name: str, namespace: str | None = None) -> JobHandle:
         """The handle of an existing job (NotFound if there is none by that name)."""

@@ -18,7 +18,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from trainctl.errors import InvalidArgument
-from trainctl.recipes.finetune import RESERVED_TRAINING, looks_like_hub_id  # the recipe's top level is stdlib only
+from trainctl.recipes.finetune import (RESERVED_TRAINING, RESUME_MODES,  # the recipe's top level is stdlib only
+                                       source_problem)
 
 if TYPE_CHECKING:
     from trainctl.api import Client
@@ -26,18 +27,26 @@ if TYPE_CHECKING:
 
 RECIPE_MODULE = "trainctl.recipes.finetune"
 SNAPSHOT_RECIPE = ".trainctl/recipes/finetune.py"  # relative to the pod's working directory
+KEYWORDS = {"output_dir": "output_dir={!r}", "resume": "resume={!r}"}  # how the recipe's messages name them here
 
 
 def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_column: str,
              lora: dict | None, training_args: dict | None, max_length: int, merge: bool,
-             deepspeed: str | None, recipe: str | None, run_keywords: dict) -> JobHandle | dict:
+             deepspeed: str | None, resume: str, recipe: str | None, run_keywords: dict) -> JobHandle | dict:
+    from trainctl.submit_options import generated_name
+
     local = client.backend_name == "local"
     if not local and not on_a_volume(output_dir, run_keywords.get("volume")):
         warnings.warn(f"output_dir={output_dir!r} is on no writable volume of the job: the checkpoints and the adapter "
                       "stay in each pod's working directory and go with the pod; mount one (volume=['pvc:CLAIM:/ckpt']) "
                       "and put output_dir under it", stacklevel=3)
+    keywords = dict(run_keywords)
+    if keywords.get("name") is None:  # a name that says what the job is, in `trainctl list` too
+        keywords["name"] = generated_name("finetune")
     arguments = recipe_arguments(model, dataset, output_dir, text_column, lora, training_args, max_length,
-                                 merge, deepspeed, local)
+                                 merge, deepspeed, local) + resume_arguments(resume, keywords["name"], local)
+    if local and recipe is None:  # the replicas will read this very directory: refuse now what they would
+        refuse_another_run(arguments)
     if recipe is not None:
         command, extra = [sys.executable if local else "python3", checked_recipe(recipe, local)], None
     elif local:
@@ -50,11 +59,7 @@ def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_
 
         command, extra = ["python3", SNAPSHOT_RECIPE], {SNAPSHOT_RECIPE: Path(shipped.__file__).read_bytes()}
     from trainctl.running import run
-    from trainctl.submit_options import generated_name
 
-    keywords = dict(run_keywords)
-    if keywords.get("name") is None:  # a name that says what the job is, in `trainctl list` too
-        keywords["name"] = generated_name("finetune")
     switches = {key: keywords.pop(key) for key in ("packages", "replace", "preflight", "dry_run") if key in keywords}
     return run(client, command + arguments, framework="pytorch", args=None, packages=switches.get("packages"),
                replace=switches.get("replace", False), preflight=switches.get("preflight", True),
@@ -94,6 +99,28 @@ def recipe_arguments(model: str, dataset: str, output_dir: str, text_column: str
     return words
 
 
+def resume_arguments(resume: object, job_name: object, local: bool) -> list[str]:
+    """``--resume`` (auto, never, or a checkpoint) and ``--run-name``: the job's name, so that only this job's
+    restarts continue its checkpoints (a name run() refuses is refused there, before anything exists)."""
+    resume = text(resume, "resume")
+    checked_here = local or not resume.startswith(("/", "~"))  # a cluster's own path (a volume's) is not ours
+    if resume not in RESUME_MODES and checked_here and not Path(resume).expanduser().exists():
+        raise InvalidArgument(f"resume={resume!r}: no such file or directory; give {' or '.join(RESUME_MODES)}, "
+                              "or a checkpoint directory (output_dir/checkpoint-N)")
+    return [f"--resume={resume}"] + ([f"--run-name={job_name}"] if isinstance(job_name, str) else [])
+
+
+def refuse_another_run(arguments: list[str]) -> None:
+    """The recipe's own check (resume_plan) of the output directory, run here: checkpoints of another run
+    are refused before the job exists, in the keywords' words."""
+    from trainctl.recipes import finetune as shipped
+
+    try:
+        shipped.resume_plan(shipped.parse_args(arguments), KEYWORDS)
+    except shipped.RecipeError as error:
+        raise InvalidArgument(str(error)) from None
+
+
 def text(value: object, keyword: str) -> str:
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
@@ -104,13 +131,16 @@ def text(value: object, keyword: str) -> str:
 
 def source(value: object, keyword: str, local: bool) -> str:
     """A model or dataset: a path (checked where the replicas will read it: here, for the local backend, or
-    in the working directory that travels) or a Hub id (downloaded by the replicas: the user's choice)."""
+    in the working directory that travels) or a Hub id (downloaded by the replicas: the user's choice).
+    The recipe's own check decides which a name is, so both refuse the same names."""
     name = text(value, keyword)
-    if Path(name).expanduser().exists() or looks_like_hub_id(name) or (not local and Path(name).is_absolute()):
-        return name  # an absolute path on a cluster is the image's or a volume's: not ours to check
-    where = "" if local else " in the working directory that travels (for a volume's, give its absolute path)"
-    raise InvalidArgument(f"{keyword}={name!r}: no such file or directory{where}; give a path, or a "
-                          "Hugging Face Hub id such as 'org/name' (downloaded by the replicas)")
+    if not local and name.startswith(("/", "~")):
+        return name  # on a cluster that is the image's or a volume's path: not ours to check
+    problem = source_problem(name, "file or directory")
+    if problem is None:
+        return name
+    where = "" if local else " (a cluster reads it in the working directory that travels; a volume's is absolute)"
+    raise InvalidArgument(f"{keyword}={name!r}: {problem}{where}")
 
 
 def local_file(value: object, keyword: str) -> str:

@@ -186,6 +186,9 @@ finetune_keywords = st.fixed_dictionaries({}, optional={
     "merge": mostly(st.booleans(), python_values),
     "deepspeed": mostly(st.sampled_from([None, "ds.json"]), st.one_of(text_values, scalars)),
     "recipe": mostly(st.none(), st.one_of(text_values, scalars)),
+    # out/checkpoint-3 is another run's: "auto" refuses it, "never" and a checkpoint's path go on
+    "resume": mostly(st.sampled_from(["auto", "never", "ckpt", "out/checkpoint-3", "/ckpt/checkpoint-1", "~/c"]),
+                     st.one_of(text_values, scalars)),
     **{keyword: mostly(st.none(), python_values) for keyword in ("gpus", "env", "name", "volume")},
 })
 sources = mostly(st.sampled_from(["model", "data.jsonl", "org/name", "/abs/model"]), st.one_of(text_values, scalars))
@@ -199,7 +202,8 @@ def test_finetune_keywords(model, dataset, keywords, on_cluster, tmp_path_factor
 
     home = Path(os.environ["TRAINCTL_HOME"])
     project = tmp_path_factory.mktemp("project")
-    for name in ("model", "data.jsonl", "ds.json"):
+    for name in ("model", "data.jsonl", "ds.json", "ckpt/trainer_state.json", "out/checkpoint-3/trainer_state.json"):
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
         (project / name).mkdir() if name == "model" else (project / name).write_text("{}")
     COUNTS["cases"] += 1
     client = Client("kubernetes", kubeconfig=str(home.parent / "none")) if on_cluster else Client("local")
@@ -221,6 +225,8 @@ def test_finetune_keywords(model, dataset, keywords, on_cluster, tmp_path_factor
     assert json.loads(flags["lora"]) == json.loads(json.dumps(keywords.get("lora") or {}))
     assert json.loads(flags["training-args"]) == json.loads(json.dumps(keywords.get("training_args") or {}))
     assert "output_dir" not in json.loads(flags["training-args"])
+    assert flags["resume"] == os.fspath(keywords.get("resume", "auto"))
+    assert flags["run-name"] == resource["metadata"]["name"]  # only this job's restarts continue its checkpoints
     if on_cluster and keywords.get("recipe") is None:
         assert command[:2] == ["python3", SNAPSHOT_RECIPE]
     assert not home.exists(), "a dry run wrote something"

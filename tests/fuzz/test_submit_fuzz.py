@@ -8,12 +8,15 @@ what is built) are driven by the tests instead.
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.harness import (
+    COUNTS,
     all_strings,
     env_names,
     env_values,
@@ -36,6 +39,7 @@ from tests.fuzz.harness import (
     shape,
     text_values,
 )
+from trainctl.code import pods
 from trainctl.frameworks import CLI_NAMES, by_kind
 from trainctl.validation import validate
 
@@ -99,6 +103,29 @@ def test_submit_options(kind, options, command):
     replica_specs = job["spec"][by_kind(job["kind"]).replica_spec_field].values()
     containers = [c for replica in replica_specs for c in replica["template"]["spec"]["containers"]]
     assert any(c.get("command", [])[-len(command):] == command for c in containers)
+
+
+@fuzz(100)
+@given(kind=kinds, pip=st.lists(st.one_of(st.sampled_from(["numpy", "einops==0.8", "x[y]>=1"]), text_values),
+                                min_size=1, max_size=3),
+       workdir=st.booleans(), command=commands)
+def test_the_abridged_dry_run_is_the_job_but_for_its_programs(kind, pip, workdir, command):
+    """Without -o, a job with packages (and code) dry-runs abridged: one YAML document, the same job as -o json
+    prints but for each program's source, which stands as one line that names it."""
+    Path("train.py").write_text("print(1)\n")
+    arguments = ["--name", "fuzz", *(word for spec in pip for word in ("--pip", spec)),
+                 *(["--workdir", "."] if workdir else []), "--", *command]
+    shown = run("submit", kind, "--dry-run", *arguments)
+    if shown.code:
+        return
+    *_, job = json_documents(run("submit", kind, "--dry-run", "-o", "json", *arguments))
+    assert shown.stdout.startswith("# dry run, nothing created: ")
+    (abridged,) = yaml.safe_load_all(shown.stdout)
+    for short, whole in zip(pods.script_containers(abridged), pods.script_containers(job)):
+        assert pods.ABRIDGED in short["command"][4] and pods.ABRIDGED not in whole["command"][4]
+        short["command"][4] = whole["command"][4]
+    assert abridged == job
+    COUNTS["abridged dry runs"] += 1
 
 
 FREE_TEXT = {  # where a user's free text lands, as (arguments before, template for the value)

@@ -100,7 +100,7 @@ def test_what_dry_run_prints_creates_on_the_server_as_is(k8s_cluster, kube, proj
     from kubernetes import utils
 
     printed = kube("submit", "xgboost", "--name", "ship-dry", "-n", kube.namespace, "--workdir", str(project),
-                   "--dry-run", "--", "python", "train.py")
+                   "--dry-run", "-o", "yaml", "--", "python", "train.py")
     assert printed.returncode == 0, printed.stderr
     documents = list(yaml.safe_load_all(printed.stdout))
     assert [d["kind"] for d in documents] == ["ConfigMap", "XGBoostJob"]
@@ -152,7 +152,7 @@ def test_an_over_limit_snapshot_is_refused_before_anything_is_sent(k8s_cluster, 
 
 def test_trainctl_apply_of_the_dry_run_uploads_and_owns_as_submit_does(k8s_cluster, kube, project):  # noqa: F811
     printed = kube("submit", "pytorch", "--name", "ship-applied", "-n", kube.namespace, "--workdir", str(project),
-                   "--dry-run", "--", "python", "train.py")
+                   "--dry-run", "-o", "yaml", "--", "python", "train.py")
     assert printed.returncode == 0, printed.stderr
     applied = kube("apply", "-f", "-", input=printed.stdout)
     assert applied.returncode == 0, applied.stderr

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests import finetuning
-from trainctl import Client
+from trainctl import Client, InvalidArgument
 
 pytestmark = [pytest.mark.framework, pytest.mark.timeout(300),
               pytest.mark.skipif(importlib.util.find_spec("peft") is None,
@@ -89,6 +89,14 @@ def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapt
     assert report["lora_b_nonzero"], "the adapter's B matrices are still zero: it was never trained"
     assert report["merged_max_diff"] < 1e-4, report
 
+    # the docs' next block into the same directory: another run, refused before it exists (issue 23)
+    with pytest.raises(InvalidArgument) as refused:
+        start(client, tiny, "ft-docs", training_args={"max_steps": 200, "save_steps": 50, "learning_rate": 2e-4})
+    assert str(refused.value).startswith("output_dir='out' holds checkpoint-32 of another run (job ft there, "
+                                         "ft-docs here; learning_rate 0.005 there, 0.0002 here; "), refused.value
+    assert "resume='never'" in str(refused.value) and "resume='out/checkpoint-32'" in str(refused.value)
+    assert [job.name for job in client.jobs()] == ["ft"]
+
 
 def test_a_killed_replica_restarts_and_the_job_resumes_from_the_last_checkpoint(client, cli, tiny):
     job = start(client, tiny, "ft-kill", restart_policy="OnFailure", backoff_limit=4,
@@ -132,6 +140,23 @@ def test_sigterm_saves_a_checkpoint_on_every_rank_and_resume_continues_from_it(c
     assert resumed in text, text
     assert finetuning.step_lines(text[text.index(resumed):])[0] == (step // 10 + 1) * 10
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 600
+
+
+def test_resume_never_starts_over_and_resume_a_checkpoint_continues_it_with_new_arguments(client, cli, tiny):
+    first = start(client, tiny, "ft-a", backoff_limit=0, training_args={"max_steps": 16, "save_steps": 8})
+    assert first.wait(timeout=240, progress=False).status == "Succeeded", printed(first)
+    out = cli.cwd / "out"
+    over = start(client, tiny, "ft-b", backoff_limit=0, resume="never",
+                 training_args={"max_steps": 8, "save_steps": 4, "learning_rate": 1e-3})
+    assert over.wait(timeout=240, progress=False).status == "Succeeded", printed(over)
+    assert "master-0 | rank 0 of 2: 256 rows, starting at step 0" in printed(over)
+    assert sorted(path.name for path in out.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-8"]  # ft-a's gone
+    assert json.loads((out / "checkpoint-8" / "finetune-run.json").read_text())["run"]["job"] == "ft-b"
+    on = start(client, tiny, "ft-c", backoff_limit=0, resume="out/checkpoint-8",
+               training_args={"max_steps": 12, "save_steps": 4, "learning_rate": 2e-3})
+    assert on.wait(timeout=240, progress=False).status == "Succeeded", printed(on)
+    assert "master-0 | rank 0 of 2: 256 rows, resuming from out/checkpoint-8 (step 8)" in printed(on)
+    assert finetuning.step_lines(printed(on))[-1] == 12
 
 
 def recipe(*args: str, cwd: Path) -> subprocess.CompletedProcess:

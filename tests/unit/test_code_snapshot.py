@@ -12,6 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from trainctl.code import pods, snapshot
 from trainctl.code.plan import request
@@ -400,11 +401,50 @@ def test_the_init_container_runs_the_image_as_the_replica_does(tmp_path):
     assert init["securityContext"] is not main["securityContext"]  # one object twice: YAML would alias it
 
 
-def test_the_printed_yaml_has_no_anchors(cli):
+@pytest.mark.parametrize("output", [[], ["-o", "yaml"]], ids=["abridged", "whole"])
+def test_the_printed_yaml_has_no_anchors(cli, output):
     tree(cli.cwd, {"train.py": ""})
-    printed = cli("submit", "tf", "--workers", "2", "--ps", "1", "--workdir", ".", "--pip", "x", "--dry-run", "--",
-                  "python", "train.py")
+    printed = cli("submit", "tf", "--workers", "2", "--ps", "1", "--workdir", ".", "--pip", "x", "--dry-run",
+                  *output, "--", "python", "train.py")
     assert printed.returncode == 0 and "&id" not in printed.stdout and "*id" not in printed.stdout
+
+
+def test_the_default_dry_run_shows_what_runs_travels_and_installs_first_and_the_whole_yaml_on_request(cli):
+    """A job with code and packages was ~580 lines, two embedded programs in every replica (issue 23)."""
+    tree(cli.cwd, {"train.py": "", "reqs.txt": "einops\n"})
+    args = ["submit", "pytorch", "--name", "dry", "--workers", "2", "--workdir", ".", "--pip", "numpy",
+            "--requirements", "reqs.txt", "--dry-run"]
+    shown = cli(*args, "--", "python", "train.py", "--epochs", "3")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[:4] == [
+        "# dry run, nothing created: pytorchjob/dry (Master 1 + Worker 1)",
+        "#   runs      python train.py --epochs 3, in docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+        f"#   travels   2 files, 7 B ({lines[2].split('(')[1].split(')')[0]}) from {cli.cwd}, in 1 ConfigMap, "
+        "unpacked into /workspace before the command",
+        "#   installs  numpy -r reqs.txt, with pip in each replica before the command"]
+    assert "add -o yaml for the whole" in lines[4] and len(lines) < 200, len(lines)
+    (job,) = yaml.safe_load_all(shown.stdout)  # still YAML: the job alone, its programs one line each
+    assert job["kind"] == "PyTorchJob" and "binaryData" not in shown.stdout
+    programs = [container["command"][4] for container in pods.script_containers(job)]
+    assert len(programs) == 4 and all(pods.ABRIDGED in program for program in programs), programs
+
+    whole = cli(*args, "-o", "yaml", "--", "python", "train.py", "--epochs", "3")
+    config_map, full = yaml.safe_load_all(whole.stdout)
+    assert config_map["kind"] == "ConfigMap" and len(whole.stdout.splitlines()) > 400
+    assert full == {**full, "metadata": job["metadata"]} and full != job  # the same job, programs whole
+    (cli.cwd / "abridged.yaml").write_text(shown.stdout)
+    refused = cli("apply", "-f", "abridged.yaml")
+    assert refused.returncode == 2 and refused.stderr.splitlines() == [
+        "error: abridged.yaml: submit --dry-run's abridged view, without trainctl-pip and trainctl-unpack: print the "
+        "job to apply with submit ... --dry-run -o yaml"]
+    assert not (cli.home / "jobs").exists()
+
+
+def test_a_job_without_code_or_packages_dry_runs_as_its_whole_yaml(cli):
+    plain = cli("submit", "pytorch", "--name", "plain", "--dry-run", "--", "python", "train.py")
+    assert plain.stdout == cli("submit", "pytorch", "--name", "plain", "--dry-run", "-o", "yaml", "--", "python",
+                               "train.py").stdout
 
 
 def test_describe_for_status(big):
@@ -436,7 +476,8 @@ def test_values_file_keys_and_flags_reach_the_same_options(cli):
 
 def test_apply_takes_back_what_submit_dry_run_printed(cli):
     tree(cli.cwd / "src", {"train.py": "print('from the snapshot')\n"})
-    printed = cli("submit", "jax", "--name", "printed", "--workdir", "src", "--dry-run", "--", "python", "train.py")
+    printed = cli("submit", "jax", "--name", "printed", "--workdir", "src", "--dry-run", "-o", "yaml", "--", "python",
+                  "train.py")
     assert printed.returncode == 0, printed.stderr
     (cli.cwd / "job.yaml").write_text(printed.stdout)
     assert cli("apply", "-f", "job.yaml", "--dry-run").stdout == printed.stdout

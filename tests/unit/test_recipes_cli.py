@@ -28,3 +28,18 @@ def test_an_unknown_recipe_is_one_line_naming_the_recipes(cli, name):
     assert result.stderr.strip().splitlines() == [f"error: no recipe {name!r}: the recipes are finetune "
                                                   "(trainctl recipes list)"]
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(("args", "rows"), [(["recipes", "list"], 1), (["templates", "list"], 7)])
+def test_piped_tables_are_plain_columns_as_every_table_prints_them(cli, args, rows):
+    """One printer for every table (formatting.print_table): piped, a row per line, each value whole and
+    starting where its header starts, columns three spaces apart, so awk and cut see the same fields."""
+    result = cli(*args)
+    assert result.returncode == 0, result.stderr
+    header, *lines = result.stdout.splitlines()
+    assert len(lines) == rows, result.stdout
+    starts = [header.index(name) for name in header.split()]
+    assert starts[0] == 0 and all(header[start - 3:start] == "   " for start in starts[1:]), header
+    for line in lines:
+        cells = line.split("   ")
+        assert [line.index(cell.strip()) for cell in cells if cell.strip()] == starts, line

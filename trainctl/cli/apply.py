@@ -43,6 +43,7 @@ def apply(
     kubeconfig: Kubeconfig = None,
 ) -> None:
     from trainctl.code import documents as code_documents
+    from trainctl.code.pods import abridged_programs
     from trainctl.validation import validate
 
     printed = load_documents(filename)
@@ -50,6 +51,10 @@ def apply(
     for index, document in enumerate(documents):
         source = filename if len(documents) == 1 else f"{filename} (document {index + 1})"
         validate(document, source=source)
+        left_out = abridged_programs(document)
+        if left_out:
+            raise UserError(f"{source}: submit --dry-run's abridged view, without {' and '.join(left_out)}: print "
+                            "the job to apply with submit ... --dry-run -o yaml")
         if namespace:
             document["metadata"]["namespace"] = namespace
         if entrypoint is not None:

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import console
 from trainctl.errors import UserError
 
 recipes_app = typer.Typer(
@@ -41,13 +40,11 @@ def recipe_module(name: str):
 
 @recipes_app.command("list", help="Show each recipe and how to run it. Example: trainctl recipes list")
 def list_recipes() -> None:
-    from rich.table import Table
+    from trainctl.cli.formatting import print_table
 
-    table = Table("RECIPE", "WHAT", "RUN", box=None)
-    for name in recipe_names():
-        summary = (recipe_module(name).__doc__ or "").strip().splitlines()[0]
-        table.add_row(name, summary, f"python -m trainctl.recipes.{name} --help")
-    console().print(table)
+    rows = [[name, f"python -m trainctl.recipes.{name} --help",
+             (recipe_module(name).__doc__ or "").strip().splitlines()[0]] for name in recipe_names()]
+    print_table(["RECIPE", "RUN", "WHAT"], rows, whole=("RECIPE", "RUN"))  # the free text last, as kubectl
 
 
 @recipes_app.command("show", help="Print a recipe's source. Example: trainctl recipes show finetune > finetune.py")

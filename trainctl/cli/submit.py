@@ -127,7 +127,10 @@ def submit(
     if dry_run:
         if snapshot is not None:
             console(stderr=True).print(snapshot.summary(), soft_wrap=True, markup=False)
-        echo_all(dry_run_documents(resource, code), output or "yaml")
+        if output or code is None:  # asked for, or nothing of trainctl's in it: every document, whole
+            echo_all(dry_run_documents(resource, code), output or "yaml")
+        else:
+            typer.echo(abridged_view(resource, framework, options, code), nl=False)
         return
     if snapshot is not None:  # before the upload, beside the summary: stderr keeps only an error's one line
         console(stderr=bool(output)).print(snapshot.summary(), soft_wrap=True, markup=False)
@@ -166,6 +169,41 @@ def dry_run_documents(resource: dict, code) -> Iterator[dict]:
 
         yield from config_maps(code.snapshot, resource["metadata"].get("namespace"))
     yield resource
+
+
+def abridged_view(resource: dict, framework, options, code) -> str:
+    """What the dry run of a job with code or packages shows unless -o asks for all of it: what it runs, what
+    travels and what gets installed, then the job's YAML without the snapshot's ConfigMaps and with trainctl's
+    programs (hundreds of lines each, in every replica) left out. Comment lines: still one YAML document."""
+    import shlex
+
+    from trainctl.code.pods import abridged, config_map_names
+    from trainctl.code.snapshot import human
+    from trainctl.job import Job, main_container
+
+    job = Job(resource)
+    images = sorted({str((main_container(framework, job.template(rtype)["spec"]["containers"]) or {}).get("image"))
+                     for rtype in job.replica_types})
+    lines = [f"dry run, nothing created: {framework.singular}/{job.name} ({topology_text(resource, framework)})",
+             f"  runs      {shlex.join(options.command)}, in {', '.join(images)}"]
+    if code.snapshot is not None:
+        count = len(config_map_names(code.snapshot))
+        files = f"{code.snapshot.files} file{'' if code.snapshot.files == 1 else 's'}"
+        lines.append(f"  travels   {files}, {human(code.snapshot.unpacked_bytes)} "
+                     f"({human(len(code.snapshot.archive))} compressed) from {code.snapshot.source}, in {count} "
+                     f"ConfigMap{'s' if count > 1 else ''}, unpacked into {code.mount} before the command")
+    if code.pip or code.requirements is not None:
+        packages = [*code.pip, *([f"-r {options.requirements}"] if code.requirements is not None else [])]
+        lines.append(f"  installs  {' '.join(packages)}, with pip in each replica before the command")
+    lines += ["abridged below: the ConfigMaps and trainctl's programs are left out; add -o yaml for the whole",
+              "YAML, to apply or keep (trainctl apply -f takes that back)"]
+    return "".join(f"# {visible(line)}\n" for line in lines) + dump(abridged(resource), "yaml")
+
+
+def visible(text: str) -> str:
+    """``text`` with each character that is not printable as its escape: a user's value (a command word, a
+    pip spec, a path) must not end the comment line it is in (YAML breaks lines at NEL and U+2028 too)."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def load_values(path: Path) -> dict:

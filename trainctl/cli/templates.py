@@ -6,8 +6,9 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import console
 from trainctl.errors import UserError
+
+SHARED_LAYOUT = "_job"  # the KIND that show takes for the layout every kind's template extends
 
 templates_app = typer.Typer(
     help="""The Jinja templates submit renders (built-in < ~/.config/trainctl/templates < ./.trainctl/templates < --template).
@@ -34,18 +35,13 @@ def winning_template(filename: str, skip_stdout: bool = False):
 
 @templates_app.command("list", help="Show which file each kind renders with. Example: trainctl templates list")
 def list_templates() -> None:
-    from rich.table import Table
-
+    from trainctl.cli.formatting import print_table
     from trainctl.frameworks import ALL
     from trainctl.render import template_name
 
-    table = Table("KIND", "FROM", "FILE", box=None)
-    for framework in ALL:
-        origin, path = winning_template(template_name(framework))
-        table.add_row(framework.name, origin, str(path))
-    origin, path = winning_template("_job.yaml.j2")
-    table.add_row("(shared layout)", origin, str(path))
-    console().print(table)
+    kinds = [(framework.name, template_name(framework)) for framework in ALL] + [(SHARED_LAYOUT, "_job.yaml.j2")]
+    rows = [[kind, *(str(part) for part in winning_template(filename))] for kind, filename in kinds]
+    print_table(["KIND", "FROM", "FILE"], rows, whole=("KIND", "FILE"))
 
 
 @templates_app.command("show", help="Print a kind's template. Example: trainctl templates show tf")
@@ -55,7 +51,7 @@ def show_template(
     from trainctl.frameworks import by_name
     from trainctl.render import template_name
 
-    filename = "_job.yaml.j2" if kind in ("_job", "job") else template_name(by_name(kind))
+    filename = "_job.yaml.j2" if kind in (SHARED_LAYOUT, "job") else template_name(by_name(kind))
     _, path = winning_template(filename, skip_stdout=True)
     typer.echo(path.read_text(), nl=False)
 

@@ -42,6 +42,7 @@ DIGEST, SIZE, FILES, SOURCE = ("trainctl.io/code-digest", "trainctl.io/code-size
 GUARD = ('command -v python3 >/dev/null 2>&1 || { echo "trainctl: $0 needs python3 in the image '
          '(it ships code and packages without building one): use an image with python3, or submit with '
          '--no-workdir and no --pip" >&2; exit 127; }; exec python3 -c "$@"')
+ABRIDGED = "left out of this abridged dry run"  # what stands for a program's source in submit --dry-run's view
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,35 @@ def config_maps(snapshot: Snapshot, namespace: str | None) -> Iterator[dict]:
 def script_command(module: str, name: str, args: list[str]) -> list[str]:
     source = (Path(__file__).parent / f"{module}.py").read_text(encoding="utf-8")
     return ["sh", "-c", GUARD, name, source, *args]
+
+
+def script_containers(resource: dict) -> Iterator[dict]:
+    """Every container of the job (init containers too) whose command is a :func:`script_command`."""
+    specs = next((value for key, value in (resource.get("spec") or {}).items() if key.endswith("ReplicaSpecs")), {})
+    for spec in (specs or {}).values():
+        pod = ((spec or {}).get("template") or {}).get("spec") or {}
+        for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+            command = container.get("command") if isinstance(container, dict) else None
+            if isinstance(command, list) and len(command) > 4 and command[:3] == ["sh", "-c", GUARD]:
+                yield container
+
+
+def abridged(resource: dict) -> dict:
+    """A copy of ``resource`` with each program's source (the unpacker's, pip's wrapper's) replaced by one line
+    of Python that names it: what ``submit --dry-run`` shows, a page instead of two programs per replica.
+    Were that copy applied anyway, each would stop with the line instead of running half a job."""
+    resource = copy.deepcopy(resource)
+    for container in script_containers(resource):
+        name, source = container["command"][3:5]
+        container["command"][4] = (f'raise SystemExit("{name}: its {source.count(chr(10))} lines are {ABRIDGED}; '
+                                   'print the job with --dry-run -o yaml")')
+    return resource
+
+
+def abridged_programs(resource: dict) -> list[str]:
+    """The programs :func:`abridged` left out of ``resource`` (none in a job to apply)."""
+    return sorted({container["command"][3] for container in script_containers(resource)
+                   if ABRIDGED in str(container["command"][4])})
 
 
 def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:

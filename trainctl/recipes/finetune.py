@@ -12,7 +12,8 @@ of every epoch. What the recipe adds to a textbook Trainer script:
   directory saved by ``datasets.save_to_disk``; nothing is downloaded unless ``--model``/``--dataset``
   name a Hub id instead of a path;
 * checkpoints every ``save_steps`` into ``--output-dir``, and a restart (the replica's, or the whole
-  job's) resumes from the newest complete one;
+  job's) resumes from the newest complete one; checkpoints of another run there (other arguments, or
+  another ``--run-name``) are never continued by chance: ``--resume`` says what to do with them;
 * SIGTERM (``trainctl suspend``, a preempted or drained pod) checkpoints at the end of the current
   step on every rank (they agree on which step) and exits 143, so a resume continues from there;
 * rank 0 saves the adapter (``<output-dir>/adapter``) once at the end, and with ``--merge`` the
@@ -33,6 +34,7 @@ import secrets
 import signal
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 TERMINATED_EXIT = 128 + signal.SIGTERM  # what a shell reports for a process ended by SIGTERM: retried, not success
 DEFAULT_LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.05, "target_modules": "all-linear"}
@@ -41,11 +43,17 @@ DEFAULT_TRAINING = {"num_train_epochs": 1, "per_device_train_batch_size": 8, "le
                     "disable_tqdm": True,  # a progress bar per rank garbles logs; rank 0 prints a line per log step
                     "ddp_find_unused_parameters": False}
 RESERVED_TRAINING = {"output_dir": "--output-dir", "deepspeed": "--deepspeed",  # trainctl.finetuning checks them too
-                     "resume_from_checkpoint": "the restart (resuming is automatic)"}
+                     "resume_from_checkpoint": "--resume"}
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text"}
 SAVED_DATASET_FILES = ("dataset_info.json", "state.json", "dataset_dict.json")  # what save_to_disk writes
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")  # org/name
+RUN_RECORD = "finetune-run.json"  # in each checkpoint: the run (name and arguments) that wrote it
+RESUME_MODES = ("auto", "never")
+FLAGS = {"output_dir": "--output-dir {}", "resume": "--resume {}"}  # how messages name them (Client.finetune: keywords)
+# org/name as the Hub spells them (huggingface_hub's validate_repo_id): each part starts and ends with a
+# letter, digit or _, and holds no -- or ..
+HUB_ID = re.compile(r"(?!.*(?:--|\.\.))\w(?:[\w.-]*\w)?/\w(?:[\w.-]*\w)?")
+PATH_STARTS = ("./", "../", "/", "~")
 
 
 class RecipeError(Exception):
@@ -54,17 +62,25 @@ class RecipeError(Exception):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m trainctl.recipes.finetune", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="a model directory (save_pretrained), or a Hub id")
-    parser.add_argument("--dataset", required=True, help="a .jsonl/.json/.csv/.parquet/.txt file, a "
-                        "save_to_disk directory, or a Hub id")
-    parser.add_argument("--output-dir", required=True, help="checkpoints, the adapter and the merged model")
+    parser.add_argument("--model", required=True, type=os.path.expanduser,
+                        help="a model directory (save_pretrained), or a Hub id")
+    parser.add_argument("--dataset", required=True, type=os.path.expanduser,
+                        help="a .jsonl/.json/.csv/.parquet/.txt file, a save_to_disk directory, or a Hub id")
+    parser.add_argument("--output-dir", required=True, type=os.path.expanduser,
+                        help="checkpoints, the adapter and the merged model")
     parser.add_argument("--text-column", default="text", help="the column holding the training text")
     parser.add_argument("--max-length", type=int, default=512, help="tokens per example; longer ones are cut")
     parser.add_argument("--lora", type=json_object, default={}, help='LoraConfig fields as JSON, e.g. \'{"r": 16}\'')
     parser.add_argument("--training-args", type=json_object, default={},
                         help='TrainingArguments fields as JSON, e.g. \'{"max_steps": 100, "save_steps": 20}\'')
     parser.add_argument("--merge", action="store_true", help="also save the base model with the adapter merged in")
-    parser.add_argument("--deepspeed", help="a DeepSpeed config file, e.g. examples/finetune/ds_zero2.json (GPUs)")
+    parser.add_argument("--resume", default="auto", type=os.path.expanduser,
+                        help="auto: continue this run's own checkpoints, refuse another run's; never: start over, "
+                             "deleting another run's checkpoints; or a checkpoint directory to continue from")
+    parser.add_argument("--run-name", help="the run's name (Client.finetune gives its job's): checkpoints continue "
+                                           "only the run of the same name and arguments")
+    parser.add_argument("--deepspeed", type=os.path.expanduser,
+                        help="a DeepSpeed config file, e.g. examples/finetune/ds_zero2.json (GPUs)")
     return parser.parse_args(argv)
 
 
@@ -112,11 +128,43 @@ def data_builder(path: Path) -> str:
     return builder
 
 
+def source_problem(name: str, kind: str) -> str | None:
+    """What is wrong with the model or dataset ``name``, or None: an existing path, or a Hub id (downloaded
+    when loaded). A name that starts with ./ ../ / or ~, or whose first part exists here, is a path: when it
+    is mistyped it fails here, in one line, not as a Hub download's ConnectionError after every import."""
+    path = Path(name).expanduser()
+    if path.exists():
+        return None
+    where = f"no such {kind} (from {os.getcwd()})"
+    if name.startswith(PATH_STARTS):
+        why = f"it starts with {next(start for start in PATH_STARTS if name.startswith(start))}"
+    elif len(path.parts) > 1 and Path(path.parts[0]).exists():
+        why = f"{path.parts[0]} is here"
+    elif looks_like_hub_id(name):
+        return None
+    else:
+        return f"{where}, and no Hub id such as org/name"
+    return f"{where}{did_you_mean(path)}; {why}, so it is a path and not a Hub id"
+
+
+def did_you_mean(path: Path) -> str:
+    """`` (did you mean tiny/model?)`` when ``path``'s directory holds a name close to its last part."""
+    import difflib
+
+    try:
+        names = [entry.name for entry in path.parent.iterdir()] if path.parent.is_dir() else []
+    except OSError:  # unreadable: no suggestion, the message stands without it
+        names = []
+    close = difflib.get_close_matches(path.name, names, n=1)
+    return f" (did you mean {path.parent / close[0]}?)" if close else ""
+
+
 def check_sources(options: argparse.Namespace) -> None:
     """A mistyped path fails here, in one line, not as a Hub download error after the imports."""
     for flag, value, kind in (("--model", options.model, "directory"), ("--dataset", options.dataset, "file")):
-        if not Path(value).exists() and not looks_like_hub_id(value):
-            raise RecipeError(f"{flag} {value}: no such {kind} (from {os.getcwd()}), and no Hub id such as org/name")
+        problem = source_problem(value, kind)
+        if problem:
+            raise RecipeError(f"{flag} {value}: {problem}")
     if Path(options.model).is_dir() and not (Path(options.model) / "config.json").is_file():
         raise RecipeError(f"--model {options.model}: no config.json in it; give a directory that save_pretrained "
                           "wrote (the model's config, weights and tokenizer)")
@@ -164,7 +212,7 @@ class CausalCollator:
 
 # ---- callbacks -------------------------------------------------------------------------------
 
-def callbacks(seen: "RowsSeen"):
+def callbacks(seen: "RowsSeen", identity: dict):
     """The Trainer callbacks, defined here so that importing this module needs no transformers."""
     from transformers import TrainerCallback
 
@@ -200,7 +248,23 @@ def callbacks(seen: "RowsSeen"):
                 control.should_save = control.should_training_stop = self.stopped = True
             return control
 
-    return Progress(), EpochOfRows(), CheckpointOnSigterm()
+    class RecordTheRun(TrainerCallback):
+        """Each checkpoint says which run wrote it (RUN_RECORD), written before the Trainer fills the directory:
+        trainer_state.json comes last, so a checkpoint complete enough to resume always carries its run."""
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.record(args, state, control)
+
+        def on_epoch_end(self, args, state, control, **kwargs):
+            self.record(args, state, control)
+
+        def record(self, args, state, control):
+            if control.should_save and args.should_save:  # the process (per node, or per job) that saves
+                checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                checkpoint.mkdir(parents=True, exist_ok=True)
+                (checkpoint / RUN_RECORD).write_text(json.dumps({"run": identity}, indent=2))
+
+    return Progress(), EpochOfRows(), CheckpointOnSigterm(), RecordTheRun()  # in this order: SIGTERM decides saves
 
 
 def agreed(flag: bool, device) -> bool:
@@ -241,12 +305,84 @@ def complete_checkpoints(output_dir: Path) -> set[int]:
             if (match := CHECKPOINT.match(path.name)) and (path / "trainer_state.json").is_file()}
 
 
-def agreed_checkpoint(output_dir: Path) -> Path | None:
-    """The newest checkpoint every rank has, so that all resume from the same step: in pods without a
-    shared volume each rank has its own copy, and a pod made anew has none (then all start over)."""
-    steps = gathered(complete_checkpoints(output_dir))
-    common = set.intersection(*steps)
-    return output_dir / f"checkpoint-{max(common)}" if common else None
+class ResumePlan(NamedTuple):
+    """What one rank found in its output directory (``resume_plan``), before the ranks agree on a step."""
+    steps: set[int]  # this run's complete checkpoints
+    given: Path | None  # --resume PATH: where to start while this run has no checkpoint of its own
+    foreign: list[Path]  # --resume never: another run's checkpoints, deleted before training
+
+
+def run_identity(options: argparse.Namespace) -> dict:
+    """What makes two starts the same run: the job's name and every argument that changes what is trained
+    (not --merge, which only adds a save at the end). A restarted replica runs the same command, so it matches."""
+    return json.loads(json.dumps({
+        "job": options.run_name, "model": options.model, "dataset": options.dataset,
+        "text_column": options.text_column, "max_length": options.max_length, "lora": options.lora,
+        "training_args": options.training_args, "deepspeed": options.deepspeed}))
+
+
+def checkpoint_run(checkpoint: Path) -> dict | None:
+    """The run that wrote ``checkpoint`` (its RUN_RECORD), or None: written by something else."""
+    try:
+        return json.loads((checkpoint / RUN_RECORD).read_text()).get("run")
+    except (OSError, ValueError, AttributeError):  # none, or not one this recipe wrote
+        return None
+
+
+def resume_plan(options: argparse.Namespace, spelled: dict[str, str] = FLAGS) -> ResumePlan:
+    """Which checkpoints of ``--output-dir`` this run may continue, as this rank sees them. Another run's
+    are continued only when ``--resume`` names one: with auto (the default) they are refused here, before
+    anything loads, naming the directory and the ways on (``spelled``: how that message writes the flags).
+    Resuming them silently had mixed two runs' learning rates and save schedules."""
+    output_dir, resume = Path(options.output_dir), options.resume
+    given = None if resume in RESUME_MODES else Path(resume)
+    if given is not None and not (given / "trainer_state.json").is_file():
+        raise RecipeError(f"{spelled['resume'].format(resume)}: not a checkpoint (a checkpoint-N directory the "
+                          f"Trainer wrote completely, with trainer_state.json); or give {' or '.join(RESUME_MODES)}")
+    identity, steps = run_identity(options), complete_checkpoints(output_dir)
+    mine = {step for step in steps if checkpoint_run(output_dir / f"checkpoint-{step}") == identity}
+    others = sorted(steps - mine)
+    if mine or not others:  # this run's own restart, or nothing to continue by mistake
+        return ResumePlan(mine, given, [])
+    if resume == "never":
+        return ResumePlan(set(), None, [output_dir / f"checkpoint-{step}" for step in others])
+    if resume == "auto":
+        raise RecipeError(another_run(output_dir / f"checkpoint-{others[-1]}", identity, spelled))
+    return ResumePlan(set(), given, [])
+
+
+def another_run(newest: Path, identity: dict, spelled: dict[str, str]) -> str:
+    recorded = checkpoint_run(newest)
+    whose = (f"of another run ({run_differences(recorded, identity)})" if recorded is not None
+             else f"that no run of this recipe wrote (it has no {RUN_RECORD})")
+    return (f"{spelled['output_dir'].format(str(newest.parent))} holds {newest.name} {whose}: give another output "
+            f"directory, {spelled['resume'].format('never')} to start over there (deleting its checkpoints), or "
+            f"{spelled['resume'].format(str(newest))} to continue from that checkpoint with these arguments")
+
+
+def run_differences(recorded: dict, identity: dict, most: int = 4) -> str:
+    """``learning_rate 0.005 there, 0.0002 here; ...``: the fields of the two runs that differ, at most ``most``."""
+    def flat(run: dict) -> dict:
+        fields = {}
+        for key, value in run.items():
+            fields.update(value if key in ("lora", "training_args") and isinstance(value, dict) else {key: value})
+        return fields
+
+    def shown(value) -> str:
+        return "unset" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+    there, here = flat(recorded), flat(identity)
+    differing = [key for key in dict.fromkeys([*there, *here]) if there.get(key) != here.get(key)]
+    parts = [f"{key} {shown(there.get(key))} there, {shown(here.get(key))} here" for key in differing[:most]]
+    return "; ".join(parts + (["..."] if len(differing) > most else [])) or "recorded in another form"
+
+
+def agreed_checkpoint(output_dir: Path, plan: ResumePlan) -> Path | None:
+    """The newest checkpoint of this run that every rank has, so that all resume from the same step: in pods
+    without a shared volume each rank has its own copy, and a pod made anew has none (then all start over,
+    or from ``--resume PATH``)."""
+    common = set.intersection(*gathered(plan.steps))
+    return output_dir / f"checkpoint-{max(common)}" if common else plan.given
 
 
 def output_is_shared(output_dir: Path, rank: int) -> bool:
@@ -261,6 +397,15 @@ def output_is_shared(output_dir: Path, rank: int) -> bool:
     if rank == 0:
         marker.unlink()
     return shared
+
+
+def delete_checkpoints(paths: list[Path]) -> None:
+    """Another run's checkpoints, under ``--resume never``: left there, the Trainer would write this run's
+    steps into their directories and its save_total_limit would count them."""
+    import shutil
+
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def gathered(value) -> list:
@@ -308,16 +453,21 @@ def lora_model(model, lora: dict):
         raise RecipeError(f"--lora: {error}") from None
 
 
-def finetune(options: argparse.Namespace) -> int:
+def finetune(options: argparse.Namespace, plan: ResumePlan) -> int:
     """Train, save, and return the exit code (TERMINATED_EXIT after a SIGTERM checkpoint)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, Trainer
 
     quiet_libraries()
     if "RANK" in os.environ:  # one process per replica (pod): the Trainer also wants LOCAL_RANK
         os.environ.setdefault("LOCAL_RANK", "0")
-    check_sources(options)
     args = training_arguments(options)  # sets up the process group from the operator's env
     output_dir, rank = Path(options.output_dir), args.process_index
+    shared = output_is_shared(output_dir, rank)
+    if not shared:
+        args.save_on_each_node = True  # every pod keeps a whole checkpoint of its own to resume from
+    resume = agreed_checkpoint(output_dir, plan)  # a collective: every rank has looked before one deletes
+    if rank == 0 or not shared:
+        delete_checkpoints(plan.foreign)
     tokenizer = loaded("tokenizer", AutoTokenizer.from_pretrained, options.model)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -328,14 +478,11 @@ def finetune(options: argparse.Namespace) -> int:
     if rank == 0:
         model.print_trainable_parameters()
     seen = RowsSeen()
-    progress, epochs, sigterm = callbacks(seen)
+    progress, epochs, sigterm, record = callbacks(seen, run_identity(options))
     trainer = Trainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer,
                       data_collator=CausalCollator(tokenizer.pad_token_id, seen),
-                      callbacks=[progress, epochs, sigterm])
+                      callbacks=[progress, epochs, sigterm, record])
     trainer.remove_callback(PrinterCallback)  # its raw dicts repeat what Progress prints
-    if not output_is_shared(output_dir, rank):
-        args.save_on_each_node = True  # every pod keeps a whole checkpoint of its own to resume from
-    resume = agreed_checkpoint(output_dir)
     print(f"rank {rank} of {args.world_size}: {len(rows)} rows, "
           + (f"resuming from {resume} (step {resume.name.split('-')[1]})" if resume else "starting at step 0"),
           flush=True)
@@ -381,7 +528,8 @@ def save_results(trainer, model, tokenizer, output_dir: Path, merge: bool) -> No
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     try:
-        return finetune(options)
+        check_sources(options)  # before the seconds that importing transformers takes
+        return finetune(options, resume_plan(options))
     except RecipeError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
