@@ -26,14 +26,17 @@ Everything here is pure but for ``read_log``, which the caller passes: only it k
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 
 from trainctl.backends.base import JobDetails, ReplicaRow
 from trainctl.core.attribution import Attribution, Judged, Run, attribute, failed_runs_of, join_names, signal_name
 
 LOG_TAIL_LINES = 20  # shown of the cause's log
 EVIDENCE_LINES = 100  # read of each failed run's log: a traceback, or an abort's C++ report, must fit
+MISSING_ENV = re.compile(r"KeyError: '(?P<name>[A-Z][A-Z0-9_]*)'")  # os.environ["RANK"] where nothing set it
 LISTED = 5  # replicas named per line of consequences or other failures; the rest are counted
 #: states a replica can be in while kubelet (or the local supervisor) waits to restart it
 CRASH_LOOP = "CrashLoopBackOff"
@@ -78,6 +81,8 @@ class FailureSummary:
         """The whole summary, ready to print one line at a time."""
         lines = [self.headline()]
         found = self.attribution
+        if found.culprit is not None and (hint := env_hint(found.culprit.exception, self.job.split("/")[0])):
+            lines.append(f"  hint: {hint}")
         if self.state == "Failed":
             lines += [f"  {judged.sentence()}; {how(judged.run)}" for judged in found.unordered]
             lines += consequence_lines(found, self.first)
@@ -105,6 +110,43 @@ class FailureSummary:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+
+def env_hint(exception: str | None, kind: str) -> str | None:
+    """For ``KeyError: 'TF_CONFIG'`` and its kin, read from os.environ: what the job's kind does set, and which
+    kind sets the missing name (a script written for another framework), or who sets LOCAL_RANK."""
+    from trainctl.frameworks import ALL, by_kind
+
+    found = MISSING_ENV.search(exception or "")
+    if found is None or not any(framework.kind.lower() == kind for framework in ALL):
+        return None
+    name, framework = found.group("name"), next(fw for fw in ALL if fw.kind.lower() == kind)
+    given = operator_env(framework)
+    shown = ", ".join(n for n in given if not n.startswith("PET_") and n != "PYTHONUNBUFFERED")
+    if name in given:
+        return None  # it was set: the KeyError is about something else
+    said = f"{name} is not set: a {framework.kind}'s replicas get {shown}"
+    if name.startswith("LOCAL_"):
+        return (f"{said}; torchrun sets {name} for the processes it starts: start the script with torchrun "
+                f"(torchrun train.py), or read os.environ.get({name!r}, '0')")
+    others = [fw.kind for fw in ALL if fw is not framework and name in operator_env(fw)]
+    return f"{said}; {name} is what a {' or '.join(others)} gets" if others else said
+
+
+def operator_env(framework) -> list[str]:
+    """The names the operator sets in a 2-replica job of ``framework``'s kind (the reconcile core, in a cluster)."""
+    from trainctl.core.actions import CreateReplica
+    from trainctl.core.network import ClusterNetwork
+    from trainctl.core.reconcile import reconcile
+
+    container = {"name": framework.container, "image": "image", "command": ["run"]}
+    specs = {rtype: {"replicas": count, "template": {"spec": {"containers": [dict(container)]}}}
+             for rtype, count in framework.topology(2).items() if count}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": framework.kind, "metadata": {"name": "job", "namespace": "ns"},
+           "spec": {framework.replica_spec_field: specs}}
+    plan = reconcile(job, [], datetime.now(timezone.utc), ClusterNetwork())
+    return list(dict.fromkeys(name for action in plan.actions if isinstance(action, CreateReplica)
+                              for name in action.env))
 
 
 def how(run: Run) -> str:

@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from trainctl.submit_options import SubmitOptions
 
 FUNCTION_ANNOTATION = "trainctl.io/function"  # module:qualname of a function job
+# A function job's restart policy unless restart_policy= says otherwise. An exception in the user's code
+# (the runner then exits 1) is not transient: restarting it only makes the notebook wait backoffLimit times
+# the run for the same traceback. ExitCode fails the job at once on exit codes 1-127 and restarts on 128+
+# (killed by a signal: OOM, preemption's SIGTERM, a lost node), which is what may pass (docs/python-api.md).
+FUNCTION_RESTART_POLICY = "ExitCode"
 NOT_KEYWORDS = ("command",)  # run()'s first argument
 # run()'s own keywords, no SubmitOptions field
 RUN_ONLY = ("framework", "args", "packages", "pickle_result", "replace", "preflight", "dry_run")
@@ -85,6 +90,8 @@ def planned_function(client: Client, kind, func: object, args: dict | None, keyw
     from trainctl.code import plan
 
     shipment = functions.ship(func, args, kind.kind, pickle_result)
+    if keywords.get("restart_policy") is None:
+        keywords = {**keywords, "restart_policy": FUNCTION_RESTART_POLICY}
     local = client.backend_name == "local"
     runner = functions_root() / shipment.digest / functions.RUNNER_FILE if local else functions.SNAPSHOT_RUNNER
     options = options_from(keywords, functions.command(kind.kind, sys.executable if local else "python3",

@@ -247,3 +247,19 @@ def exits_before_returning() -> int:
 
     print("about to leave", flush=True)
     sys.exit(0)
+
+
+def raises_value_error() -> None:
+    raise ValueError("not transient")
+
+
+def killed_once(marker: str) -> str:
+    """SIGKILLs itself on its first run (as the OOM killer would), returns on the next."""
+    import os
+    import signal
+    from pathlib import Path
+
+    if not Path(marker).exists():
+        Path(marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return "second run"

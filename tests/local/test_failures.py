@@ -324,3 +324,26 @@ def parameter_server():
 
 {"multi_worker": multi_worker, "parameter_server": parameter_server}[sys.argv[1]]()
 """
+
+
+def test_a_script_reading_another_frameworks_env_gets_a_hint_naming_what_its_kind_sets(cli):
+    (cli.cwd / "tf_script.py").write_text("import json, os\nprint(json.loads(os.environ['TF_CONFIG']))\n")
+    result = cli("submit", "pytorch", "--name", "wrongkind", "--workers", "1", "--restart-policy", "Never",
+                 "--wait", "--", "python", "tf_script.py")
+    assert result.returncode == 1, result.stderr
+    assert "master-0 raised KeyError: 'TF_CONFIG'" in result.stderr, result.stderr
+    assert ("hint: TF_CONFIG is not set: a PyTorchJob's replicas get MASTER_PORT, MASTER_ADDR, WORLD_SIZE, RANK; "
+            "TF_CONFIG is what a TFJob gets") in result.stderr, result.stderr
+
+
+def test_a_function_that_raises_fails_at_once_and_one_killed_by_a_signal_is_restarted(client, tmp_path):
+    """Function jobs restart on ExitCode: an exception (exit 1) is not transient, a SIGKILL (137: OOM, a lost
+    node) may be, and is retried within backoffLimit."""
+    with pytest.raises(JobFailed, match="restarted 0 times"):
+        client.run(function_jobs.raises_value_error, framework="pytorch", workers=2, name="raises").wait()
+    assert sum(row.restarts for row in client.get("raises").replicas) == 0
+    marker = tmp_path / "killed-once"
+    job = client.run(function_jobs.killed_once, args={"marker": str(marker)}, framework="pytorch", workers=1,
+                     name="killed")
+    assert job.result(wait=True) == "second run"
+    assert [row.restarts for row in client.get("killed").replicas] == [1]

@@ -79,8 +79,23 @@ short = client.run([sys.executable, "-c", "import time; print('warming up', flus
                    framework="jax", name="short")
 short.wait()
 """,
+    # 10: an exception in the function fails the job at once, not after backoffLimit restarts
+    """
+import time
+
+def diverges():
+    raise FloatingPointError("loss is NaN")
+
+
+started = time.monotonic()
+try:
+    client.run(diverges, framework="pytorch", workers=2, name="nan").wait()
+finally:
+    print(f"heard after {time.monotonic() - started:.1f}s, restarts:",
+          sum(row.restarts for row in client.get("nan").replicas))
+""",
 ]
-RAISES = {6, 7}
+RAISES = {6, 7, 10}
 
 
 @pytest.fixture
@@ -154,3 +169,7 @@ def test_a_notebooks_first_hour(executed):
 
     [live] = [output for output in cells[9].outputs if output.output_type == "display_data"]  # one, updated
     assert "Succeeded" in text(live) and "warming up" in text(live), text(live)
+
+    failed = shown(cells[10])  # defect 4: the first exception ends the job; nothing is restarted
+    assert "JobFailed" in failed and "raised FloatingPointError: loss is NaN" in failed, failed
+    assert "restarts: 0" in failed and "restarted 0 times" in failed, failed

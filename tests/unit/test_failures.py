@@ -302,14 +302,14 @@ def test_an_unknown_wait_condition_names_the_choices():
         condition_type("complete")
 
 
-def test_a_local_replica_left_waiting_to_restart_when_its_job_ended_is_deleted_with_its_failure_kept():
+def test_a_local_replica_left_waiting_to_restart_when_its_job_ended_is_not_restarted_with_its_failure_kept():
     from trainctl.backends.local.backend import replica_row as local_row
 
     waiting = {"name": "demo-worker-0", "rtype": "Worker", "index": 0, "pid": None, "state": "CrashLoopBackOff",
                "restarts": 2, "last_exit_code": 137, "last_reason": "Killed", "last_finished": "2026-01-01T00:00:04Z"}
     assert local_row(waiting, {}, job_finished=False).state == "CrashLoopBackOff"
     ended = local_row(waiting, {}, job_finished=True)
-    assert ended.state == "Deleted" and ended.last_exit_code == 137
+    assert ended.state == "Not restarted (job ended)" and ended.last_exit_code == 137
     summary = summarize(JobDetails(job(), [ended]))
     assert summary.first.replica == "worker-0" and summary.first.previous
 
@@ -328,3 +328,21 @@ def test_a_pod_whose_init_container_fails_shows_kubectls_init_state_and_its_code
         ("Init:CrashLoopBackOff", 1)
     failed["status"]["initContainerStatuses"][0] = {"name": "trainctl-code", "state": {"terminated": {"exitCode": 0}}}
     assert replica_row(failed, ["Master", "Worker"]).state == "PodInitializing"
+
+
+@pytest.mark.parametrize("exception, kind, expected", [
+    ("KeyError: 'TF_CONFIG'", "pytorchjob",
+     "TF_CONFIG is not set: a PyTorchJob's replicas get MASTER_PORT, MASTER_ADDR, WORLD_SIZE, RANK; "
+     "TF_CONFIG is what a TFJob gets"),
+    ("KeyError: 'RANK'", "tfjob", "RANK is not set: a TFJob's replicas get TF_CONFIG; RANK is what a PyTorchJob or "
+                                  "XGBoostJob gets"),
+    ("KeyError: 'LOCAL_RANK'", "pytorchjob", "torchrun sets LOCAL_RANK for the processes it starts"),
+    ("KeyError: 'RANK'", "pytorchjob", None),  # it was set: the KeyError is about something else
+    ("KeyError: 'weights'", "pytorchjob", None),  # a dict key, not an environment variable
+    ("ValueError: bad", "pytorchjob", None),
+])
+def test_a_missing_environment_variable_is_explained_by_what_the_kind_sets(exception, kind, expected):
+    from trainctl.failures import env_hint
+
+    hint = env_hint(exception, kind)
+    assert hint == expected if expected is None else expected in hint

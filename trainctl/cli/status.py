@@ -32,6 +32,7 @@ CHANGING_COLUMNS = ("AGE", "DURATION")  # a clock tick is not a change worth a l
 
 # Waiting reasons of a container whose image the node does not have and cannot get.
 IMAGE_PULL_STATES = ("ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName")
+STOPPED = "Stopped (job ended)"
 KUEUE_WORKLOAD_GRACE_S = 60  # Kueue makes a Workload within seconds of seeing a queued job
 
 
@@ -116,7 +117,8 @@ def print_replicas(resource: dict, replicas: list, wide: bool) -> None:
     images = {rtype.lower(): image for rtype, image in replica_images(resource).items()}
     rows = []
     for row in replicas:
-        cells = [row.name, row.state, str(row.restarts), exit_cell(row), reason_cell(row), row.node,
+        state = STOPPED if row.stopped else row.state  # its exit code is the stop's signal, not its own failure
+        cells = [row.name, state, str(row.restarts), exit_cell(row), reason_cell(row), row.node,
                  since(row.started, row.finished)]
         if wide:
             cells += [images.get(row.replica_type.lower(), ""), row.started or "", row.finished or ""]

@@ -360,11 +360,14 @@ def with_lost_supervisor(resource: dict, runtime: dict) -> dict:
     return {**resource, "status": status}
 
 
+NOT_RESTARTED = "Not restarted (job ended)"  # kubectl would show no pod; a newcomer reads "Deleted" as lost
+
+
 def replica_row(row: dict, runtime: dict, job_finished: bool = False) -> ReplicaRow:
     """One replica as the supervisor last recorded it, corrected by /proc when no supervisor watches it."""
     state, reason = row.get("state", "Pending"), row.get("reason", "")
     if state == CRASH_LOOP and job_finished:  # the job ended while it waited to restart: it never will
-        state = "Deleted"
+        state = NOT_RESTARTED
     if state == "Running" and not supervisor_alive(runtime):
         if processes.alive(row.get("pid")):
             state = "Running (unsupervised)"
