@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainctl.errors import UserError, option
-from trainctl.frameworks import Framework
+from trainctl.frameworks import Framework, kind_options
 from trainctl.job import KUEUE_QUEUE_LABEL
 from trainctl.submit_options import (
     INT64_MAX,
@@ -39,7 +39,6 @@ from trainctl.submit_options import (
 if TYPE_CHECKING:
     from trainctl.code.pods import CodeRequest
 
-LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
 # What `submit` writes as runPolicy.backoffLimit unless --backoff-limit or a values file says
 # otherwise: without one the operator (and PyTorchJob's default OnFailure) restarts a crashing
 # replica forever. A template that writes its own runPolicy keeps its value.
@@ -193,8 +192,7 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
         "node_selector": label_map(options.node_selector, "node_selector"),
         "tolerations": tolerations(options.toleration),
         "priority_class": options.priority_class,
-        "nproc_per_node": options.nproc_per_node,
-        "slots_per_worker": positive(options.slots_per_worker, "slots_per_worker"),
+        **{name: getattr(options, name) for name in kind_options()},
     }
 
 
@@ -210,40 +208,42 @@ def queue_labels(labels: dict[str, str], queue: str | None) -> dict[str, str]:
 
 def replica_topology(framework: Framework, options: SubmitOptions) -> dict[str, int]:
     workers = positive(options.workers, "workers")
-    extras = {"ps": options.ps, "chief": options.chief, "evaluator": options.evaluator}
-    for name, value in extras.items():
-        if value is not None and framework.kind != "TFJob":
-            raise UserError(f"{option(name)} applies to tensorflow jobs only (this is {framework.name})")
-        positive(value, name, minimum=0)
-    if (options.chief or 0) > 1:
-        raise UserError(f"{option('chief')} {options.chief}: a TFJob has at most one chief")
-    if options.nproc_per_node is not None and framework.kind != "PyTorchJob":
-        raise UserError(f"{option('nproc_per_node')} applies to pytorch jobs only (this is {framework.name})")
-    if options.slots_per_worker is not None and framework.kind != "MPIJob":
-        raise UserError(f"{option('slots_per_worker')} applies to mpi jobs only (this is {framework.name})")
-    default = 2 if framework.kind == "PyTorchJob" else 1
-    return framework.topology(workers or default, **{k: v or 0 for k, v in extras.items()})
+    own = kind_option_values(framework, options)
+    return framework.topology(workers or framework.default_workers, **{k: v or 0 for k, v in own.items()})
+
+
+def kind_option_values(framework: Framework, options: SubmitOptions) -> dict[str, object]:
+    """The values of ``framework``'s own options, checked; any other kind's option given is refused."""
+    own = {}
+    for name, (owner, kind_option) in kind_options().items():
+        value = getattr(options, name)
+        if owner is not framework:
+            if value is not None:
+                raise UserError(f"{option(name)} applies to {owner.name} jobs only (this is {framework.name})")
+            continue
+        if kind_option.minimum is not None:
+            positive(value, name, minimum=kind_option.minimum)
+        if value is not None and kind_option.problem and (problem := kind_option.problem(value)):
+            raise UserError(f"{option(name)} {value}: {problem}")
+        own[name] = value
+    return own
 
 
 def replica_context(framework: Framework, options: SubmitOptions, rtype: str, count: int) -> dict:
-    runs_command = not (framework.kind == "MPIJob" and rtype == "Worker")
+    runs_command = framework.idle_command(rtype) is None
     return {
         "type": rtype,
         "count": count,
         "restart_policy": restart_policy(options.restart_policy) or framework.restart_policy,
         "command": replica_command(framework, options) if runs_command else None,
         "working_dir": None,
-        "resources": resources(options, gpus=not (framework.kind == "MPIJob" and rtype == "Launcher")),
+        "resources": resources(options, gpus=framework.takes_gpus(rtype)),
     }
 
 
 def replica_command(framework: Framework, options: SubmitOptions) -> list[str]:
-    """The command as given; an MPI launcher gets ``mpirun -np <ranks>`` in front unless it has one."""
-    command = list(options.command)
-    if framework.kind != "MPIJob" or Path(command[0]).name in LAUNCHERS:
-        return command
-    ranks = (options.workers or 1) * (options.slots_per_worker or 1)
-    return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--bind-to", "none", *command]
+    """The command as given, as the kind runs it (an MPI launcher puts ``mpirun -np <ranks>`` in front)."""
+    return framework.command(list(options.command), options.workers, kind_option_values(framework, options))
 
 
 def resources(options: SubmitOptions, gpus: bool) -> dict:

@@ -89,13 +89,14 @@ def planned_function(client: Client, kind, func: object, args: dict | None, keyw
     from trainctl import functions
     from trainctl.code import plan
 
-    shipment = functions.ship(func, args, kind.kind, pickle_result)
+    shipment = functions.ship(func, args, kind, pickle_result)
     if keywords.get("restart_policy") is None:
         keywords = {**keywords, "restart_policy": FUNCTION_RESTART_POLICY}
     local = client.backend_name == "local"
     runner = functions_root() / shipment.digest / functions.RUNNER_FILE if local else functions.SNAPSHOT_RUNNER
-    options = options_from(keywords, functions.command(kind.kind, sys.executable if local else "python3",
-                                                       str(runner), keywords.get("nproc_per_node")))
+    own = {option.name: keywords.get(option.name) for option in kind.options}
+    options = options_from(keywords, functions.command(kind, sys.executable if local else "python3", str(runner),
+                                                       own))
     if not local and options.no_workdir:
         raise InvalidArgument("no_workdir: a function travels to a cluster in the code snapshot; leave it out")
     options.annotation += [f"{FUNCTION_ANNOTATION}={shipment.function}"]

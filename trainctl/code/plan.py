@@ -13,6 +13,7 @@ from pathlib import Path
 
 from trainctl.code.pods import DEFAULT_MOUNT, CodeRequest
 from trainctl.errors import UserError, option, setting
+from trainctl.frameworks import by_kind
 from trainctl.submit_options import SubmitOptions, check_given, pip_specs, workdir_limit, workdir_mount
 
 MAX_REQUIREMENTS_BYTES = 64 * 1024  # it travels in every replica's command
@@ -30,9 +31,10 @@ def request(options: SubmitOptions, backend_name: str, kind: str,
     pip = pip_specs(options.pip)
     if options.no_workdir and options.workdir is not None:
         raise UserError(f"{option('workdir')} and {option('no_workdir')} contradict each other: give one of them")
-    if (pip or options.requirements is not None) and kind == "MPIJob":
-        raise UserError(f"{option('pip')}/{option('requirements')}: not for mpi jobs, whose ranks on the workers "
-                        "start over ssh, outside any wrapper: install the packages in the image")
+    framework = by_kind(kind)
+    if (pip or options.requirements is not None) and framework.no_packages:
+        raise UserError(f"{option('pip')}/{option('requirements')}: not for {framework.name} jobs, "
+                        f"{framework.no_packages}: install the packages in the image")
     requirements = read_requirements(options.requirements)
     ships = options.workdir is not None or (backend_name == "kubernetes" and not options.no_workdir)
     if options.ship_secret and not ships:

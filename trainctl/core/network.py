@@ -72,7 +72,8 @@ class LocalNetwork:
 
     ports: dict[tuple[str, int], int] = field(default_factory=dict)
     address: str = "127.0.0.1"
-    mpi_config_dir: str = "/etc/mpi"
+    #: the job's directory: where the files a framework's local replicas read are (Framework.local_files)
+    files_dir: str = ""
     cluster: bool = False
     pytorch_init_image: str = ""  # processes need no init container: they start in order
     mpi_kubectl_delivery_image: str = ""  # mpirun starts local ranks itself: no kubectl

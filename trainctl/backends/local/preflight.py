@@ -31,9 +31,11 @@ import shutil
 from pathlib import Path
 
 from trainctl.errors import UserError, setting, spelled
+from trainctl.frameworks import ALL
 from trainctl.job import Job
 
-LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
+# what starts the job's command on other replicas (mpirun): the word after the launcher's options is checked
+LAUNCHERS = frozenset(word for framework in ALL for word in framework.launchers)
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
 SHELLS = ("bash", "sh", "dash", "zsh")
 # torchrun options that take no value; every other ``--option`` without ``=`` consumes the next word.
