@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainctl.backends.base import Backend, JobDetails, LogChunk, LogLine
+from trainctl.core import conditions as cond
 from trainctl.errors import InvalidArgument, UserError, option, setting
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from trainctl.handle import JobHandle
 
 BACKENDS = ("local", "kubernetes")  # the names trainctl.backends.load() knows
-TERMINAL = ("Succeeded", "Failed")
 WAIT_CONDITIONS = ("Succeeded", "Failed", "Running", "Suspended")
 WAIT_POLL_SECONDS = 0.2
 LOG_READERS = 8  # failed runs' logs read at once for a failure summary
@@ -147,7 +147,7 @@ class Client:
         """
         until = condition_type(until)
         resource = self._poll(name, namespace, until, timeout, on_progress)
-        if raise_on_failure and until != "Failed" and state_of(resource) == "Failed":
+        if raise_on_failure and until != "Failed" and cond.state_of(resource) == "Failed":
             from trainctl.errors import JobFailed
 
             raise JobFailed(self.failure_summary(name, namespace))
@@ -160,10 +160,10 @@ class Client:
             resource = self.get(name, namespace).resource
             if on_progress:
                 on_progress(resource)
-            if reached(resource, until) or state_of(resource) in TERMINAL:
+            if cond.reached(resource, until) or cond.has_finished(resource):
                 return resource
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"job {name} did not reach {until} within {timeout:g}s (now {state_of(resource)})")
+                raise TimeoutError(f"job {name} did not reach {until} within {timeout:g}s (now {cond.state_of(resource)})")
             time.sleep(WAIT_POLL_SECONDS)
 
     def failure_summary(self, name: str, namespace: str | None = None, *,
@@ -287,20 +287,3 @@ def condition_type(text: str) -> str:
             return ctype
     raise UserError(f"{option('until')} {text!r}: use one of {', '.join(WAIT_CONDITIONS)} "
                     "(any case, or condition=NAME)")
-
-
-def conditions_of(resource: dict) -> list[dict]:
-    return (resource.get("status") or {}).get("conditions") or []
-
-
-def reached(resource: dict, ctype: str) -> bool:
-    return any(c.get("type") == ctype and c.get("status") == "True" for c in conditions_of(resource))
-
-
-def state_of(resource: dict) -> str:
-    """The job's state: the last condition that is True (Created, Running, Succeeded ...)."""
-    true = [c["type"] for c in conditions_of(resource) if c.get("status") == "True"]
-    for terminal in TERMINAL:
-        if terminal in true:
-            return terminal
-    return true[-1] if true else "Pending"

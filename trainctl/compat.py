@@ -35,7 +35,8 @@ import inspect
 import time
 from collections.abc import Callable
 
-from trainctl.api import Client, conditions_of
+from trainctl.api import Client
+from trainctl.core.conditions import true_types
 from trainctl.compat_models import Model, job_model, pod_model, resource_of
 from trainctl.errors import InvalidArgument, JobFailed
 from trainctl.job import KUEUE_QUEUE_LABEL, Job
@@ -186,7 +187,7 @@ class TrainingClient:
             resource = self.client.get(name, namespace, job_kind).resource
             if callback:
                 callback(job_model(resource))
-            true = {c.get("type") for c in conditions_of(resource) if c.get("status") == "True"}
+            true = set(true_types(resource))
             if "Failed" in true and "Failed" not in expected_conditions:
                 raise FailedJob(self.client.failure_summary(name, namespace))
             if true & set(expected_conditions):

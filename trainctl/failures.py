@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from trainctl.backends.base import JobDetails, ReplicaRow
+from trainctl.core import conditions as cond
 from trainctl.core.attribution import Attribution, Judged, Run, attribute, failed_runs_of, join_names, signal_name
 
 LOG_TAIL_LINES = 20  # shown of the cause's log
@@ -197,9 +198,8 @@ def summarize(details: JobDetails,
     log when ``run.previous``), [] when it cannot be read; asked once, for every failed run.
     """
     resource = details.resource
-    conditions = {c.get("type"): c for c in (resource.get("status") or {}).get("conditions") or []
-                  if c.get("status") == "True"}
-    state = "Failed" if "Failed" in conditions else "Succeeded" if "Succeeded" in conditions else ""
+    # Failed first: a job the controller gave up on after it succeeded has both
+    state = next((ctype for ctype in ("Failed", "Succeeded") if cond.reached(resource, ctype)), "")
     runs = failed_runs(details)
     if not state or (state == "Succeeded" and not runs):
         return None
@@ -211,5 +211,5 @@ def summarize(details: JobDetails,
     metadata = resource["metadata"]
     return FailureSummary(job=f"{resource['kind'].lower()}/{metadata['name']}", name=metadata["name"],
                           namespace=metadata.get("namespace") or "default", state=state,
-                          message=conditions[state].get("message", ""), first=culprit.run if culprit else None,
+                          message=cond.find(cond.conditions_of(resource), state).get("message", ""), first=culprit.run if culprit else None,
                           attribution=found, log_tail=list(culprit.run.log[-LOG_TAIL_LINES:]) if culprit else [])

@@ -50,7 +50,7 @@ class JobHandle:
     @property
     def status(self) -> str:
         """Pending, Created, Running, Restarting, Suspended, Succeeded or Failed."""
-        from trainctl.api import state_of
+        from trainctl.core.conditions import state_of
 
         return state_of(self.resource)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from functools import cached_property
 
+from trainctl.core.conditions import status_of
 from trainctl.frameworks import Framework, by_kind
 from trainctl.frameworks.base import (
     JOB_ROLE_MASTER,
@@ -34,7 +35,7 @@ class Job:
         self.namespace: str = metadata.get("namespace") or "default"
         self.uid: str = metadata.get("uid", "")
         self.spec: dict = resource.get("spec") or {}
-        self.status: dict = resource.get("status") or {}
+        self.status: dict = status_of(resource)
 
     # ---- replica specs, defaulted ---------------------------------------------
     @cached_property
@@ -77,6 +78,12 @@ class Job:
 
     def main_container(self, containers: list[dict]) -> dict | None:
         return self.framework.main_container(containers)
+
+    @property
+    def images(self) -> dict[str, str]:
+        """Replica type -> the image of its wired container ("" where it names none)."""
+        return {rtype: str((self.main_container(self.template(rtype)["spec"]["containers"]) or {}).get("image") or "")
+                for rtype in self.replica_types}
 
     def container_port(self, rtype: str) -> int | None:
         container = self.main_container(self.template(rtype)["spec"]["containers"])

@@ -28,10 +28,10 @@ ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours and cursor moves: the
 
 def describe(resource: dict) -> str:
     """``Running (Master 1 active, Worker 2 active)``: the state and what the status counts."""
-    from trainctl.api import state_of
+    from trainctl.core.conditions import state_of, status_of
 
     counts = []
-    for rtype, status in ((resource.get("status") or {}).get("replicaStatuses") or {}).items():
+    for rtype, status in (status_of(resource).get("replicaStatuses") or {}).items():
         parts = [f"{status[key]} {key}" for key in ("active", "succeeded", "failed") if status.get(key)]
         if parts:
             counts.append(f"{rtype} {', '.join(parts)}")

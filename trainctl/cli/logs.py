@@ -111,7 +111,7 @@ def note(message: str, dim: bool = False) -> None:
 
 def say_if_suspended(client, name: str, namespace: str | None) -> None:
     """``logs -f`` of a suspended job waits for its resume: say so, rather than seem to hang."""
-    from trainctl.api import state_of
+    from trainctl.core.conditions import state_of
 
     if state_of(client.get(name, namespace).resource) == "Suspended":
         flag = f" -n {namespace}" if namespace else ""

@@ -40,7 +40,7 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
            context: Context = None, kubeconfig: Kubeconfig = None) -> None:
     from rich.markup import escape
 
-    from trainctl.api import TERMINAL, state_of
+    from trainctl.core.conditions import TERMINAL, conditions_of, state_of, status_of
 
     kind, name = split_kind(name)
     client = make_client(local, context, kubeconfig)
@@ -53,7 +53,7 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
         typer.echo(dump(resource, output), nl=False)
         return
     out = console()
-    job_status = resource.get("status") or {}
+    job_status = status_of(resource)
     out.print(f"[bold]{resource['kind'].lower()}/{name}[/] in {resource['metadata'].get('namespace')} "
               f"on {client.backend.description}: {colored_state(state_of(resource))} "
               f"(age {since(resource['metadata'].get('creationTimestamp'))}, "
@@ -64,7 +64,7 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
         out.print(f"  {escape(code)}", soft_wrap=True)
     for line in kueue_lines(client, resource):
         out.print(f"  [yellow]{escape(line)}[/]", soft_wrap=True)
-    for condition in job_status.get("conditions") or []:
+    for condition in conditions_of(resource):
         out.print(f"  {condition['type']:<11} {condition['status']:<5} {escape(condition.get('reason', ''))}: "
                   f"{escape(condition.get('message', ''))}", soft_wrap=True)
     if details.replicas:
@@ -85,6 +85,7 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
 def kueue_lines(client, resource: dict) -> list[str]:
     """For a job held for Kueue: which LocalQueue, and what Kueue's Workload says (or that there is none:
     Kueue absent, or its kubeflow.org integration off, see docs/schedulers.md)."""
+    from trainctl.core.conditions import conditions_of
     from trainctl.job import KUEUE_QUEUE_LABEL
 
     queue = (resource["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
@@ -97,7 +98,7 @@ def kueue_lines(client, resource: dict) -> list[str]:
             lines.append("no Kueue Workload after a minute: is Kueue installed, with its kubeflow.org integration "
                          "enabled? (docs/schedulers.md)")
         return lines
-    for condition in (workload.get("status") or {}).get("conditions") or []:
+    for condition in conditions_of(workload):
         if condition.get("status") == "True" or condition.get("type") == "QuotaReserved":
             lines.append(f"Kueue Workload {workload['metadata']['name']}: {condition.get('type')} "
                          f"{condition.get('reason', '')}: {condition.get('message', '')}")
@@ -142,7 +143,7 @@ def image_hints(resource: dict, replicas: list) -> list[str]:
 def still_running(resource: dict, replicas: list) -> list[str]:
     """Replicas that outlive their finished job: cleanPodPolicy None (upstream's default, kept) leaves a
     TFJob's parameter servers and workers running after its chief succeeded, which is easy to miss."""
-    from trainctl.api import TERMINAL, state_of
+    from trainctl.core.conditions import TERMINAL, state_of
     from trainctl.job import Job
 
     running = [row.name for row in replicas if row.state == "Running"]
@@ -168,13 +169,10 @@ def reason_cell(row) -> str:
 
 
 def replica_images(resource: dict) -> dict[str, str]:
-    """Replica type -> the image of the container the operator wires (Job.main_container)."""
+    """Replica type -> the image of the container the operator wires (Job.images)."""
     from trainctl.job import Job
 
-    job = Job(resource)
-    specs = job.replica_specs
-    return {rtype: (job.main_container(((specs[rtype].get("template") or {}).get("spec") or {}).get("containers") or [])
-                    or {}).get("image", "") for rtype in job.replica_types}
+    return Job(resource).images
 
 
 def list_jobs(namespace: Namespace = None,
@@ -208,10 +206,10 @@ def list_columns(wide: bool) -> list[str]:
 
 
 def job_row(resource: dict, wide: bool) -> list[str]:
-    from trainctl.api import state_of
+    from trainctl.core.conditions import state_of, status_of
 
     specs = replica_specs(resource)
-    job_status = resource.get("status") or {}
+    job_status = status_of(resource)
     row = [resource["metadata"].get("namespace", ""), resource["metadata"]["name"], resource["kind"],
            state_of(resource), str(sum((spec or {}).get("replicas", 1) for spec in specs.values())),
            since(resource["metadata"].get("creationTimestamp")),

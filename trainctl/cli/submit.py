@@ -179,11 +179,10 @@ def abridged_view(resource: dict, framework, options, code) -> str:
 
     from trainctl.code.pods import abridged, config_map_names
     from trainctl.code.snapshot import human
-    from trainctl.job import Job, main_container
+    from trainctl.job import Job
 
     job = Job(resource)
-    images = sorted({str((main_container(framework, job.template(rtype)["spec"]["containers"]) or {}).get("image"))
-                     for rtype in job.replica_types})
+    images = sorted(set(job.images.values()))
     lines = [f"dry run, nothing created: {framework.singular}/{job.name} ({topology_text(resource, framework)})",
              f"  runs      {shlex.join(options.command)}, in {', '.join(images)}"]
     if code.snapshot is not None:
@@ -243,13 +242,14 @@ def print_summary(client, resource: dict, framework, flags: str, out, unenforced
     """What was submitted and the commands to follow it, one per line so they fit 80 columns."""
     from rich.markup import escape
 
+    from trainctl.job import Job
+
     name = resource["metadata"]["name"]
     out.print(f"[green]submitted[/] {framework.singular}/[bold]{name}[/] "
               f"([dim]{topology_text(resource, framework)}[/]) on {client.backend.description}")
     out.print(f"  --workers means {framework.workers_help}")
     if client.backend_name == "local":
-        images = sorted({c.get("image") for spec in resource["spec"][framework.replica_spec_field].values()
-                         for c in spec["template"]["spec"]["containers"]} - {None})
+        images = sorted(set(Job(resource).images.values()) - {""})
         where = f"a snapshot of {snapshot.source} (the job's own copy)" if snapshot else os.getcwd()
         out.print(escape(f"  note: replicas run as processes in {where};"), soft_wrap=True)
         out.print(escape(f"        the image ({', '.join(images)}) is not used"), soft_wrap=True)

@@ -51,7 +51,7 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
     A job that ended Failed (when that was not awaited) is explained by its failure summary;
     one that succeeded although some replica failed gets a note naming it.
     """
-    from trainctl.api import reached, state_of
+    from trainctl.core.conditions import reached, state_of
 
     err = console(stderr=True)
     started = time.monotonic()

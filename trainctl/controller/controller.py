@@ -43,6 +43,7 @@ from trainctl.kube.client import (
     Client,
     Resource,
 )
+from trainctl.kube.pods import PodStatus
 
 log = logging.getLogger("trainctl.controller")
 
@@ -105,7 +106,7 @@ class Controller:
             informer.handlers.append(self.on_pod_group)
 
     def on_job(self, kind: str, event: str, obj: dict) -> None:
-        if event == "ADDED" and not (obj.get("status") or {}).get("conditions"):
+        if event == "ADDED" and not cond.conditions_of(obj):
             self.metrics.created.inc(obj["metadata"].get("namespace", ""), self.framework(kind).name)
         self.queue.add((kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
 
@@ -175,7 +176,7 @@ class Controller:
         if job.managed_externally:
             return
         owned = [p for p in pods if pod_objects.controller_uid(p) == live_uid]
-        finished = cond.finished((job.status or {}).get("conditions") or [])
+        finished = cond.has_finished(resource)
         if self.gang and self.gang.resource and not self.sync_pod_group(key, job, finished):
             return
         self.apply_objects(key, job, framework.cluster_objects(job, owned), framework.pruned_kinds)
@@ -272,8 +273,7 @@ class Controller:
         self.count_transitions(resource, status)
 
     def count_transitions(self, resource: dict, status: dict) -> None:
-        before = (resource.get("status") or {}).get("conditions") or []
-        after = status.get("conditions") or []
+        before, after = cond.conditions_of(resource), status.get("conditions") or []
         namespace, framework = resource["metadata"].get("namespace", ""), self.framework(resource["kind"]).name
         if cond.is_true(after, "Succeeded") and not cond.is_true(before, "Succeeded"):
             self.metrics.successful.inc(namespace, framework)
@@ -415,8 +415,7 @@ class Controller:
         """
         kind, namespace, name = key
         resource = self.lookup(self.jobs[kind], namespace, name)
-        conditions = ((resource or {}).get("status") or {}).get("conditions") or []
-        if resource is None or cond.is_true(conditions, "Failed"):
+        if resource is None or cond.reached(resource, "Failed"):
             log.debug("reconcile %s %s/%s: %s (failed already)", *key, problem)
             self.queue.forget(key)
             return
@@ -425,8 +424,8 @@ class Controller:
         try:
             self.stop_active_pods(key, resource)
             stamp = rfc3339(datetime.now(timezone.utc))
-            status = {**(resource.get("status") or {}), "conditions": cond.set_condition(
-                conditions, "Failed", "True", reason, message, stamp)}
+            status = {**cond.status_of(resource), "conditions": cond.set_condition(
+                cond.conditions_of(resource), "Failed", "True", reason, message, stamp)}
             status.setdefault("completionTime", stamp)
             self.write_status(key, resource, status)
             self.queue.forget(key)
@@ -441,7 +440,7 @@ class Controller:
         index = (framework.operator_name, key[1], key[2])
         for pod in self.children(self.pods, index):
             ours = pod_objects.controller_uid(pod) == resource["metadata"].get("uid")
-            if ours and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            if ours and not PodStatus.of(pod).finished:
                 self.delete(key, PODS, pod["metadata"]["name"], key[1])
 
     def refresh_gauges(self) -> None:
@@ -451,7 +450,6 @@ class Controller:
         for kind, informers in self.jobs.items():
             for informer in informers:
                 for job in informer.items():
-                    conditions = (job.get("status") or {}).get("conditions") or []
-                    state = next((c["type"] for c in reversed(conditions) if c.get("status") == "True"), "Pending")
+                    state = cond.state_of(job)
                     counts[(kind, state)] = counts.get((kind, state), 0) + 1
         self.metrics.jobs.replace(counts)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from trainctl import API_GROUP, __version__
 from trainctl.controller.manager import check_image
+from trainctl.core.conditions import reached
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL
 from trainctl.kube import client as kube
@@ -192,6 +193,5 @@ def wait_established(client: kube.Client, names: list[str]) -> None:
 
 
 def established(crd: dict) -> bool:
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+    return reached(crd, "Established")
 
