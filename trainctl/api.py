@@ -34,6 +34,7 @@ WAIT_CONDITIONS = ("Succeeded", "Failed", "Running", "Suspended")
 WAIT_POLL_SECONDS = 0.2
 LOG_READERS = 8  # failed runs' logs read at once for a failure summary
 CHOSEN_BY_CALLER = ("asked for", "TRAINCTL_BACKEND")  # the reasons backend_choice gives for what it was told
+DEFAULT_FRAMEWORK = "pytorch"  # run()'s when none is named, and finetune()'s: its recipe is a PyTorch DDP program
 
 
 def choose_backend(backend: str | None, context: str | None, kubeconfig: str | None) -> str:
@@ -203,7 +204,7 @@ class Client:
         return self.backend.set_suspended(name, self._ns(namespace), False)
 
     # ---- the data scientist's API: jobs as handles ----------------------------------------------
-    def run(self, target: Callable | list[str], *, framework: str = "pytorch", workers: int | None = None,
+    def run(self, target: Callable | list[str], *, framework: str = DEFAULT_FRAMEWORK, workers: int | None = None,
             gpus: int | None = None, args: dict | None = None, packages: list[str] | None = None,
             env: dict | list[str] | None = None, name: str | None = None, namespace: str | None = None,
             replace: bool = False, preflight: bool = True, dry_run: bool = False, pickle_result: bool = False,
@@ -244,7 +245,8 @@ class Client:
 
         return finetune(self, model, dataset, output_dir=output_dir, text_column=text_column, lora=lora,
                         training_args=training_args, max_length=max_length, merge=merge, deepspeed=deepspeed,
-                        resume=resume, recipe=recipe, run_keywords={"workers": workers, **run_keywords})
+                        resume=resume, recipe=recipe, framework=DEFAULT_FRAMEWORK,
+                        run_keywords={"workers": workers, **run_keywords})
 
     def job(self, name: str, namespace: str | None = None) -> JobHandle:
         """The handle of an existing job (NotFound if there is none by that name)."""

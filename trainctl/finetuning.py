@@ -32,7 +32,9 @@ KEYWORDS = {"output_dir": "output_dir={!r}", "resume": "resume={!r}"}  # how the
 
 def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_column: str,
              lora: dict | None, training_args: dict | None, max_length: int, merge: bool,
-             deepspeed: str | None, resume: str, recipe: str | None, run_keywords: dict) -> JobHandle | dict:
+             deepspeed: str | None, resume: str, recipe: str | None, framework: str,
+             run_keywords: dict) -> JobHandle | dict:
+    """``framework``: the one the recipe runs under (Client.finetune's: PyTorch)."""
     from trainctl.submit_options import generated_name
 
     local = client.backend_name == "local"
@@ -61,7 +63,7 @@ def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_
     from trainctl.running import run
 
     switches = {key: keywords.pop(key) for key in ("packages", "replace", "preflight", "dry_run") if key in keywords}
-    return run(client, command + arguments, framework="pytorch", args=None, packages=switches.get("packages"),
+    return run(client, command + arguments, framework=framework, args=None, packages=switches.get("packages"),
                replace=switches.get("replace", False), preflight=switches.get("preflight", True),
                dry_run=switches.get("dry_run", False), keywords=keywords, extra=extra)
 

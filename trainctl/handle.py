@@ -121,7 +121,7 @@ class JobHandle:
         returns a pickle, read only with ``allow_pickle=True``: that trusts whoever can write the job
         (docs/python-api.md, "what result() trusts").
         """
-        from trainctl.api import TERMINAL
+        from trainctl.core.conditions import TERMINAL
         from trainctl.results import value_in
         from trainctl.running import FUNCTION_ANNOTATION
 

@@ -1,12 +1,15 @@
-"""Turn ``trainctl submit`` options into a validated kubeflow.org/v1 job resource.
+"""Lay checked submit options out as a validated kubeflow.org/v1 job resource.
 
 A Jinja template per kind lays the resource out (``templates/<kind>.yaml.j2``;
-users may override it, see :func:`template_dirs`). Rendering is injection-safe by
-construction: the environment is sandboxed and immutable, undefined names are
-errors, and every ``{{ value }}`` is finalized to JSON, which YAML reads as a
-quoted scalar, list or mapping. A user value therefore always lands as data and
-never as YAML structure or template code. The YAML is parsed, ``--set`` edits
-are applied, and the result goes through :func:`trainctl.validation.validate`.
+users may override it, see :func:`template_dirs`). It receives the options as
+:func:`trainctl.submit_options.check` made them, every value parsed and checked
+already: this module only arranges them (replicas, run policy, resources, volumes)
+and never refuses a value. Rendering is injection-safe by construction: the
+environment is sandboxed and immutable, undefined names are errors, and every
+``{{ value }}`` is finalized to JSON, which YAML reads as a quoted scalar, list or
+mapping. A user value therefore always lands as data and never as YAML structure or
+template code. The YAML is parsed, ``--set`` edits are applied, and the result goes
+through :func:`trainctl.validation.validate`.
 """
 
 from __future__ import annotations
@@ -19,22 +22,7 @@ from typing import TYPE_CHECKING
 
 from trainctl.errors import UserError, option
 from trainctl.frameworks import Framework, kind_options
-from trainctl.job import KUEUE_QUEUE_LABEL
-from trainctl.submit_options import (
-    INT64_MAX,
-    SubmitOptions,
-    check_given,
-    clean_pod_policy,
-    env_pairs,
-    generated_name,
-    label_map,
-    local_queue,
-    positive,
-    quantity,
-    restart_policy,
-    tolerations,
-    volumes,
-)
+from trainctl.submit_options import Checked, SubmitOptions, as_checked
 
 if TYPE_CHECKING:
     from trainctl.code.pods import CodeRequest
@@ -43,6 +31,7 @@ if TYPE_CHECKING:
 # otherwise: without one the operator (and PyTorchJob's default OnFailure) restarts a crashing
 # replica forever. A template that writes its own runPolicy keeps its value.
 DEFAULT_BACKOFF_LIMIT = 3
+GPU_RESOURCE = "nvidia.com/gpu"
 # Characters JSON leaves raw but YAML does not read back as themselves: U+0085, U+2028 and
 # U+2029 are YAML line breaks (folded into a space inside quotes); DEL, the C1 controls, the
 # BOM and U+FFFE/U+FFFF are not allowed raw at all. Written as \uXXXX they survive exactly.
@@ -95,40 +84,56 @@ def yaml_scalar(value: object) -> str:
     return YAML_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
-def render(framework: Framework, options: SubmitOptions, code: CodeRequest | None = None) -> dict:
-    """The validated job resource for ``options`` (nothing is applied); with ``code`` (from
-    :func:`trainctl.code.plan.request`), every replica gets the snapshot and packages it names."""
-    import jinja2
-
+def render(framework: Framework, options: SubmitOptions | Checked, code: CodeRequest | None = None) -> dict:
+    """The validated job resource for ``options`` (checked here unless :func:`check` made them already; nothing is
+    applied); with ``code`` (from :func:`trainctl.code.plan.request`), every replica gets the snapshot and
+    packages it names."""
     from trainctl.setpath import apply_set
     from trainctl.validation import validate
     from trainctl.yamlsafe import load_one
 
-    context = template_context(framework, options)
-    source = options.template or template_name(framework)
-    try:
-        if options.template:
-            path = Path(options.template)
-            if not path.is_file():
-                raise UserError(f"{option('template')} {options.template!r}: no such file")
-            template = environment(path.parent).get_template(path.name)
-        else:
-            template = environment().get_template(template_name(framework))
-        text = template.render(context)
-    except jinja2.TemplateError as err:
-        raise template_error(err, source) from None
-    except UnicodeDecodeError as err:  # jinja2 reads template files as UTF-8
-        raise UserError(f"template {source}: not UTF-8 (byte 0x{err.object[err.start]:02x} at offset {err.start}): "
-                        "save it as UTF-8") from None
-    resource = load_one(text, f"template {template.filename}")
+    checked = as_checked(framework, options)
+    template = load_template(framework, checked.template)
+    resource = load_one(filled(template, template_context(checked), checked.template or template_name(framework)),
+                        f"template {template.filename}")
     check_rendered(resource, template.filename, framework)
-    for assignment in options.set:
+    for assignment in checked.set:
         apply_set(resource, assignment)
     if code is not None:  # after --set: the init container takes the image the replica ends up with
         from trainctl.code.pods import attach
 
         attach(resource, framework, code)
-    return validate(resource, source=f"rendered from {source}" if options.template or options.set else None)
+    return validate(resource, source=f"rendered from {checked.template or template_name(framework)}"
+                    if checked.template or checked.set else None)
+
+
+def load_template(framework: Framework, given: str | None):
+    """The template file given (``--template``), else the kind's, first found in :func:`template_dirs`."""
+    import jinja2
+
+    source = given or template_name(framework)
+    try:
+        if given is None:
+            return environment().get_template(template_name(framework))
+        path = Path(given)
+        if not path.is_file():
+            raise UserError(f"{option('template')} {given!r}: no such file")
+        return environment(path.parent).get_template(path.name)
+    except jinja2.TemplateError as err:
+        raise template_error(err, source) from None
+    except UnicodeDecodeError as err:  # jinja2 reads template files as UTF-8
+        raise UserError(f"template {source}: not UTF-8 (byte 0x{err.object[err.start]:02x} at offset {err.start}): "
+                        "save it as UTF-8") from None
+
+
+def filled(template, context: dict, source: str) -> str:
+    """The template's text with ``context``; a template's own mistake is one line naming its file and line."""
+    import jinja2
+
+    try:
+        return template.render(context)
+    except jinja2.TemplateError as err:
+        raise template_error(err, source) from None
 
 
 def template_error(err, source: str) -> UserError:
@@ -161,116 +166,68 @@ def check_rendered(resource: object, filename: str, framework: Framework) -> Non
                         f"a template must render one {framework.kind} resource")
 
 
-def template_context(framework: Framework, options: SubmitOptions) -> dict:
-    """Every value a template may use, checked and converted from the options."""
-    if not options.command:
-        raise UserError("missing command: put it after --, e.g. trainctl submit pytorch -- python train.py")
-    check_given(options)
-    topology = replica_topology(framework, options)
-    mounts, pod_volumes = volume_sections(options)
-    labels = label_map(options.label, "label")
+def template_context(checked: Checked) -> dict:
+    """Every value a template may use, laid out from the checked options."""
+    framework = checked.framework
+    mounts, pod_volumes = volume_sections(checked)
     return {
         "kind": framework.kind,
         "replica_spec_field": framework.replica_spec_field,
         "container": framework.container,
         "port_name": framework.port_name,
         "port": framework.port,
-        "name": options.name or generated_name(framework.name),
-        "namespace": options.namespace,
-        "labels": queue_labels(labels, options.local_queue),
-        "annotations": label_map(options.annotation, "annotation", check_value=False),
-        "pod_labels": labels,
+        "name": checked.name,
+        "namespace": checked.namespace,
+        "labels": checked.labels,
+        "annotations": checked.annotation,
+        "pod_labels": checked.label,
         "pod_annotations": {},
-        "run_policy": run_policy(options, sum(topology.values())),
-        "image": options.image or framework.default_image,
-        "env": [{"name": key, "value": value} for key, value in env_pairs(options.env)],
-        "replicas": [
-            replica_context(framework, options, rtype, count) for rtype, count in topology.items()
-        ],
+        "run_policy": run_policy(checked),
+        "image": checked.image,
+        "env": [{"name": key, "value": value} for key, value in checked.env],
+        "replicas": [replica_context(checked, rtype, count) for rtype, count in checked.topology.items()],
         "volumes": pod_volumes,
         "volume_mounts": mounts,
-        "node_selector": label_map(options.node_selector, "node_selector"),
-        "tolerations": tolerations(options.toleration),
-        "priority_class": options.priority_class,
-        **{name: getattr(options, name) for name in kind_options()},
+        "node_selector": checked.node_selector,
+        "tolerations": checked.toleration,
+        "priority_class": checked.priority_class,
+        **{name: checked.values[name] for name in kind_options()},  # every kind's, so any template may ask
     }
 
 
-def queue_labels(labels: dict[str, str], queue: str | None) -> dict[str, str]:
-    """The job's labels plus Kueue's queue label (on the job only: Kueue reads it there)."""
-    if local_queue(queue) is None:
-        return labels
-    if labels.get(KUEUE_QUEUE_LABEL, queue) != queue:
-        raise UserError(f"{option('label')} {KUEUE_QUEUE_LABEL}={labels[KUEUE_QUEUE_LABEL]} and "
-                        f"{option('local_queue')} {queue}: give the queue once, with {option('local_queue')}")
-    return {**labels, KUEUE_QUEUE_LABEL: queue}
-
-
-def replica_topology(framework: Framework, options: SubmitOptions) -> dict[str, int]:
-    workers = positive(options.workers, "workers")
-    own = kind_option_values(framework, options)
-    return framework.topology(workers or framework.default_workers, **{k: v or 0 for k, v in own.items()})
-
-
-def kind_option_values(framework: Framework, options: SubmitOptions) -> dict[str, object]:
-    """The values of ``framework``'s own options, checked; any other kind's option given is refused."""
-    own = {}
-    for name, (owner, kind_option) in kind_options().items():
-        value = getattr(options, name)
-        if owner is not framework:
-            if value is not None:
-                raise UserError(f"{option(name)} applies to {owner.name} jobs only (this is {framework.name})")
-            continue
-        if kind_option.minimum is not None:
-            positive(value, name, minimum=kind_option.minimum)
-        if value is not None and kind_option.problem and (problem := kind_option.problem(value)):
-            raise UserError(f"{option(name)} {value}: {problem}")
-        own[name] = value
-    return own
-
-
-def replica_context(framework: Framework, options: SubmitOptions, rtype: str, count: int) -> dict:
-    runs_command = framework.idle_command(rtype) is None
+def replica_context(checked: Checked, rtype: str, count: int) -> dict:
+    framework = checked.framework
+    runs_command = framework.idle_command(rtype) is None  # a replica that hosts another's ranks idles
     return {
         "type": rtype,
         "count": count,
-        "restart_policy": restart_policy(options.restart_policy) or framework.restart_policy,
-        "command": replica_command(framework, options) if runs_command else None,
+        "restart_policy": checked.restart_policy or framework.restart_policy,
+        "command": framework.command(checked.command, checked.workers, checked.own) if runs_command else None,
         "working_dir": None,
-        "resources": resources(options, gpus=framework.takes_gpus(rtype)),
+        "resources": resources(checked, gpus=framework.takes_gpus(rtype)),
     }
 
 
-def replica_command(framework: Framework, options: SubmitOptions) -> list[str]:
-    """The command as given, as the kind runs it (an MPI launcher puts ``mpirun -np <ranks>`` in front)."""
-    return framework.command(list(options.command), options.workers, kind_option_values(framework, options))
-
-
-def resources(options: SubmitOptions, gpus: bool) -> dict:
-    amounts = {
-        "cpu": quantity(options.cpu, "cpu"),
-        "memory": quantity(options.memory, "memory"),
-    }
-    limits = {key: value for key, value in amounts.items() if value is not None}
-    if gpus and positive(options.gpus, "gpus", minimum=0):
-        limits["nvidia.com/gpu"] = options.gpus
-    requests = {key: value for key, value in limits.items() if key != "nvidia.com/gpu"}
+def resources(checked: Checked, gpus: bool) -> dict:
+    limits = {key: checked.values[key] for key in ("cpu", "memory") if checked.values[key] is not None}
+    if gpus and checked.gpus:
+        limits[GPU_RESOURCE] = checked.gpus
+    requests = {key: value for key, value in limits.items() if key != GPU_RESOURCE}
     return {key: value for key, value in (("limits", limits), ("requests", requests)) if value}
 
 
-def run_policy(options: SubmitOptions, total_replicas: int) -> dict:
+def run_policy(checked: Checked) -> dict:
     policy = {
-        "cleanPodPolicy": clean_pod_policy(options.clean_pod_policy),
-        "backoffLimit": DEFAULT_BACKOFF_LIMIT if options.backoff_limit is None
-        else positive(options.backoff_limit, "backoff_limit", minimum=0),
-        "activeDeadlineSeconds": positive(options.active_deadline, "active_deadline", maximum=INT64_MAX),
-        "ttlSecondsAfterFinished": positive(options.ttl_after_finished, "ttl_after_finished", minimum=0),
-        "suspend": options.suspend or bool(options.local_queue) or None,  # Kueue admits by unsuspending
+        "cleanPodPolicy": checked.clean_pod_policy,
+        "backoffLimit": DEFAULT_BACKOFF_LIMIT if checked.backoff_limit is None else checked.backoff_limit,
+        "activeDeadlineSeconds": checked.active_deadline,
+        "ttlSecondsAfterFinished": checked.ttl_after_finished,
+        "suspend": checked.suspend or bool(checked.local_queue) or None,  # Kueue admits by unsuspending
     }
     scheduling = {
-        "queue": options.queue,
-        "priorityClass": options.priority_class,
-        "minAvailable": total_replicas if options.gang else None,
+        "queue": checked.queue,
+        "priorityClass": checked.priority_class,
+        "minAvailable": sum(checked.topology.values()) if checked.gang else None,
     }
     scheduling = {key: value for key, value in scheduling.items() if value is not None}
     if scheduling:
@@ -278,13 +235,11 @@ def run_policy(options: SubmitOptions, total_replicas: int) -> dict:
     return {key: value for key, value in policy.items() if value is not None}
 
 
-def volume_sections(options: SubmitOptions) -> tuple[list[dict], list[dict]]:
-    parsed = volumes(options.volume)
+def volume_sections(checked: Checked) -> tuple[list[dict], list[dict]]:
     mounts = [{"name": v.name, "mountPath": v.mount_path, **({"readOnly": True} if v.read_only else {})}
-              for v in parsed]
-    pod_volumes = [{"name": v.name, **v.source} for v in parsed]
-    if options.shm_size is not None:
-        size = quantity(options.shm_size, "shm_size")
+              for v in checked.volume]
+    pod_volumes = [{"name": v.name, **v.source} for v in checked.volume]
+    if checked.shm_size is not None:
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
-        pod_volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": size}})
+        pod_volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": checked.shm_size}})
     return mounts, pod_volumes

@@ -14,36 +14,28 @@ from pathlib import Path
 from trainctl.code.pods import DEFAULT_MOUNT, CodeRequest
 from trainctl.errors import UserError, option, setting
 from trainctl.frameworks import by_kind
-from trainctl.submit_options import SubmitOptions, check_given, pip_specs, workdir_limit, workdir_mount
+from trainctl.submit_options import Checked, SubmitOptions, as_checked
 
 MAX_REQUIREMENTS_BYTES = 64 * 1024  # it travels in every replica's command
 
 
-def request(options: SubmitOptions, backend_name: str, kind: str,
+def request(options: SubmitOptions | Checked, backend_name: str, kind: str,
             extra: dict[str, bytes] | None = None) -> CodeRequest | None:
-    """What ``options`` ship on ``backend_name``; None when nothing does. UserError for bad values.
+    """What ``options`` (checked here unless :func:`~trainctl.submit_options.check` made them already) ship on
+    ``backend_name``; None when nothing does. UserError for what cannot ship.
     ``extra``: files trainctl adds to the snapshot when one ships (see :func:`trainctl.code.snapshot.take`)."""
     from trainctl.code import snapshot
 
-    check_given(options)  # '' must not become the default: --workdir '' is no directory, not this one
-    limit = workdir_limit(options.workdir_limit)
-    mount = workdir_mount(options.workdir_mount) or DEFAULT_MOUNT
-    pip = pip_specs(options.pip)
-    if options.no_workdir and options.workdir is not None:
-        raise UserError(f"{option('workdir')} and {option('no_workdir')} contradict each other: give one of them")
-    framework = by_kind(kind)
-    if (pip or options.requirements is not None) and framework.no_packages:
-        raise UserError(f"{option('pip')}/{option('requirements')}: not for {framework.name} jobs, "
-                        f"{framework.no_packages}: install the packages in the image")
-    requirements = read_requirements(options.requirements)
-    ships = options.workdir is not None or (backend_name == "kubernetes" and not options.no_workdir)
-    if options.ship_secret and not ships:
-        raise UserError(f"{option('ship_secret')} {options.ship_secret[0]}: no code snapshot travels with this job "
+    checked = as_checked(by_kind(kind), options)
+    requirements = read_requirements(checked.requirements)
+    ships = checked.workdir is not None or (backend_name == "kubernetes" and not checked.no_workdir)
+    if checked.ship_secret and not ships:
+        raise UserError(f"{option('ship_secret')} {checked.ship_secret[0]}: no code snapshot travels with this job "
                         f"({setting('no_workdir')}, or the local backend without {option('workdir')}): leave it out")
-    taken = snapshot.take(options.workdir or ".", limit, extra, options.ship_secret) if ships else None
-    if taken is None and not pip and requirements is None:
+    taken = snapshot.take(checked.workdir or ".", checked.workdir_limit, extra, checked.ship_secret) if ships else None
+    if taken is None and not checked.pip and requirements is None:
         return None
-    return CodeRequest(taken, mount, tuple(pip), requirements)
+    return CodeRequest(taken, checked.workdir_mount or DEFAULT_MOUNT, tuple(checked.pip), requirements)
 
 
 def read_requirements(path: str | None) -> str | None:
