@@ -84,36 +84,12 @@ class TrainingClient:
                    queue_name: str | None = None, volumes: list | None = None,
                    volume_mounts: list | None = None) -> None:
         namespace = namespace or self.namespace
-        for field, value in (("labels", labels), ("annotations", annotations)):
-            if value is not None and not (isinstance(value, dict) and all(isinstance(item, str) for pair in
-                                                                            value.items() for item in pair)):
-                raise InvalidArgument(f"{field}={value!r}: give a dict of strings, e.g. {{'team': 'ml'}}")
-        if parameters is not None and not isinstance(parameters, dict):
-            raise InvalidArgument(f"parameters={parameters!r}: give a dict, which train_func receives as its "
-                                  "argument, e.g. parameters={'lr': 0.1}")
-        if num_procs_per_worker is not None and str(num_procs_per_worker) not in ("auto", "cpu", "gpu") and not (
-                type(num_procs_per_worker) in (int, str) and str(num_procs_per_worker).isdigit()
-                and int(num_procs_per_worker) >= 1):
-            raise InvalidArgument(f"num_procs_per_worker={num_procs_per_worker!r}: give a count of at least 1, "
-                                  "or 'auto', 'cpu' or 'gpu' (as torchrun's --nproc-per-node)")
-        if queue_name is not None and not isinstance(queue_name, str):
-            raise InvalidArgument(f"queue_name={queue_name!r}: give the Kueue LocalQueue's name")
+        check_common_arguments(labels, annotations, parameters, num_procs_per_worker, queue_name)
         if job is not None:
             self.submit_dict(job, namespace, labels, annotations)
             return
         kind = job_kind or self.job_kind
-        if kind not in FUNCTION_KINDS:
-            raise InvalidArgument(f"job_kind {kind!r}: a job from train_func or base_image is a PyTorchJob or TFJob "
-                                  "(as upstream); for other kinds use trainctl.Client().run(..., framework=...)")
-        if volumes or volume_mounts:
-            raise InvalidArgument("volumes/volume_mounts: Kubernetes objects are not taken here; use "
-                                  "Client().run(..., volume=['pvc:CLAIM:/path'])")
-        if train_func is None or name is None:
-            raise InvalidArgument("create_job needs name= and train_func= (a job from base_image alone runs the "
-                                  "image's entrypoint, which a local run has not: use trainctl.Client().run(['python', "
-                                  "'train.py'], image=...))")
-        if pip_index_url != UPSTREAM_PIP_INDEX:
-            raise InvalidArgument(f"pip_index_url={pip_index_url!r}: not supported; configure pip where the job runs")
+        check_function_job(kind, name, train_func, bool(volumes or volume_mounts), pip_index_url)
         self.client.run(
             train_func, framework=kind, name=name, namespace=namespace,
             args=positional_parameters(train_func, parameters),
@@ -260,6 +236,42 @@ class TrainingClient:
     def delete_job(self, name: str, namespace: str | None = None, job_kind: str | None = None,
                    delete_options=None) -> None:
         self.client.delete(name, namespace or self.namespace)
+
+
+def check_common_arguments(labels: object, annotations: object, parameters: object, num_procs_per_worker: object,
+                           queue_name: object) -> None:
+    """create_job's arguments that every form of it takes, each refused as upstream's type hints would."""
+    for field, value in (("labels", labels), ("annotations", annotations)):
+        if value is not None and not (isinstance(value, dict) and all(isinstance(item, str) for pair in
+                                                                        value.items() for item in pair)):
+            raise InvalidArgument(f"{field}={value!r}: give a dict of strings, e.g. {{'team': 'ml'}}")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise InvalidArgument(f"parameters={parameters!r}: give a dict, which train_func receives as its "
+                              "argument, e.g. parameters={'lr': 0.1}")
+    if num_procs_per_worker is not None and str(num_procs_per_worker) not in ("auto", "cpu", "gpu") and not (
+            type(num_procs_per_worker) in (int, str) and str(num_procs_per_worker).isdigit()
+            and int(num_procs_per_worker) >= 1):
+        raise InvalidArgument(f"num_procs_per_worker={num_procs_per_worker!r}: give a count of at least 1, "
+                              "or 'auto', 'cpu' or 'gpu' (as torchrun's --nproc-per-node)")
+    if queue_name is not None and not isinstance(queue_name, str):
+        raise InvalidArgument(f"queue_name={queue_name!r}: give the Kueue LocalQueue's name")
+
+
+def check_function_job(kind: str, name: str | None, train_func: object, kubernetes_objects: bool,
+                       pip_index_url: str) -> None:
+    """What a job made from ``train_func`` (rather than given whole) needs, as trainctl can run it."""
+    if kind not in FUNCTION_KINDS:
+        raise InvalidArgument(f"job_kind {kind!r}: a job from train_func or base_image is a PyTorchJob or TFJob "
+                              "(as upstream); for other kinds use trainctl.Client().run(..., framework=...)")
+    if kubernetes_objects:
+        raise InvalidArgument("volumes/volume_mounts: Kubernetes objects are not taken here; use "
+                              "Client().run(..., volume=['pvc:CLAIM:/path'])")
+    if train_func is None or name is None:
+        raise InvalidArgument("create_job needs name= and train_func= (a job from base_image alone runs the "
+                              "image's entrypoint, which a local run has not: use trainctl.Client().run(['python', "
+                              "'train.py'], image=...))")
+    if pip_index_url != UPSTREAM_PIP_INDEX:
+        raise InvalidArgument(f"pip_index_url={pip_index_url!r}: not supported; configure pip where the job runs")
 
 
 def replica_pod(job: Job, row) -> dict:
