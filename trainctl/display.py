@@ -1,28 +1,84 @@
-"""How jobs show in IPython and Jupyter: a handle or a job list as a table, a handle's logs as text.
+"""How jobs show: as the rows of ``trainctl list``, in plain columns, and in IPython and Jupyter.
 
-IPython asks an object for its representations (``_repr_mimebundle_``, ``_repr_pretty_``);
-plain Python keeps the short ``repr``, which reads nothing. A table has the columns of
-``trainctl list`` (state, replicas, age, duration), from the same row function, as HTML for a
-notebook and as the CLI's plain columns for a terminal. The job is read when it is shown, so
-a handle displayed twice shows its state twice.
+A job's row (:func:`job_row`: state, replicas, age, duration, and with ``wide`` its replica types and
+images) is made here once, for the CLI's ``list`` and for a notebook alike. IPython asks an object
+for its representations (``_repr_mimebundle_``, ``_repr_pretty_``); plain Python keeps the short
+``repr``, which reads nothing. A table is HTML for a notebook and the CLI's plain columns for a
+terminal. The job is read when it is shown, so a handle displayed twice shows its state twice.
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from trainctl.backends.base import LogLine
-    from trainctl.handle import JobHandle
+
+LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION"]
+WIDE_LIST_COLUMNS = ["TYPES", "IMAGES"]
+
+
+def list_columns(wide: bool) -> list[str]:
+    return LIST_COLUMNS + (WIDE_LIST_COLUMNS if wide else [])
+
+
+def job_row(resource: dict, wide: bool) -> list[str]:
+    from trainctl.core.conditions import state_of, status_of
+
+    specs = replica_specs(resource)
+    job_status = status_of(resource)
+    row = [resource["metadata"].get("namespace", ""), resource["metadata"]["name"], resource["kind"],
+           state_of(resource), str(sum((spec or {}).get("replicas", 1) for spec in specs.values())),
+           since(resource["metadata"].get("creationTimestamp")),
+           since(job_status.get("startTime"), job_status.get("completionTime"))]
+    if wide:  # no spaces inside a cell: piped output splits on whitespace
+        row += [",".join(f"{rtype}:{(spec or {}).get('replicas', 1)}" for rtype, spec in specs.items()),
+                ",".join(sorted(set(replica_images(resource).values()) - {""}))]
+    return row
+
+
+def replica_specs(resource: dict) -> dict:
+    return next((v for k, v in (resource.get("spec") or {}).items() if k.endswith("ReplicaSpecs")), {}) or {}
+
+
+def replica_images(resource: dict) -> dict[str, str]:
+    """Replica type -> the image of the container the operator wires (Job.images)."""
+    from trainctl.job import Job
+
+    return Job(resource).images
+
+
+def since(timestamp: str | None, until: str | None = None) -> str:
+    """Human duration between two RFC 3339 times (until: now)."""
+    if not timestamp:
+        return "-"
+    start = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    end = datetime.strptime(until, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) if until \
+        else datetime.now(timezone.utc)
+    seconds = max(0, int((end - start).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def column_widths(headers: list[str], rows: list[list[str]], minimum: list[int] | None = None) -> list[int]:
+    return [max([len(h), *(len(r[i]) for r in rows), *(minimum[i:i + 1] if minimum else [])])
+            for i, h in enumerate(headers)]
+
+
+def plain_lines(headers: list[str] | None, rows: list[list[str]], widths: list[int]) -> list[str]:
+    """Whitespace-aligned lines (the header first, when given), as kubectl prints when piped."""
+    lines = [headers] if headers else []
+    lines += [[cell or "-" for cell in row] for row in rows]  # an empty cell would shift awk's fields
+    return ["   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
 
 
 def table(resources: list[dict]) -> dict[str, str]:
     """The jobs as ``trainctl list`` shows them: ``{"text/html": <table>, "text/plain": columns}``."""
-    from trainctl.cli.formatting import column_widths, plain_lines
-    from trainctl.cli.status import job_row, list_columns
-
     headers, rows = list_columns(wide=False), [job_row(resource, wide=False) for resource in resources]
     cells = "".join(f"<th>{html.escape(header)}</th>" for header in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
@@ -34,7 +90,8 @@ class Jobs(list):
     """``client.jobs()``: a list of handles that shows as a table of the jobs as they were listed (a list's own
     printer would win over a bundle in IPython, so HTML and text come from their own methods)."""
 
-    def __init__(self, handles: list[JobHandle], resources: list[dict]) -> None:
+    def __init__(self, handles: list, resources: list[dict]) -> None:
+        """``handles``: a JobHandle (trainctl.handle) per job of ``resources``."""
         super().__init__(handles)
         self.resources = resources
 

@@ -22,7 +22,6 @@ from trainctl.recipes.finetune import (RESERVED_TRAINING, RESUME_MODES,  # the r
                                        source_problem)
 
 if TYPE_CHECKING:
-    from trainctl.api import Client
     from trainctl.handle import JobHandle
 
 RECIPE_MODULE = "trainctl.recipes.finetune"
@@ -30,11 +29,12 @@ SNAPSHOT_RECIPE = ".trainctl/recipes/finetune.py"  # relative to the pod's worki
 KEYWORDS = {"output_dir": "output_dir={!r}", "resume": "resume={!r}"}  # how the recipe's messages name them here
 
 
-def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_column: str,
+def finetune(client, model: str, dataset: str, *, output_dir: str, text_column: str,
              lora: dict | None, training_args: dict | None, max_length: int, merge: bool,
              deepspeed: str | None, resume: str, recipe: str | None, framework: str,
              run_keywords: dict) -> JobHandle | dict:
-    """``framework``: the one the recipe runs under (Client.finetune's: PyTorch)."""
+    """``client``: the trainctl.api.Client whose ``finetune`` this is; ``framework``: the one the recipe runs
+    under (Client.finetune's: PyTorch)."""
     from trainctl.submit_options import generated_name
 
     local = client.backend_name == "local"

@@ -46,6 +46,7 @@ from trainctl import function_runner as runner
 from trainctl.errors import InvalidArgument
 from trainctl.frameworks import Framework
 
+FUNCTION_ANNOTATION = "trainctl.io/function"  # on a function job: module:qualname of its function
 RUNNER_FILE = "trainctl_function.py"
 # In a cluster's code snapshot: under .trainctl/, which a project's own tree never ships (trainctl.code.ignore),
 # relative to the working directory the snapshot is unpacked into.

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 from trainctl.errors import InvalidArgument, StoppedWatching, UserError
 
 if TYPE_CHECKING:
-    from trainctl.api import Client
     from trainctl.backends.base import JobDetails, LogLine, ReplicaRow
     from trainctl.display import LogLines
     from trainctl.failures import FailureSummary
 
 
 class JobHandle:
-    def __init__(self, client: Client, name: str, namespace: str, kind: str | None = None) -> None:
+    def __init__(self, client, name: str, namespace: str, kind: str | None = None) -> None:
+        """``client``: the trainctl.api.Client that reaches the job."""
         self.client, self.name, self.namespace, self.kind = client, name, namespace, kind
 
     def __repr__(self) -> str:
@@ -123,7 +123,7 @@ class JobHandle:
         """
         from trainctl.core.conditions import TERMINAL
         from trainctl.results import value_in
-        from trainctl.running import FUNCTION_ANNOTATION
+        from trainctl.functions import FUNCTION_ANNOTATION
 
         for keyword, value in (("allow_pickle", allow_pickle), ("wait", wait), ("follow_logs", follow_logs)):
             if not isinstance(value, bool):

@@ -18,14 +18,20 @@ import base64
 import binascii
 import json
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from trainctl.errors import UserError
 from trainctl.function_runner import MARKER, MARKERS, NUMERIC_DTYPE_KINDS, PICKLE_MARKER
 
-if TYPE_CHECKING:
-    from trainctl.backends.base import LogLine
 
+class Line(Protocol):
+    """A log line as a backend reads it (trainctl.backends.base.LogLine): whose, and what it says."""
+
+    replica: str
+    text: str
+
+
+LogLine = TypeVar("LogLine", bound=Line)
 CONTAINERS = {"$tuple": tuple, "$set": set, "$frozenset": frozenset}
 
 

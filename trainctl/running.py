@@ -15,22 +15,22 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import shutil
 import sys
 import warnings
 from typing import TYPE_CHECKING
 
 from trainctl.errors import InvalidArgument, UserError
-from trainctl.submit.pipeline import functions_root, prepare, submitted
+from trainctl.paths import functions_dir
+from trainctl.submit.pipeline import prepare
 from trainctl.submit_options import BY_NAME, SubmitOptions, coerce
 
 if TYPE_CHECKING:
-    from trainctl.api import Client
     from trainctl.code.pods import CodeRequest
     from trainctl.frameworks import Framework
     from trainctl.functions import Shipment
     from trainctl.handle import JobHandle
 
-FUNCTION_ANNOTATION = "trainctl.io/function"  # module:qualname of a function job
 # A function job's restart policy unless restart_policy= says otherwise. An exception in the user's code
 # (the runner then exits 1) is not transient: restarting it only makes the notebook wait backoffLimit times
 # the run for the same traceback. ExitCode fails the job at once on exit codes 1-127 and restarts on 128+
@@ -41,10 +41,10 @@ NOT_KEYWORDS = ("command",)  # run()'s first argument
 RUN_ONLY = ("framework", "args", "packages", "pickle_result", "replace", "preflight", "dry_run")
 
 
-def run(client: Client, target: object, *, framework: str, args: dict | None, packages: list[str] | None,
+def run(client, target: object, *, framework: str, args: dict | None, packages: list[str] | None,
         replace: bool, preflight: bool, dry_run: bool, keywords: dict, pickle_result: bool = False,
         extra: dict[str, bytes] | None = None) -> JobHandle | dict:
-    """``extra``: files a command needs beside the working directory's (path in the snapshot -> content),
+    """``client``: the trainctl.api.Client whose ``run`` this is. ``extra``: files a command needs beside the working directory's (path in the snapshot -> content),
     e.g. a recipe of trainctl's; they travel only where a snapshot does (clusters, or --workdir)."""
     from trainctl.handle import JobHandle
 
@@ -63,7 +63,7 @@ def run(client: Client, target: object, *, framework: str, args: dict | None, pa
     return JobHandle(client, stored["metadata"]["name"], stored["metadata"]["namespace"], stored["kind"])
 
 
-def planned(client: Client, target: object, framework: str, args: dict | None, keywords: dict,
+def planned(client, target: object, framework: str, args: dict | None, keywords: dict,
             extra: dict[str, bytes] | None = None,
             pickle_result: bool = False) -> tuple[dict, CodeRequest | None, Shipment | None]:
     """The job's resource, the code that travels with it (as for submit) and, for a function on the local
@@ -80,7 +80,7 @@ def planned(client: Client, target: object, framework: str, args: dict | None, k
     return submission.resource, submission.code, None
 
 
-def planned_function(client: Client, kind: Framework, func: object, args: dict | None, keywords: dict,
+def planned_function(client, kind: Framework, func: object, args: dict | None, keywords: dict,
                      pickle_result: bool) -> tuple[dict, CodeRequest | None, Shipment | None]:
     """:func:`planned` for a function: its files are written beside the local jobs' state, or travel in a
     cluster's code snapshot; the job's annotation names the function."""
@@ -93,14 +93,29 @@ def planned_function(client: Client, kind: Framework, func: object, args: dict |
     options = options_from(keywords, [])
     if not local and options.no_workdir:
         raise InvalidArgument("no_workdir: a function travels to a cluster in the code snapshot; leave it out")
-    runner = functions_root() / shipment.digest / functions.RUNNER_FILE if local else functions.SNAPSHOT_RUNNER
+    runner = functions_dir() / shipment.digest / functions.RUNNER_FILE if local else functions.SNAPSHOT_RUNNER
     own = {kind_option.name: getattr(options, kind_option.name) for kind_option in kind.options}
     options = dataclasses.replace(
         options, command=functions.command(kind, sys.executable if local else "python3", str(runner), own),
-        annotation=[*options.annotation, f"{FUNCTION_ANNOTATION}={shipment.function}"])
+        annotation=[*options.annotation, f"{functions.FUNCTION_ANNOTATION}={shipment.function}"])
     extra = None if local else functions.snapshot_files(shipment)
     submission = checked(prepare, kind, options, client.backend_name, extra)
     return submission.resource, submission.code, shipment if local else None
+
+
+def submitted(client, resource: dict, code: CodeRequest | None, local_files: Shipment | None,
+              replace: bool, preflight: bool) -> dict:
+    """Write a local function's files, then create the job; a failed create leaves no files behind."""
+    from trainctl import functions
+
+    if local_files is None:
+        return client.submit(resource, replace=replace, preflight=preflight, code=code)
+    directory = functions.place_locally(local_files, functions_dir())
+    try:
+        return client.submit(resource, replace=replace, preflight=preflight, code=code)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
 
 
 def framework_named(name: str) -> Framework:

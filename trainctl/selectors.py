@@ -129,9 +129,10 @@ class _Parser:
 
     def key(self) -> str:
         key = self.expect_word("a label key")
-        from trainctl.submit_options import check_label_key
+        from trainctl.k8s_names import label_key_problem
 
-        check_label_key(key, "selector")
+        if problem := label_key_problem(key):
+            raise UserError(f"{option('selector')} {key!r}: {problem}")
         return key
 
     def value(self) -> str:

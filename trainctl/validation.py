@@ -449,7 +449,7 @@ def check_volume_mounts(mounts: list[dict], volumes: set[str], path: str) -> Non
 def check_requests_within_limits(resources: dict, path: str) -> None:
     """A request above its limit is refused; an extended resource (vendor.com/gpu) is requested as much as
     its limit, as Kubernetes requires of resources it cannot overcommit."""
-    from trainctl.controller.gang import parse_quantity
+    from trainctl.kube.quantities import parse_quantity
 
     limits = resources.get("limits") or {}
     for resource_name, request in (resources.get("requests") or {}).items():

@@ -204,7 +204,8 @@ def test_yunikorn_task_groups_count_min_available_members_and_each_pods_requests
     import json as json_module
     from decimal import Decimal
 
-    from trainctl.controller.gang import GangScheduler, YUNIKORN_TASK_GROUPS, parse_quantity
+    from trainctl.controller.gang import GangScheduler, YUNIKORN_TASK_GROUPS
+    from trainctl.kube.quantities import parse_quantity
     from trainctl.job import Job
 
     specs = {rtype: {"replicas": count, "template": {"spec": {"containers": [

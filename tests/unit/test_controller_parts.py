@@ -10,7 +10,8 @@ import pytest
 
 from trainctl.controller import expectations as expectations_module
 from trainctl.controller.expectations import Expectations
-from trainctl.controller.gang import GangScheduler, format_quantity, parse_quantity
+from trainctl.controller.gang import GangScheduler
+from trainctl.kube.quantities import format_quantity, parse_quantity
 from trainctl.controller.informer import Informer, newer
 from trainctl.controller.leader import LeaderElector
 from trainctl.controller.metrics import Metrics

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from trainctl.code.snapshot import Snapshot
 
 
+#: the state of a replica while kubelet (or the local supervisor) waits to restart it
+CRASH_LOOP = "CrashLoopBackOff"
+
+
 @dataclass(frozen=True)
 class ReplicaRow:
     """One replica (a pod, or a local process) as ``status`` shows it."""

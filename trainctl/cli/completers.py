@@ -75,7 +75,7 @@ def _backend_name(params: dict) -> str:
 def _jobs(params: dict) -> list[tuple[str, str]]:
     namespace = params.get("namespace")
     if _backend_name(params) == "local":
-        from trainctl.backends.local.store import home
+        from trainctl.paths import home
 
         folder = home() / "jobs" / (namespace or "default")
         return [(path.name, "") for path in sorted(folder.iterdir()) if (path / "job.json").is_file()]

@@ -16,13 +16,11 @@ import typer
 from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOutput, Local, Namespace, Selector,
                                  console, dump, make_client, print_failure)
 from trainctl.cli.completers import job_names
-from trainctl.cli.formatting import (colored_state, column_widths, plain_lines, print_table, replica_specs,
-                                     resource_name, since, split_kind)
+from trainctl.cli.formatting import colored_state, print_table, resource_name, split_kind
+from trainctl.display import column_widths, job_row, list_columns, plain_lines, replica_images, since
 
 JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False, autocompletion=job_names,
                                              help="Job name, or KIND/NAME such as pytorchjob/mnist (see trainctl list).")]
-LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION"]
-WIDE_LIST_COLUMNS = ["TYPES", "IMAGES"]
 REPLICA_COLUMNS = ["REPLICA", "STATE", "RESTARTS", "EXIT", "REASON", "NODE", "DURATION"]
 WIDE_REPLICA_COLUMNS = ["IMAGE", "STARTED", "FINISHED"]
 WATCH_POLL_S = 1.0
@@ -168,13 +166,6 @@ def reason_cell(row) -> str:
     return row.reason or (f"last: {row.last_reason}" if row.last_reason else "")
 
 
-def replica_images(resource: dict) -> dict[str, str]:
-    """Replica type -> the image of the container the operator wires (Job.images)."""
-    from trainctl.job import Job
-
-    return Job(resource).images
-
-
 def list_jobs(namespace: Namespace = None,
               all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Jobs of every namespace.")] = False,
               selector: Selector = None, output: ListingOutput = None,
@@ -199,25 +190,6 @@ def list_jobs(namespace: Namespace = None,
     else:
         print_table(list_columns(output == "wide"), [job_row(resource, output == "wide") for resource in jobs])
         console(stderr=True).print(f"[dim]{len(jobs)} job(s) on {client.backend.description}[/]")
-
-
-def list_columns(wide: bool) -> list[str]:
-    return LIST_COLUMNS + (WIDE_LIST_COLUMNS if wide else [])
-
-
-def job_row(resource: dict, wide: bool) -> list[str]:
-    from trainctl.core.conditions import state_of, status_of
-
-    specs = replica_specs(resource)
-    job_status = status_of(resource)
-    row = [resource["metadata"].get("namespace", ""), resource["metadata"]["name"], resource["kind"],
-           state_of(resource), str(sum((spec or {}).get("replicas", 1) for spec in specs.values())),
-           since(resource["metadata"].get("creationTimestamp")),
-           since(job_status.get("startTime"), job_status.get("completionTime"))]
-    if wide:  # no spaces inside a cell: piped output splits on whitespace
-        row += [",".join(f"{rtype}:{(spec or {}).get('replicas', 1)}" for rtype, spec in specs.items()),
-                ",".join(sorted(set(replica_images(resource).values()) - {""}))]
-    return row
 
 
 def watch_jobs(fetch, jobs: list[dict], output: str | None) -> None:

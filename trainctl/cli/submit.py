@@ -67,7 +67,7 @@ def submit(
     **given: object,
 ) -> None:
     from trainctl.frameworks import by_name
-    from trainctl.submit.pipeline import prepare, submitted
+    from trainctl.submit.pipeline import prepare
     from trainctl.submit_options import SubmitOptions
 
     framework = by_name(kind)
@@ -85,7 +85,7 @@ def submit(
         return
     if snapshot is not None:  # before the upload, beside the summary: stderr keeps only an error's one line
         console(stderr=bool(output)).print(snapshot.summary(), soft_wrap=True, markup=False)
-    stored = submitted(client, submission.resource, code, None, replace, not no_preflight)
+    stored = client.submit(submission.resource, replace=replace, preflight=not no_preflight, code=code)
     if output:  # like kubectl create -o yaml: the created resource on stdout, the summary aside
         typer.echo(dump(stored, output), nl=False)
     print_summary(client, stored, framework, same_target_flags(given["namespace"], local, context, kubeconfig),

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from trainctl.code import credentials, ignore, regular, unpack
 from trainctl.errors import UserError, option, setting
+from trainctl.paths import home
 
 MiB = 1 << 20
 DEFAULT_LIMIT = 32 * MiB  # compressed; a ConfigMap per 900 KiB of it
@@ -165,8 +166,6 @@ class Walk:
     stays home. Past :data:`MAX_FILES` the directory is not a project (``--workdir /``)."""
 
     def __init__(self, root: Path) -> None:
-        from trainctl.backends.local.store import home
-
         self.root, self.device = root, root.stat().st_dev
         self.state = home().resolve()  # local jobs' state, when it lies inside the tree
         self.scope = ignore.scope(root)

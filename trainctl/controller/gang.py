@@ -21,6 +21,7 @@ from trainctl.controller.pods import owner_reference
 from trainctl.core.conditions import has_finished
 from trainctl.job import Job
 from trainctl.kube.client import PRIORITY_CLASSES, ApiError, Client, Resource
+from trainctl.kube.quantities import format_quantity, parse_quantity
 
 VOLCANO = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", kind="PodGroup")
 COSCHEDULING = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", kind="PodGroup")
@@ -31,27 +32,6 @@ YUNIKORN_APP_ID_LABEL = "yunikorn.apache.org/app-id"
 YUNIKORN_QUEUE_LABEL = "yunikorn.apache.org/queue"
 YUNIKORN_TASK_GROUPS = "yunikorn.apache.org/task-groups"
 YUNIKORN_TASK_GROUP_NAME = "yunikorn.apache.org/task-group-name"
-
-SUFFIXES = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-            "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
-            "P": Decimal(10) ** 15, "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20,
-            "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60}
-
-
-def parse_quantity(text: object) -> Decimal:
-    value = str(text).strip()
-    for suffix in sorted(SUFFIXES, key=len, reverse=True):
-        if suffix and value.endswith(suffix):
-            return Decimal(value[: -len(suffix)]) * SUFFIXES[suffix]
-    return Decimal(value)
-
-
-def format_quantity(value: Decimal) -> str:
-    """Whole numbers as they are, fractions in milli-units (``1500m``), like Kubernetes' canonical form."""
-    if value == value.to_integral_value():
-        return str(int(value))
-    return f"{int(value * 1000)}m"
-
 
 @dataclass(frozen=True)
 class GangScheduler:

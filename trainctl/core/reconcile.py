@@ -37,9 +37,8 @@ from trainctl.core.actions import (
     RecordEvent,
 )
 from trainctl.core.attribution import Run, attribute, failed_runs_of
-from trainctl.core.network import Network
 from trainctl.core.observed import ObservedReplica
-from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
+from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE, Network
 from trainctl.job import Job
 
 RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode

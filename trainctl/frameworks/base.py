@@ -19,11 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-    from trainctl.core.network import Network
-    from trainctl.job import Job
+from typing import ClassVar, Protocol
 
 OPERATOR_GROUP = "training.kubeflow.org"
 LABEL_OPERATOR = f"{OPERATOR_GROUP}/operator-name"
@@ -34,6 +30,59 @@ LABEL_JOB_ROLE = f"{OPERATOR_GROUP}/job-role"
 JOB_ROLE_MASTER = "master"  # that label's value: the operator's word, whatever a kind calls its leader
 
 PYTHONUNBUFFERED = {"name": "PYTHONUNBUFFERED", "value": "1"}
+
+
+class Job(Protocol):
+    """What a framework may ask of a job: the core's view of it, with the operator's defaults applied
+    (trainctl/core/job.py), replica types in their canonical spelling."""
+
+    name: str
+    namespace: str
+    spec: dict
+    resource: dict
+
+    @property
+    def replica_types(self) -> list[str]: ...
+
+    @property
+    def total_replicas(self) -> int: ...
+
+    @property
+    def suspended(self) -> bool: ...
+
+    @property
+    def kueue_queue(self) -> str | None: ...
+
+    def replicas(self, rtype: str) -> int: ...
+
+    def pod_name(self, rtype: str, index: int) -> str: ...
+
+    def template(self, rtype: str) -> dict: ...
+
+
+class Network(Protocol):
+    """How replicas address each other, handed to a framework's env: pods by their Services' names in a
+    cluster, 127.0.0.1 and a port each locally (the two are in trainctl/core/network.py)."""
+
+    #: True when each replica gets a headless Service and pods wait for DNS (a cluster)
+    cluster: bool
+    #: image of the init container that holds PyTorch workers until the master's name resolves
+    #: (cluster only: it needs sh, seq, sleep and nslookup, as alpine and busybox have)
+    pytorch_init_image: str
+    #: image of the MPI launcher's init container that copies kubectl into it and waits for the workers
+    mpi_kubectl_delivery_image: str
+
+    def host(self, job: Job, rtype: str, index: int) -> str:
+        """Address other replicas use (MASTER_ADDR style)."""
+
+    def qualified_host(self, job: Job, rtype: str, index: int) -> str:
+        """Fully qualified address (TF_CONFIG style)."""
+
+    def port(self, job: Job, rtype: str, index: int) -> int | None:
+        """The framework port that replica listens on."""
+
+    def pod_ip(self) -> str | None:
+        """The value of fieldRef status.podIP, when known in advance (local only)."""
 
 
 def env_var(name: str, value: object) -> dict:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import trainctl
 from trainctl import selectors
-from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
+from trainctl.backends.base import CRASH_LOOP, Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.logs import follow_logs, read_logs
 from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files,
@@ -28,7 +28,6 @@ from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, 
 from trainctl.core import conditions as cond
 from trainctl.core.reconcile import rfc3339
 from trainctl.errors import NotFound, UserError, spelled
-from trainctl.failures import CRASH_LOOP
 from trainctl.job import KUEUE_QUEUE_LABEL, Job
 
 if TYPE_CHECKING:

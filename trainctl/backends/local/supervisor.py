@@ -31,6 +31,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from trainctl.backends.base import CRASH_LOOP
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files,
                                            stored_window)
@@ -40,7 +41,6 @@ from trainctl.core.attribution import Run
 from trainctl.core.network import LocalNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile, rfc3339
-from trainctl.failures import CRASH_LOOP
 from trainctl.function_runner import TERMINATION_LOG_ENV
 from trainctl.job import Job
 
