@@ -4,12 +4,14 @@
     job = Client().run(train, args={"lr": 0.1}, framework="pytorch", workers=3)
     job.wait(); print(job.result())
 
-(docs/python-api.md is the walkthrough.) The package is layered so that the CLI stays a thin shell over a Python API:
+(docs/python-api.md is the walkthrough.) The package is layered so that the CLI stays a thin shell over a
+Python API, and one engine serves every framework and both runtimes (docs/architecture.md draws the layers):
 
 * ``trainctl.frameworks``: one small module per framework holding only what
   differs between kinds (replica types, container name, port, env, success rule).
-* ``trainctl.job``: read access to a job resource with the operator's in-memory
-  defaults applied.
+* ``trainctl.core``: the job model and the reconcile engine both runtimes share.
+* ``trainctl.submit``: the one pipeline from options to a validated job resource.
+* ``trainctl.backends``, ``trainctl.controller``: where jobs run.
 * ``trainctl.cli``: the Typer command groups; they call the API and print.
 
 Heavy dependencies (the kubernetes client, any ML framework) are imported only

@@ -119,10 +119,10 @@ def submitted(client, resource: dict, code: CodeRequest | None, local_files: Shi
 
 
 def framework_named(name: str) -> Framework:
-    from trainctl.frameworks import by_name
+    from trainctl.frameworks import CLI_NAMES, by_name
 
     if not isinstance(name, str):
-        raise UserError(f"framework={name!r}: give a name such as 'pytorch'")
+        raise UserError(f"framework={name!r}: give one of {', '.join(CLI_NAMES)}")
     return by_name(name)
 
 

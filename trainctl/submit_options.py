@@ -418,7 +418,7 @@ class Checked:
 def check(framework: Framework, given: SubmitOptions) -> Checked:
     """Every value of ``given`` parsed and checked for ``framework``, once; the first problem is a UserError."""
     if not given.command:
-        raise UserError("missing command: put it after --, e.g. trainctl submit pytorch -- python train.py")
+        raise UserError(f"missing command: put it after --, e.g. trainctl submit {framework.name} -- python train.py")
     check_given(given)
     values = {}
     for opt in OPTIONS:
