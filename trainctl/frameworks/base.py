@@ -277,6 +277,16 @@ class Framework:
         for each one the spec breaks, the roles first."""
         return iter(())
 
+    def replica_specs_at(self, spec: dict) -> tuple[dict, str]:
+        """The spec's replica specs as written, and their field path (for admission rules' messages)."""
+        return spec.get(self.replica_spec_field) or {}, f"spec.{self.replica_spec_field}"
+
+    @staticmethod
+    def one_replica(specs: dict, path: str, rtype: str) -> Iterator[tuple[str, str]]:
+        """Upstream's rule for a leader type: when present, it says ``replicas: 1``."""
+        if specs.get(rtype) is not None and specs[rtype].get("replicas") != 1:
+            yield f"{path}.{rtype}.replicas", f"must be 1 (got {specs[rtype].get('replicas')})"
+
     def master_role(self, replica_types: list[str]) -> str | None:
         """Replica type whose pods get the ``job-role: master`` label (None: index 0 of any type)."""
         return "Master"

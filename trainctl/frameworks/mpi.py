@@ -74,7 +74,7 @@ class MPI(Framework):
         return policy
 
     def admission_problems(self, spec):
-        specs, path = spec.get(self.replica_spec_field) or {}, f"spec.{self.replica_spec_field}"
+        specs, path = self.replica_specs_at(spec)
         if "Launcher" not in specs:
             yield f"{path}.Launcher", "must be present: the launcher runs mpirun"
         elif (specs["Launcher"] or {}).get("replicas", 1) != 1:

@@ -67,10 +67,8 @@ class PyTorch(Framework):
         return [python, *TORCHRUN, runner] if options.get("nproc_per_node") is not None else [python, runner]
 
     def admission_problems(self, spec):
-        specs, path = spec.get(self.replica_spec_field) or {}, f"spec.{self.replica_spec_field}"
-        master = specs.get("Master")
-        if master is not None and (master or {}).get("replicas") != 1:
-            yield f"{path}.Master.replicas", f"must be 1 (got {(master or {}).get('replicas')})"
+        specs, path = self.replica_specs_at(spec)
+        yield from self.one_replica(specs, path, "Master")
         elastic = spec.get("elasticPolicy")
         if elastic is not None and "Worker" not in specs:
             yield f"{path}.Worker", "must be configured if elastic policy is used"

@@ -44,7 +44,7 @@ class TensorFlow(Framework):
         return {rtype: n for rtype, n in counts.items() if n > 0}
 
     def admission_problems(self, spec):
-        specs, path = spec.get(self.replica_spec_field) or {}, f"spec.{self.replica_spec_field}"
+        specs, path = self.replica_specs_at(spec)
         if "Chief" in specs and "Master" in specs:
             yield path, "must not have both Chief and Master (they are the same role)"
         for role in ("Chief", "Master"):

@@ -28,11 +28,9 @@ class XGBoost(Framework):
         return {"Master": 1, "Worker": workers - 1} if workers > 1 else {"Master": 1}
 
     def admission_problems(self, spec):
-        specs, path = spec.get(self.replica_spec_field) or {}, f"spec.{self.replica_spec_field}"
-        master = specs.get("Master")
-        if master is not None and (master or {}).get("replicas") != 1:
-            yield f"{path}.Master.replicas", f"must be 1 (got {(master or {}).get('replicas')})"
-        if master is None:
+        specs, path = self.replica_specs_at(spec)
+        yield from self.one_replica(specs, path, "Master")
+        if specs.get("Master") is None:
             yield f"{path}.Master", "must be present: XGBoost needs a Master replica to host the tracker"
 
     def env(self, job, rtype, index, network):
