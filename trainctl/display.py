@@ -9,7 +9,6 @@ terminal. The job is read when it is shown, so a handle displayed twice shows it
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -79,6 +78,8 @@ def plain_lines(headers: list[str] | None, rows: list[list[str]], widths: list[i
 
 def table(resources: list[dict]) -> dict[str, str]:
     """The jobs as ``trainctl list`` shows them: ``{"text/html": <table>, "text/plain": columns}``."""
+    import html
+
     headers, rows = list_columns(wide=False), [job_row(resource, wide=False) for resource in resources]
     cells = "".join(f"<th>{html.escape(header)}</th>" for header in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)

@@ -19,12 +19,10 @@ Nothing here builds YAML or reads files: the template receives the checked value
 from __future__ import annotations
 
 import re
-import secrets
-import string
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, make_dataclass
+from dataclasses import field, fields, make_dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainctl.errors import UserError, option, spelled
 from trainctl.frameworks import ALL, Framework
@@ -51,18 +49,18 @@ MAX_ITEMS = 1000
 # activeDeadlineSeconds is int64 (checked again on the resource by trainctl.validation).
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 REPEAT = "(repeatable)"
+if TYPE_CHECKING:
+    SubmitOptions: type  # made from OPTIONS on first use (see __getattr__)
 
 
-@dataclass(frozen=True)
-class Volume:
+class Volume(NamedTuple):
     name: str
     mount_path: str
     read_only: bool
     source: dict  # the pod volume source, e.g. {"persistentVolumeClaim": {"claimName": "data"}}
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One submit option: ``--backoff-limit`` on the command line, ``backoff_limit=`` in Python, ``backoff-limit:``
     or ``backoff_limit:`` in a values file."""
 
@@ -94,6 +92,9 @@ class Option:
 
 def generated_name(prefix: str) -> str:
     """``<prefix>-<6 random letters or digits>``: the name of a job the user did not name."""
+    import secrets  # here: it imports hashlib and random, which `trainctl --help` has no use for
+    import string
+
     alphabet = string.ascii_lowercase + string.digits
     return f"{prefix}-{''.join(secrets.choice(alphabet) for _ in range(6))}"
 
@@ -324,19 +325,25 @@ def merged_with(self: SubmitOptions, values: dict, source: str) -> SubmitOptions
                             "`trainctl submit --help` (e.g. workers, env, gpus)")
         if merged[key] in (None, []):
             merged[key] = coerce(value, types[key], f"{source}: {raw_key}")
-    return SubmitOptions(**merged)
+    return type(self)(**merged)
 
 
-SubmitOptions = make_dataclass(
-    "SubmitOptions",
-    [("command", list, field(default_factory=list)),
-     *((opt.name, opt.type | None if opt.type is not list else list,
-        field(default_factory=list) if opt.type is list else field(default=None)) for opt in OPTIONS)],
-    frozen=True,
-    namespace={"merged_with": merged_with, "__module__": __name__,
-               "__doc__": "What a submission was given: the command, and each option of OPTIONS (None or [] when not "
-                          "given: the kind's default applies). Made from the table, so a new option is one entry."},
-)
+def __getattr__(name: str) -> type:
+    """``SubmitOptions``, made from the table on first use: making a dataclass of every option costs
+    milliseconds that ``trainctl --help`` (which needs only OPTIONS) does not pay."""
+    if name != "SubmitOptions":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    made = make_dataclass(
+        "SubmitOptions",
+        [("command", list, field(default_factory=list)),
+         *((opt.name, opt.type | None if opt.type is not list else list,
+            field(default_factory=list) if opt.type is list else field(default=None)) for opt in OPTIONS)],
+        frozen=True,
+        namespace={"merged_with": merged_with, "__module__": __name__,
+                   "__doc__": "What a submission was given: the command, and each option of OPTIONS (None or [] when "
+                              "not given: the kind's default applies). Made from the table: a new option is one entry."})
+    globals()[name] = made
+    return made
 
 
 def coerce(value: object, kind: type, where: str) -> object:
@@ -393,8 +400,7 @@ def check_given(options: SubmitOptions) -> None:
 
 # ---- what the job is made of ------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Checked:
+class Checked(NamedTuple):
     """What :func:`check` made of a submission's options for one framework. Each option's value, parsed, is an
     attribute of its name (``checked.env``: (name, value) pairs, ``checked.volume``: :class:`Volume` objects,
     ``checked.workdir_limit``: bytes); besides them, what the options decide together."""
@@ -409,10 +415,9 @@ class Checked:
     labels: dict[str, str]  # the job's: --label, and Kueue's queue label with --local-queue
 
     def __getattr__(self, name: str) -> Any:
-        values = self.__dict__.get("values") or {}
-        if name not in values:
+        if name.startswith("_") or name not in self.values:
             raise AttributeError(f"no submit option {name!r}")
-        return values[name]
+        return self.values[name]
 
 
 def check(framework: Framework, given: SubmitOptions) -> Checked:

@@ -15,6 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from trainctl import API_GROUP
 from trainctl.controller import pods as pod_objects
@@ -23,10 +24,12 @@ from trainctl.controller.metrics import Metrics
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, CreateService, DeleteJob, DeleteReplica, DeleteService, RecordEvent
 from trainctl.core.reconcile import rfc3339
-from trainctl.frameworks.base import Network
 from trainctl.job import Job
 from trainctl.kube import job_resource
 from trainctl.kube.client import EVENTS, PODS, SERVICES, ApiError, Client, Resource
+
+if TYPE_CHECKING:
+    from trainctl.frameworks.base import Network
 
 log = logging.getLogger("trainctl.controller")
 

@@ -25,6 +25,7 @@ import copy
 import math
 import re
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from trainctl.core import conditions as cond
 from trainctl.core.actions import (
@@ -38,8 +39,11 @@ from trainctl.core.actions import (
 )
 from trainctl.core.attribution import Run, attribute, failed_runs_of
 from trainctl.core.observed import ObservedReplica
-from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE, Network
+from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
 from trainctl.job import Job
+
+if TYPE_CHECKING:
+    from trainctl.frameworks.base import Network
 
 RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode
 MISSING_EXIT_CODE = 0xBEEF  # upstream's sentinel when no exit code is known: retryable

@@ -11,7 +11,7 @@ the one a job's ``kind`` picks.
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import os
 
 from trainctl import API_GROUP
 from trainctl.errors import UserError
@@ -23,8 +23,8 @@ NOT_FRAMEWORKS = ("base",)  # modules of this package that hold no framework (an
 
 def discovered() -> tuple[Framework, ...]:
     """Each framework module's FRAMEWORK: the listed ones in order, then the others by module name."""
-    found = {module.name for module in pkgutil.iter_modules(__path__)
-             if not module.name.startswith("_") and module.name not in NOT_FRAMEWORKS}
+    found = {entry.name.removesuffix(".py") for directory in __path__ for entry in os.scandir(directory)
+             if entry.name.endswith(".py") and not entry.name.startswith("_")} - set(NOT_FRAMEWORKS)
     names = [name for name in LISTED if name in found] + sorted(found - set(LISTED))
     return tuple(importlib.import_module(f"{__name__}.{name}").FRAMEWORK for name in names)
 

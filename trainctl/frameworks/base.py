@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 OPERATOR_GROUP = "training.kubeflow.org"
 LABEL_OPERATOR = f"{OPERATOR_GROUP}/operator-name"
@@ -32,57 +32,57 @@ JOB_ROLE_MASTER = "master"  # that label's value: the operator's word, whatever 
 PYTHONUNBUFFERED = {"name": "PYTHONUNBUFFERED", "value": "1"}
 
 
-class Job(Protocol):
-    """What a framework may ask of a job: the core's view of it, with the operator's defaults applied
-    (trainctl/core/job.py), replica types in their canonical spelling."""
+if TYPE_CHECKING:  # what a framework is handed, for type checkers: at run time these are the core's objects
+    class Job(Protocol):
+        """What a framework may ask of a job: the core's view of it, with the operator's defaults applied
+        (trainctl/core/job.py), replica types in their canonical spelling."""
 
-    name: str
-    namespace: str
-    spec: dict
-    resource: dict
+        name: str
+        namespace: str
+        spec: dict
+        resource: dict
 
-    @property
-    def replica_types(self) -> list[str]: ...
+        @property
+        def replica_types(self) -> list[str]: ...
 
-    @property
-    def total_replicas(self) -> int: ...
+        @property
+        def total_replicas(self) -> int: ...
 
-    @property
-    def suspended(self) -> bool: ...
+        @property
+        def suspended(self) -> bool: ...
 
-    @property
-    def kueue_queue(self) -> str | None: ...
+        @property
+        def kueue_queue(self) -> str | None: ...
 
-    def replicas(self, rtype: str) -> int: ...
+        def replicas(self, rtype: str) -> int: ...
 
-    def pod_name(self, rtype: str, index: int) -> str: ...
+        def pod_name(self, rtype: str, index: int) -> str: ...
 
-    def template(self, rtype: str) -> dict: ...
+        def template(self, rtype: str) -> dict: ...
 
+    class Network(Protocol):
+        """How replicas address each other, handed to a framework's env: pods by their Services' names in a
+        cluster, 127.0.0.1 and a port each locally (the two are in trainctl/core/network.py)."""
 
-class Network(Protocol):
-    """How replicas address each other, handed to a framework's env: pods by their Services' names in a
-    cluster, 127.0.0.1 and a port each locally (the two are in trainctl/core/network.py)."""
+        #: True when each replica gets a headless Service and pods wait for DNS (a cluster)
+        cluster: bool
+        #: image of the init container that holds PyTorch workers until the master's name resolves
+        #: (cluster only: it needs sh, seq, sleep and nslookup, as alpine and busybox have)
+        pytorch_init_image: str
+        #: image of the MPI launcher's init container that copies kubectl into it and waits for the workers
+        mpi_kubectl_delivery_image: str
 
-    #: True when each replica gets a headless Service and pods wait for DNS (a cluster)
-    cluster: bool
-    #: image of the init container that holds PyTorch workers until the master's name resolves
-    #: (cluster only: it needs sh, seq, sleep and nslookup, as alpine and busybox have)
-    pytorch_init_image: str
-    #: image of the MPI launcher's init container that copies kubectl into it and waits for the workers
-    mpi_kubectl_delivery_image: str
+        def host(self, job: Job, rtype: str, index: int) -> str:
+            """Address other replicas use (MASTER_ADDR style)."""
 
-    def host(self, job: Job, rtype: str, index: int) -> str:
-        """Address other replicas use (MASTER_ADDR style)."""
+        def qualified_host(self, job: Job, rtype: str, index: int) -> str:
+            """Fully qualified address (TF_CONFIG style)."""
 
-    def qualified_host(self, job: Job, rtype: str, index: int) -> str:
-        """Fully qualified address (TF_CONFIG style)."""
+        def port(self, job: Job, rtype: str, index: int) -> int | None:
+            """The framework port that replica listens on."""
 
-    def port(self, job: Job, rtype: str, index: int) -> int | None:
-        """The framework port that replica listens on."""
-
-    def pod_ip(self) -> str | None:
-        """The value of fieldRef status.podIP, when known in advance (local only)."""
+        def pod_ip(self) -> str | None:
+            """The value of fieldRef status.podIP, when known in advance (local only)."""
 
 
 def env_var(name: str, value: object) -> dict:
