@@ -69,7 +69,7 @@ class LocalBackend(Backend):
             raise AlreadyExists(job_dir)
         if dry_run:
             return resource
-        if job_dir.path.exists():
+        if replace and job_dir.path.exists():  # never without replace: another creator may have won meanwhile
             with contextlib.suppress(NotFound):  # another --replace of the same name deleted it first
                 self.delete(job_dir.name, job_dir.namespace)
         gpus = assign_gpus(job)

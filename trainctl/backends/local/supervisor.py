@@ -244,6 +244,8 @@ class Supervisor:
                     return None, True
                 self.execute(action, resource)
             if plan.status != resource.get("status"):
+                # the rows first: a reader that sees the new status (Failed) finds the exits it was derived from
+                self.write_runtime()
                 resource["status"] = plan.status
                 self.dir.write_job(resource)
         self.write_runtime()
