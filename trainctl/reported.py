@@ -155,6 +155,9 @@ class JobProgress:
     def __str__(self) -> str:
         return "\n".join(self.lines()) or f"{self.state}: nothing reported"
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython shows what status prints
+        printer.text(str(self))
+
 
 # ---- reading ------------------------------------------------------------------------------------
 

@@ -248,21 +248,28 @@ class Writer:
 
 class MLflowLog:
     """Rank 0's points in an MLflow run: ``MLFLOW_RUN_ID``'s if set, else a new one named after the job (in
-    ``MLFLOW_EXPERIMENT_NAME``/``_ID``'s experiment, else the default). Called from the writer's thread only,
-    so importing mlflow (seconds) and its requests never hold up training; its first error ends the logging,
-    said once."""
+    ``MLFLOW_EXPERIMENT_ID``'s or ``MLFLOW_EXPERIMENT_NAME``'s experiment, else the default), ended with the
+    process. The run is made at the first report, in the caller's thread (importing mlflow takes about a
+    second, once: made any later, at exit, mlflow's import could no longer start the threads it needs);
+    the points are then logged from the writer's thread. Its first error ends the logging, said once."""
 
     def __init__(self) -> None:
         self.client = self.run_id = None
         self.count = 0  # steps for points that have none
         self.failed = False
+        try:
+            self.start()
+        except Exception as error:  # noqa: BLE001 - MLflow's errors are many; none may stop the training
+            self.stop(error)
+
+    def stop(self, error: Exception) -> None:
+        self.failed = True
+        warn_once("mlflow", f"trainctl.report: logging to MLflow stopped: {type(error).__name__}: {error}")
 
     def log(self, points: list[tuple]) -> None:
         if self.failed or not points:
             return
         try:
-            if self.client is None:
-                self.start()
             from mlflow.entities import Metric
 
             metrics = []
@@ -271,18 +278,27 @@ class MLflowLog:
                 metrics += [Metric(name, value, int(moment * 1000), self.count if step is None else step)
                             for name, value in values.items()]
             self.client.log_batch(self.run_id, metrics=metrics)
-        except Exception as error:  # noqa: BLE001 - MLflow's errors are many; none may stop the training
-            self.failed = True
-            warn_once("mlflow", f"trainctl.report: logging to MLflow stopped: {type(error).__name__}: {error}")
+        except Exception as error:  # noqa: BLE001
+            self.stop(error)
 
     def start(self) -> None:
+        """The run, through MLflow's client only: the user's own ``mlflow.start_run()`` stays free to run."""
         import mlflow
+        from mlflow.entities import Metric  # noqa: F401 - imported now, for the writer's thread at exit
 
-        # MLFLOW_RUN_ID's run, or a new one in the experiment MLflow's own variables name; active in this
-        # thread only (MLflow keeps a stack of active runs per thread), so the user's own runs are not touched
-        named = {} if "MLFLOW_RUN_ID" in os.environ else {"run_name": os.environ.get(JOB_ENV)}
-        self.run_id = mlflow.start_run(**named).info.run_id
         self.client = mlflow.MlflowClient()
+        self.run_id = os.environ.get("MLFLOW_RUN_ID") or self.client.create_run(
+            self.experiment_id(), run_name=os.environ.get(JOB_ENV)).info.run_id
+
+    def experiment_id(self) -> str:
+        """``MLFLOW_EXPERIMENT_ID``, else ``MLFLOW_EXPERIMENT_NAME``'s (made if missing), else the default, "0"."""
+        if os.environ.get("MLFLOW_EXPERIMENT_ID"):
+            return os.environ["MLFLOW_EXPERIMENT_ID"]
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME")
+        if not name:
+            return "0"
+        found = self.client.get_experiment_by_name(name)
+        return found.experiment_id if found else self.client.create_experiment(name)
 
     def finish(self) -> None:
         if self.client is not None and not self.failed and "MLFLOW_RUN_ID" not in os.environ:

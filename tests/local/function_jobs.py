@@ -247,3 +247,39 @@ def exits_before_returning() -> int:
 
     print("about to leave", flush=True)
     sys.exit(0)
+
+
+# ---- progress reports (issue 25) -------------------------------------------------------------------------
+
+def reports_then_waits(steps: int, release: str) -> int:
+    """Reports every step (both replicas), then holds the job Running until ``release`` exists."""
+    import time
+
+    import trainctl
+
+    for step in range(1, steps + 1):
+        trainctl.report(step=step, total=steps, loss=1 / step)
+        time.sleep(0.02)
+    deadline = time.monotonic() + 90
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return steps
+
+
+def reports_then_hangs(reports: int) -> None:
+    """Five reports, then nothing at all: a hung all-reduce, as a stall detector sees one."""
+    import time
+
+    import trainctl
+
+    for step in range(1, reports + 1):
+        trainctl.report(step=step, total=100, loss=1.0)
+    time.sleep(300)
+
+
+def reports_to_mlflow(steps: int) -> int:
+    import trainctl
+
+    for step in range(1, steps + 1):
+        trainctl.report(step=step, total=steps, loss=1 / step, accuracy=step / steps)
+    return steps
