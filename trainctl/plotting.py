@@ -32,14 +32,21 @@ class Plot:
         if suffix not in FORMATS:
             raise InvalidArgument(f"{spelled('-o/--output', 'path')} {path!r}: name a .png, .svg or .pdf file")
         try:
-            self.figure.savefig(path, format=suffix)
+            self.render(path, suffix)
         except OSError as error:
             raise UserError(f"cannot write {path}: {error.strerror or error}") from None
 
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png")
+        self.render(buffer, "png")
         return buffer.getvalue()
+
+    def render(self, target, suffix: str) -> None:
+        import warnings
+
+        with warnings.catch_warnings():  # a metric named in a script the font lacks still plots, as boxes
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            self.figure.savefig(target, format=suffix)
 
 
 def plot(series: list[Point], names: list[str] | None, title: str, path: str | None = None) -> Plot:
@@ -71,7 +78,7 @@ def drawn(series: list[Point], names: list[str], title: str):
         shown = [point for point in series if name in point.metrics]
         panel.plot([point.step if by_step else point.time - start for point in shown],
                    [point.metrics[name] for point in shown], linewidth=1.2)
-        panel.set_ylabel(name)
+        panel.set_ylabel(name, parse_math=False)  # a replica's text, never matplotlib's $math$
         panel.grid(True, alpha=0.3)
     axes[-1].set_xlabel("step" if by_step else "seconds since the first report")
     axes[0].set_title(title)
