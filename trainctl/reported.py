@@ -92,7 +92,7 @@ class Progress:
     def where(self) -> str:
         if self.step is None:
             return "no step reported"
-        if self.total is None:
+        if not self.total:  # none given, or 0 from a replica that wrote it by hand
             return f"step {self.step}"
         return f"{self.step}/{self.total} ({self.fraction:.0%})"
 

@@ -75,16 +75,16 @@ def report(step: int | None = None, total: int | None = None, **metrics: float) 
     try:
         writer = _writer_of_this_process()
         if writer is not None:
-            writer.add(checked_count(step, "step"), checked_count(total, "total"), checked_metrics(metrics))
+            writer.add(checked_count(step, "step"), checked_count(total, "total", minimum=1), checked_metrics(metrics))
     except Exception as error:  # noqa: BLE001 - reporting must never end a training run
         warn_once("error", f"trainctl.report failed and is ignored: {type(error).__name__}: {error}")
 
 
 # ---- the points: what a report holds, and how a line is read back -------------------------------
 
-def checked_count(value: object, what: str) -> int | None:
-    """``value`` as a whole number >= 0 (an int, an integral float, a numpy or torch integer); None, said once,
-    for anything else."""
+def checked_count(value: object, what: str, minimum: int = 0) -> int | None:
+    """``value`` as a whole number >= ``minimum`` (an int, an integral float, a numpy or torch integer); None,
+    said once, for anything else."""
     if value is None:
         return None
     try:
@@ -92,8 +92,8 @@ def checked_count(value: object, what: str) -> int | None:
         exact = count == value and not isinstance(value, bool)
     except (TypeError, ValueError, RuntimeError, OverflowError):
         exact = False
-    if not exact or count < 0:
-        warn_once(what, f"trainctl.report: {what}={str(value)[:60]!r} is left out: give a whole number >= 0")
+    if not exact or count < minimum:
+        warn_once(what, f"trainctl.report: {what}={str(value)[:60]!r} is left out: give a whole number >= {minimum}")
         return None
     return count
 
@@ -144,19 +144,26 @@ def valid_point(data: object) -> tuple[float, int | None, int | None, dict[str, 
     return float(moment), step, total, {name: float(value) for name, value in metrics.items()}
 
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder: json.dumps(..., separators) makes one a call
+LINE_POINTS = 32  # encoded together: one call per line, not per point
+
+
 def encoded_lines(points: list[tuple]) -> list[bytes]:
-    """The points as channel lines of at most :data:`MAX_LINE_BYTES` each (newline included)."""
-    lines, batch, size = [], [], len(MARKER) + 4
-    for point in points:
-        text = json.dumps([round(point[0], 3), *point[1:]], separators=(",", ":"))
-        if batch and size + len(text) + 1 > MAX_LINE_BYTES:
-            lines.append(f"{MARKER} [{','.join(batch)}]\n".encode())
-            batch, size = [], len(MARKER) + 4
-        batch.append(text)
-        size += len(text) + 1
-    if batch:
-        lines.append(f"{MARKER} [{','.join(batch)}]\n".encode())
+    """The points (time to the millisecond) as channel lines of at most :data:`MAX_LINE_BYTES` each (newline
+    included), :data:`LINE_POINTS` a line, fewer where they are long; a point longer than a line by itself
+    (32 metrics of 64-character names, say) gets a line of its own."""
+    lines = []
+    for start in range(0, len(points), LINE_POINTS):
+        lines += fitted(points[start:start + LINE_POINTS])
     return lines
+
+
+def fitted(points: list[tuple]) -> list[bytes]:
+    line = f"{MARKER} {_encode(points)}\n".encode()
+    if len(line) <= MAX_LINE_BYTES or len(points) == 1:
+        return [line]
+    half = len(points) // 2
+    return fitted(points[:half]) + fitted(points[half:])
 
 
 # ---- who reports, and the writer -----------------------------------------------------------------
@@ -199,7 +206,7 @@ class Writer:
         threading.Thread(target=self.run, name="trainctl-report", daemon=True).start()
 
     def add(self, step: int | None, total: int | None, metrics: dict[str, float]) -> None:
-        point = (time.time(), step, total, metrics)
+        point = (round(time.time(), 3), step, total, metrics)
         with self.lock:
             self.latest, self.latest_written = point, False
             if metrics:

@@ -78,7 +78,7 @@ def test_what_is_no_number_is_left_out_and_said_once(tmp_path):
     assert done.returncode == 0
     assert done.stderr.splitlines() == [
         "trainctl.report: step='1.5' is left out: give a whole number >= 0",
-        "trainctl.report: total='-1' is left out: give a whole number >= 0",
+        "trainctl.report: total='-1' is left out: give a whole number >= 1",
         "trainctl.report: loss='low' is left out: not a number"]
     assert {json.dumps(p[1:]) for p in written(progress)} == {json.dumps([None, None, {"acc": 0.5}])}
 
@@ -125,6 +125,7 @@ def test_the_rate_is_over_the_last_minute_and_the_eta_is_what_is_left_at_it():
 
 def test_without_a_total_or_a_second_point_there_is_no_eta():
     assert summary(reports(), [Point(1.0, 5, None, {})], now=2.0).text(now=2.0) == "step 5, 1s ago"
+    assert summary(reports(), [Point(1.0, 5, 0, {})], now=2.0).where() == "step 5"  # a total of 0, written by hand
     progress = summary(reports(), [Point(1.0, 1, None, {"a": 1.0}), Point(2.0, 3, None, {})], now=2.0)
     assert (progress.rate, progress.eta, progress.metrics) == (2.0, None, {"a": 1.0})
 
