@@ -84,7 +84,7 @@ def call_cost(calls: int, runs: int) -> list[Row]:
 
 
 def controller_writes(jobs: int, window: float, windows: int) -> list[Row]:
-    from benchmarks.controller_scale import http_ok, scrape
+    from benchmarks.controller_scale import http_ok, scrape, wait
     from tests.cluster.kubelet import FakeNode
     from tests.cluster.server import TestCluster, cached_apiserver, free_port
     from trainctl.frameworks import by_kind
@@ -164,14 +164,6 @@ def job_body(name: str, namespace: str) -> dict:
 def is_running(job: dict) -> bool:
     return any(c.get("type") == "Running" and c.get("status") == "True"
                for c in (job.get("status") or {}).get("conditions") or [])
-
-
-def wait(predicate, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError("benchmark setup did not finish")
-        time.sleep(0.5)
 
 
 def main() -> None:

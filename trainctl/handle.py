@@ -88,12 +88,13 @@ class JobHandle:
 
     def logs(self, follow: bool = False, replica: str | None = None, tail: int | None = None) -> LogLines:
         """Every replica's lines (``str(line)`` is ``master-0 | text``); ``follow``: as they come, until the job
-        ends. ``replica``: only ``worker-1``'s. A function job's result line is left out (see :meth:`result`).
+        ends. ``replica``: only ``worker-1``'s. A function job's result line is left out (see :meth:`result`), and so
+        are the progress reports a pod writes to its log (:meth:`progress`).
         An iterator; in IPython, shown as the lines' text."""
         from trainctl.display import LogLines
-        from trainctl.results import without_results
+        from trainctl.results import without_plumbing
 
-        lines = without_results(self.client.logs(self.name, self.namespace, replica=replica, follow=follow,
+        lines = without_plumbing(self.client.logs(self.name, self.namespace, replica=replica, follow=follow,
                                                  tail=tail))
         return LogLines(self._watched(lines) if follow else lines)
 
@@ -112,10 +113,10 @@ class JobHandle:
 
     def _latest_line(self) -> str | None:
         """The last line any replica wrote, for a progress display (None when there is none yet, or no log)."""
-        from trainctl.results import without_results
+        from trainctl.results import without_plumbing
 
         try:
-            lines = [line.text for line in without_results(self.client.logs(self.name, self.namespace, tail=1))]
+            lines = [line.text for line in without_plumbing(self.client.logs(self.name, self.namespace, tail=1))]
         except UserError:  # deleted meanwhile: the wait says so next
             return None
         return next((text for text in reversed(lines) if text.strip()), None)

@@ -46,6 +46,7 @@ def test_pods_progress_shows_in_status_the_api_and_list_and_the_controller_write
     assert client.progress("pr", ns).step == 30
     assert [point.step for point in client.metrics("pr", ns)] == list(range(1, 31))
     assert [point.step for point in client.metrics("pr", ns, replica="worker-0")] == list(range(1, 29))
+    assert [line.text for line in client.job("pr", ns).logs(replica="master-0")] == ["epoch 1", "more output"]
 
     listed = wait_for(lambda: re.search(r"pr +PyTorchJob +Running .* 30/40 75%", trainctl("list", "-n", ns).stdout),
                       timeout=40, what="list to show the controller's summary")

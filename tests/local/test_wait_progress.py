@@ -39,10 +39,11 @@ def start(tmp_path, stderr, script: str = SCRIPT, *args: str) -> subprocess.Pope
                             stderr=stderr)
 
 
-def test_a_terminal_gets_a_live_status_line(tmp_path):
+def in_a_terminal(tmp_path, script: str = SCRIPT) -> str:
+    """What ``script`` shows on a pseudo-terminal as its stderr, once it ended well."""
     controller, terminal = pty.openpty()
     try:
-        process = start(tmp_path, terminal)
+        process = start(tmp_path, terminal, script)
         os.close(terminal)  # read while it runs: a full terminal buffer would block its writes
         shown = b""
         while chunk := read_some(controller):
@@ -50,7 +51,11 @@ def test_a_terminal_gets_a_live_status_line(tmp_path):
     finally:
         os.close(controller)
     assert process.wait(timeout=60) == 0
-    text = shown.decode(errors="replace")
+    return shown.decode(errors="replace")
+
+
+def test_a_terminal_gets_a_live_status_line(tmp_path):
+    text = in_a_terminal(tmp_path)
     assert "\x1b[" in text, text  # redrawn in place: cursor and colour codes, not a line per poll
     assert "jaxjob/nap: Running (Worker 2 active)" in text, text
     assert "napping" in text, text  # the latest log line
@@ -118,17 +123,7 @@ job.delete()
 
 
 def test_a_reporting_job_shows_a_live_progress_bar_in_a_terminal(tmp_path):
-    controller, terminal = pty.openpty()
-    try:
-        process = start(tmp_path, terminal, REPORTS)
-        os.close(terminal)
-        shown = b""
-        while chunk := read_some(controller):
-            shown += chunk
-    finally:
-        os.close(controller)
-    assert process.wait(timeout=60) == 0
-    text = shown.decode(errors="replace")
+    text = in_a_terminal(tmp_path, REPORTS)
     assert "\x1b[" in text, text
     assert "jaxjob/steps: Succeeded (Worker 1 succeeded)" in text and "━━━━━━━━━━━━━━━━ 20/20 100% loss 0.05" in text, text
 

@@ -32,6 +32,14 @@ def written(progress: Path) -> list[tuple]:
     return [point for line in progress.read_text().splitlines() for point in reporting.points_of(line)]
 
 
+def points_of_a_loop(tmp_path: Path, calls: str) -> list[tuple]:
+    """The points a replica wrote that ran ``for step in range(...): <calls>``."""
+    progress = tmp_path / "p"
+    done = replica(f"import trainctl\nfor step in {calls}\n", progress)
+    assert done.returncode == 0, done.stderr
+    return written(progress)
+
+
 def test_outside_a_job_report_does_nothing_and_starts_no_thread(tmp_path):
     done = replica("import threading, trainctl\n"
                    "trainctl.report(step=1, total=2, loss=0.5)\n"
@@ -40,26 +48,16 @@ def test_outside_a_job_report_does_nothing_and_starts_no_thread(tmp_path):
 
 
 def test_every_point_is_written_until_the_series_is_long_then_fewer_and_always_the_last(tmp_path):
-    progress = tmp_path / "p"
-    done = replica("import trainctl\n"
-                   "for step in range(1, 25001):\n"
-                   "    trainctl.report(step=step, total=25000, loss=1 / step)\n", progress)
-    assert done.returncode == 0, done.stderr
-    points = written(progress)
+    points = points_of_a_loop(tmp_path, "range(1, 25001): trainctl.report(step=step, total=25000, loss=1 / step)")
     # 10,000 at full rate, the next 15,000 reports at half rate: 7,500; and the last one, which was not kept
     assert len(points) == reporting.MAX_SERIES + 7_500 + 1
     assert [p[1] for p in points[:3]] == [1, 2, 3] and points[reporting.MAX_SERIES][1] == reporting.MAX_SERIES + 1
     assert points[-1][1:3] == (25000, 25000)
-    assert all(len(line.encode()) < reporting.MAX_LINE_BYTES for line in progress.read_text().splitlines())
+    assert all(len(line.encode()) < reporting.MAX_LINE_BYTES for line in (tmp_path / "p").read_text().splitlines())
 
 
 def test_steps_without_metrics_only_move_the_progress_on(tmp_path):
-    progress = tmp_path / "p"
-    done = replica("import time, trainctl\n"
-                   "for step in range(1, 1001):\n"
-                   "    trainctl.report(step=step, total=1000)\n", progress)
-    assert done.returncode == 0, done.stderr
-    points = written(progress)
+    points = points_of_a_loop(tmp_path, "range(1, 1001): trainctl.report(step=step, total=1000)")
     assert len(points) <= 3 and points[-1][1:] == (1000, 1000, {})  # the first at once, the last at exit
 
 
