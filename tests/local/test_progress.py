@@ -123,3 +123,15 @@ def test_rank_zero_also_logs_to_mlflow_when_a_tracking_uri_is_set(client, cli, t
     assert [(metric.step, metric.value) for metric in history] == [(step, 1 / step) for step in range(1, 11)]
     assert len(tracking.get_metric_history(run.info.run_id, "accuracy")) == 10
     job.delete()
+
+
+@pytest.mark.framework
+def test_a_lightning_loop_reports_through_trainctls_callback(client):
+    job = client.run(function_jobs.lightning_reports, args={"steps": 10}, framework="jax", name="lit",
+                     backoff_limit=0)
+    assert job.result(timeout=150) == 10
+    progress = job.progress()
+    assert (progress.step, progress.total) == (10, 10) and "loss" in progress.metrics, progress
+    losses = [point.metrics["loss"] for point in job.metrics()]
+    assert len(losses) == 10 and losses[-1] < losses[0], losses  # every batch, and it learned
+    job.delete()
