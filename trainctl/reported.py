@@ -39,6 +39,7 @@ RATE_WINDOW_S = 60.0  # the rate is the steps made over about the last minute of
 PROGRESS_ANNOTATION = "trainctl.io/progress"
 ANNOTATED_METRICS = 4  # of the latest metrics, the first few go into the annotation (it stays small)
 MAX_ANNOTATION_CHARS = 2000
+SHOWN_METRICS = 8  # of a replica's latest metrics, what status's line shows (job.progress() has them all)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class Progress:
                 parts.append(f"{self.rate:.3g} steps/s")
             if self.eta is not None:
                 parts.append(f"ETA {duration(self.eta)}")
-        parts += [f"{name} {number(value)}" for name, value in self.metrics.items()]
+        parts += [f"{name} {number(value)}" for name, value in list(self.metrics.items())[:SHOWN_METRICS]]
         if self.time is not None and not finished:
             parts.append(f"{duration(max(0.0, now - self.time))} ago")
         return ", ".join(parts)

@@ -119,8 +119,8 @@ def checked_metrics(metrics: dict) -> dict[str, float]:
 def points_of(line: str) -> list[tuple[float, int | None, int | None, dict[str, float]]]:
     """The points of one channel line (its text, from :data:`MARKER` on); [] for anything else. A point that is
     not exactly what :func:`report` writes is skipped: the line is untrusted data."""
-    start = line.find(MARKER)
-    if start < 0 or len(line) - start > 4 * MAX_LINE_BYTES:  # found after output a line began without a newline
+    start = line.find(MARKER)  # anywhere: output that did not end its line may come first
+    if start < 0 or len(line) - start > 4 * MAX_LINE_BYTES:  # longer than any line report() writes
         return []
     try:
         data = json.loads(line[start + len(MARKER):])
