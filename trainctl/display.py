@@ -2,7 +2,7 @@
 
 IPython asks an object for its representations (``_repr_mimebundle_``, ``_repr_pretty_``);
 plain Python keeps the short ``repr``, which reads nothing. A table has the columns of
-``trainctl list`` (state, replicas, age, duration), from the same row function, as HTML for a
+``trainctl list`` (state, replicas, age, duration, progress), from the same row function, as HTML for a
 notebook and as the CLI's plain columns for a terminal. The job is read when it is shown, so
 a handle displayed twice shows its state twice.
 """
@@ -14,16 +14,18 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from trainctl.api import Client
     from trainctl.backends.base import LogLine
     from trainctl.handle import JobHandle
 
 
-def table(resources: list[dict]) -> dict[str, str]:
+def table(client: Client, resources: list[dict]) -> dict[str, str]:
     """The jobs as ``trainctl list`` shows them: ``{"text/html": <table>, "text/plain": columns}``."""
     from trainctl.cli.formatting import column_widths, plain_lines
-    from trainctl.cli.status import job_row, list_columns
+    from trainctl.cli.status import job_row, list_columns, progress_cell
 
-    headers, rows = list_columns(wide=False), [job_row(resource, wide=False) for resource in resources]
+    headers = list_columns(wide=False)
+    rows = [job_row(resource, False, progress_cell(client, resource)) for resource in resources]
     cells = "".join(f"<th>{html.escape(header)}</th>" for header in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
     return {"text/html": f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>",
@@ -34,15 +36,15 @@ class Jobs(list):
     """``client.jobs()``: a list of handles that shows as a table of the jobs as they were listed (a list's own
     printer would win over a bundle in IPython, so HTML and text come from their own methods)."""
 
-    def __init__(self, handles: list[JobHandle], resources: list[dict]) -> None:
+    def __init__(self, client: Client, handles: list[JobHandle], resources: list[dict]) -> None:
         super().__init__(handles)
-        self.resources = resources
+        self.client, self.resources = client, resources
 
     def _repr_html_(self) -> str:
-        return table(self.resources)["text/html"]
+        return table(self.client, self.resources)["text/html"]
 
     def _repr_pretty_(self, printer, cycle: bool) -> None:
-        printer.text(table(self.resources)["text/plain"])
+        printer.text(table(self.client, self.resources)["text/plain"])
 
 
 class LogLines:

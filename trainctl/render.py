@@ -32,6 +32,7 @@ from trainctl.submit_options import (
     positive,
     quantity,
     restart_policy,
+    stall_annotations,
     tolerations,
     volumes,
 )
@@ -179,7 +180,8 @@ def template_context(framework: Framework, options: SubmitOptions) -> dict:
         "name": options.name or generated_name(framework.name),
         "namespace": options.namespace,
         "labels": queue_labels(labels, options.local_queue),
-        "annotations": label_map(options.annotation, "annotation", check_value=False),
+        "annotations": {**label_map(options.annotation, "annotation", check_value=False),
+                        **stall_annotations(options)},
         "pod_labels": labels,
         "pod_annotations": {},
         "run_policy": run_policy(options, sum(topology.values())),

@@ -25,6 +25,7 @@ from trainctl.k8s_names import (
     label_value_problem,
 )
 
+DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)([numkMGTPE]|[KMGTPE]i)?")
 SIZE = re.compile(r"(\d{1,12})(Ki|Mi|Gi|K|M|G)?")
 SIZE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
@@ -76,6 +77,8 @@ class SubmitOptions:
     restart_policy: str | None = None
     backoff_limit: int | None = None
     active_deadline: int | None = None
+    stall_after: str | None = None  # durations: 90, 90s, 10m, 1h30m (trainctl.reported)
+    stall_timeout: str | None = None
     ttl_after_finished: int | None = None
     clean_pod_policy: str | None = None
     suspend: bool | None = None
@@ -208,6 +211,32 @@ def positive(value: int | None, name: str, minimum: int = 1, maximum: int = INT3
         raise UserError(f"{option(name)} {value}: must be at most {maximum} (the field is an "
                         f"{'int32' if maximum == INT32_MAX else 'int64'})")
     return value
+
+
+def parse_duration(text: str | None, flag: str) -> int | None:
+    """``90``, ``90s``, ``5m``, ``1h30m`` -> seconds."""
+    if text is None:
+        return None
+    if text.isdigit():
+        return int(text)
+    match = DURATION.fullmatch(text)
+    if not text or not match or not any(match.groups()):
+        raise UserError(f"{flag} {text!r}: expected a duration such as 30s, 5m or 1h30m")
+    hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def stall_annotations(options: SubmitOptions) -> dict[str, str]:
+    """``--stall-after``/``--stall-timeout`` as the job's annotations (trainctl.job), in whole seconds."""
+    from trainctl.job import STALL_AFTER_ANNOTATION, STALL_TIMEOUT_ANNOTATION
+
+    found = {}
+    for key, name, text in ((STALL_AFTER_ANNOTATION, "stall_after", options.stall_after),
+                            (STALL_TIMEOUT_ANNOTATION, "stall_timeout", options.stall_timeout)):
+        seconds = positive(parse_duration(text, option(name)), name, maximum=INT64_MAX)
+        if seconds is not None:
+            found[key] = str(seconds)
+    return found
 
 
 def choice(value: str | None, name: str, allowed: tuple[str, ...]) -> str | None:

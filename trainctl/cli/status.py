@@ -21,13 +21,13 @@ from trainctl.cli.formatting import (colored_state, column_widths, plain_lines, 
 
 JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False, autocompletion=job_names,
                                              help="Job name, or KIND/NAME such as pytorchjob/mnist (see trainctl list).")]
-LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION"]
+LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION", "PROGRESS"]
 WIDE_LIST_COLUMNS = ["TYPES", "IMAGES"]
 REPLICA_COLUMNS = ["REPLICA", "STATE", "RESTARTS", "EXIT", "REASON", "NODE", "DURATION"]
 WIDE_REPLICA_COLUMNS = ["IMAGE", "STARTED", "FINISHED"]
 WATCH_POLL_S = 1.0
 WATCH_MIN_WIDTHS = {"NAMESPACE": 12, "NAME": 24, "KIND": 11, "STATE": 10}  # rows printed later still line up
-CHANGING_COLUMNS = ("AGE", "DURATION")  # a clock tick is not a change worth a line in list -w
+CHANGING_COLUMNS = ("AGE", "DURATION", "PROGRESS")  # a clock tick or a step is no change worth a line in list -w
 
 
 # Waiting reasons of a container whose image the node does not have and cannot get.
@@ -67,6 +67,10 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
     for condition in job_status.get("conditions") or []:
         out.print(f"  {condition['type']:<11} {condition['status']:<5} {escape(condition.get('reason', ''))}: "
                   f"{escape(condition.get('message', ''))}", soft_wrap=True)
+    progress = client.progress(name, namespace, details=details)
+    for line in progress.lines():
+        out.print(f"  [yellow]{escape(line)}[/]" if line == progress.stall_text() else f"  {escape(line)}",
+                  soft_wrap=True)
     if details.replicas:
         print_replicas(resource, details.replicas, wide=output == "wide")
         for hint in image_hints(resource, details.replicas) + still_running(resource, details.replicas):
@@ -190,7 +194,7 @@ def list_jobs(namespace: Namespace = None,
 
     jobs = fetch()
     if watch:
-        watch_jobs(fetch, jobs, output)
+        watch_jobs(fetch, jobs, output, lambda resource: progress_cell(client, resource))
     elif output == "name":
         for resource in jobs:
             typer.echo(resource_name(resource))
@@ -199,7 +203,8 @@ def list_jobs(namespace: Namespace = None,
     elif not jobs:
         console().print(f"no jobs ({client.backend.description})")
     else:
-        print_table(list_columns(output == "wide"), [job_row(resource, output == "wide") for resource in jobs])
+        print_table(list_columns(output == "wide"), [job_row(resource, output == "wide", progress_cell(client, resource))
+                                                     for resource in jobs])
         console(stderr=True).print(f"[dim]{len(jobs)} job(s) on {client.backend.description}[/]")
 
 
@@ -207,7 +212,20 @@ def list_columns(wide: bool) -> list[str]:
     return LIST_COLUMNS + (WIDE_LIST_COLUMNS if wide else [])
 
 
-def job_row(resource: dict, wide: bool) -> list[str]:
+def progress_cell(client, resource: dict) -> str:
+    """The PROGRESS column: read from the job's reports where that is cheap (local), else from the summary the
+    controller keeps in the job's annotation (trainctl.reported)."""
+    from trainctl.backends.base import JobDetails
+    from trainctl.reported import from_annotation, job_progress
+
+    details = JobDetails(resource)
+    if client.backend.reads_reports_cheaply and resource.get("kind") != "Unknown":  # Unknown: a damaged job
+        return job_progress(client.backend, details).cell()
+    progress = from_annotation(details)
+    return progress.cell() if progress else "-"
+
+
+def job_row(resource: dict, wide: bool, progress: str = "-") -> list[str]:
     from trainctl.api import state_of
 
     specs = replica_specs(resource)
@@ -215,26 +233,26 @@ def job_row(resource: dict, wide: bool) -> list[str]:
     row = [resource["metadata"].get("namespace", ""), resource["metadata"]["name"], resource["kind"],
            state_of(resource), str(sum((spec or {}).get("replicas", 1) for spec in specs.values())),
            since(resource["metadata"].get("creationTimestamp")),
-           since(job_status.get("startTime"), job_status.get("completionTime"))]
+           since(job_status.get("startTime"), job_status.get("completionTime")), progress]
     if wide:  # no spaces inside a cell: piped output splits on whitespace
         row += [",".join(f"{rtype}:{(spec or {}).get('replicas', 1)}" for rtype, spec in specs.items()),
                 ",".join(sorted(set(replica_images(resource).values()) - {""}))]
     return row
 
 
-def watch_jobs(fetch, jobs: list[dict], output: str | None) -> None:
+def watch_jobs(fetch, jobs: list[dict], output: str | None, cell) -> None:
     """Print the jobs, then each change (new, changed state, deleted) as it is seen, like kubectl get -w.
 
-    Polls the backend every WATCH_POLL_S; Ctrl-C ends it with exit status 0.
+    Polls the backend every WATCH_POLL_S; Ctrl-C ends it with exit status 0. ``cell``: a job's PROGRESS.
     """
     columns = list_columns(output == "wide")
     changing = [columns.index(c) for c in CHANGING_COLUMNS]
     minimum = [WATCH_MIN_WIDTHS.get(c, len(c)) for c in columns]
-    widths = column_widths(columns, [job_row(job, output == "wide") for job in jobs], minimum)
+    widths = column_widths(columns, [job_row(job, output == "wide", cell(job)) for job in jobs], minimum)
     seen: dict[tuple, tuple] = {}
 
     def emit(resource: dict, deleted: bool = False) -> None:
-        row = job_row(resource, output == "wide")
+        row = job_row(resource, output == "wide", "-" if deleted else cell(resource))
         if deleted:
             row[columns.index("STATE")] = "Deleted"
         key = (row[0], row[2], row[1])

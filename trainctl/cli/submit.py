@@ -69,6 +69,10 @@ def submit(
     restart_policy: Annotated[str | None, typer.Option(help="Always, OnFailure, Never or ExitCode (default per kind).")] = None,
     backoff_limit: Annotated[int | None, typer.Option(help="Restarts allowed before the job fails (default 3).")] = None,
     active_deadline: Annotated[int | None, typer.Option(help="Fail the job after this many seconds running.")] = None,
+    stall_after: Annotated[str | None, typer.Option(
+        help="Call the running job stalled when no replica wrote output or a report for this long (default 10m).")] = None,
+    stall_timeout: Annotated[str | None, typer.Option(
+        help="Fail the job once no replica wrote output or a report for this long (e.g. 30m; a hung all-reduce).")] = None,
     ttl_after_finished: Annotated[int | None, typer.Option(help="Delete the job this many seconds after it ends.")] = None,
     clean_pod_policy: Annotated[str | None, typer.Option(help="What to stop when the job ends: All, Running, None.")] = None,
     suspend: Annotated[bool | None, typer.Option("--suspend", help="Create the job suspended (start with resume).")] = None,
@@ -111,7 +115,8 @@ def submit(
         slots_per_worker=slots_per_worker, env=env or [], label=label or [], annotation=annotation or [],
         volume=volume or [], shm_size=shm_size, node_selector=node_selector or [], toleration=toleration or [],
         priority_class=priority_class, queue=queue, local_queue=local_queue, gang=gang, restart_policy=restart_policy,
-        backoff_limit=backoff_limit, active_deadline=active_deadline, ttl_after_finished=ttl_after_finished,
+        backoff_limit=backoff_limit, active_deadline=active_deadline, stall_after=stall_after,
+        stall_timeout=stall_timeout, ttl_after_finished=ttl_after_finished,
         clean_pod_policy=clean_pod_policy, suspend=suspend, set=set_ or [], template=template,
         workdir=workdir, no_workdir=no_workdir, workdir_limit=workdir_limit, workdir_mount=workdir_mount,
         ship_secret=ship_secret or [], pip=pip or [], requirements=requirements,

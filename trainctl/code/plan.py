@@ -16,6 +16,9 @@ from trainctl.errors import UserError, option, setting
 from trainctl.submit_options import SubmitOptions, check_given, pip_specs, workdir_limit, workdir_mount
 
 MAX_REQUIREMENTS_BYTES = 64 * 1024  # it travels in every replica's command
+# In a snapshot, relative to where it is unpacked: the stand-in package ``trainctl`` (trainctl.report for
+# images without trainctl), which trainctl.code.pods puts first on the replicas' PYTHONPATH
+REPLICA_LIB = ".trainctl/lib"
 
 
 def request(options: SubmitOptions, backend_name: str, kind: str,
@@ -38,10 +41,22 @@ def request(options: SubmitOptions, backend_name: str, kind: str,
     if options.ship_secret and not ships:
         raise UserError(f"{option('ship_secret')} {options.ship_secret[0]}: no code snapshot travels with this job "
                         f"({setting('no_workdir')}, or the local backend without {option('workdir')}): leave it out")
-    taken = snapshot.take(options.workdir or ".", limit, extra, options.ship_secret) if ships else None
+    taken = (snapshot.take(options.workdir or ".", limit, extra, options.ship_secret, replica_library(REPLICA_LIB))
+             if ships else None)
     if taken is None and not pip and requirements is None:
         return None
     return CodeRequest(taken, mount, tuple(pip), requirements)
+
+
+def replica_library(directory: str) -> dict[str, bytes]:
+    """The files of the stand-in package ``trainctl`` under ``directory`` (path -> content): its
+    ``__init__`` (trainctl/code/replica_package.py, which gives way to an installed trainctl) and
+    :mod:`trainctl.reporting`, whose ``report`` it exports."""
+    from trainctl import reporting
+    from trainctl.code import replica_package
+
+    return {f"{directory}/trainctl/__init__.py": Path(replica_package.__file__).read_bytes(),
+            f"{directory}/trainctl/reporting.py": Path(reporting.__file__).read_bytes()}
 
 
 def read_requirements(path: str | None) -> str | None:

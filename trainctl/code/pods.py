@@ -8,6 +8,10 @@ pod template gains, as plain kubeflow.org/v1 pod fields any operator honours:
 * a projected volume of those ConfigMaps (chunk ``i`` as file ``NNNNN``),
 * an emptyDir at the container's workingDir (``--workdir-mount``, default /workspace),
 * an init container in the replica's own image running :mod:`trainctl.code.unpack`,
+* what ``trainctl.report()`` needs (trainctl.reporting): the snapshot's stand-in package ``trainctl``
+  first on PYTHONPATH (in front of a PYTHONPATH the container's env gives; an image's own ENV
+  PYTHONPATH is replaced, as any container variable replaces the image's), reports to
+  ``/dev/stdout`` (``TRAINCTL_PROGRESS``) and the job's name (``TRAINCTL_JOB``),
 * with ``--pip``/``--requirements``: an emptyDir for the packages and the main container's
   command wrapped by :mod:`trainctl.code.pipwrap`.
 
@@ -147,6 +151,7 @@ def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
             continue
         if code.snapshot is not None:
             ship_snapshot(pod, container, code)
+            report_env(container, code.mount, metadata.get("name") if isinstance(metadata, dict) else None)
         if code.pip or code.requirements is not None:
             wrap_with_pip(pod, container, code)
 
@@ -169,6 +174,25 @@ def ship_snapshot(pod: dict, container: dict, code: CodeRequest) -> None:
         "volumeMounts": [{"name": CHUNKS_VOLUME, "mountPath": CHUNKS_PATH, "readOnly": True}, workspace]})
     entry(container, "volumeMounts", []).append(dict(workspace))  # not the same object: YAML would alias it
     container["workingDir"] = code.mount
+
+
+def report_env(container: dict, mount: str, job_name: object) -> None:
+    """What ``trainctl.report()`` needs in a pod (see the module docstring); a value the container's env
+    already gives wins (``TRAINCTL_PROGRESS=""`` turns reporting off)."""
+    from trainctl import reporting
+    from trainctl.code.plan import REPLICA_LIB
+
+    env = entry(container, "env", [])
+    given = {item.get("name"): item for item in env if isinstance(item, dict)}
+    library = f"{mount.rstrip('/')}/{REPLICA_LIB}"
+    path = given.get("PYTHONPATH")
+    if path is None:
+        env.append({"name": "PYTHONPATH", "value": library})
+    elif isinstance(path.get("value"), str):
+        path["value"] = f"{library}:{path['value']}" if path["value"] else library
+    for name, value in ((reporting.ENV, "/dev/stdout"), (reporting.JOB_ENV, job_name)):
+        if name not in given and isinstance(value, str):
+            env.append({"name": name, "value": value})
 
 
 def wrap_with_pip(pod: dict, container: dict, code: CodeRequest) -> None:

@@ -21,6 +21,7 @@ from trainctl.controller.expectations import Expectations
 from trainctl.controller.gang import GangScheduler
 from trainctl.controller.informer import Informer
 from trainctl.controller.metrics import Metrics
+from trainctl.controller.progress import ProgressWatcher
 from trainctl.controller.queue import WorkQueue
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, CreateService, DeleteJob, DeleteReplica, DeleteService, RecordEvent
@@ -85,6 +86,7 @@ class Controller:
         self.gang = gang
         self.pod_groups = [Informer(client, gang.resource, ns) for ns in scopes] if gang and gang.resource else []
         self.hpa = HPA_V2
+        self.progress = ProgressWatcher(self)  # started by the manager: its log reads are no reconcile's
         self.wire()
 
     # ---- wiring ----------------------------------------------------------------------------
@@ -182,7 +184,8 @@ class Controller:
         observed = [o for o in (pod_objects.observe(job, p) for p in owned) if o is not None]
         existing = {s["metadata"]["name"] for s in services if pod_objects.controller_uid(s) == live_uid
                     and not s["metadata"].get("deletionTimestamp")}
-        plan = reconcile(resource, observed, datetime.now(timezone.utc), self.network, existing)
+        plan = reconcile(resource, observed, datetime.now(timezone.utc), self.network, existing,
+                         last_activity=self.progress.activity.get(key))
         for action in plan.actions:
             self.execute(key, job, action)
         if plan.status != job.status:
