@@ -4,6 +4,10 @@
     job = Client().run(train, args={"lr": 0.1}, framework="pytorch", workers=3)
     job.wait(); print(job.result())
 
+and inside a job's replicas (any script or function, with or without trainctl in the image)::
+
+    trainctl.report(step=i, total=steps, loss=loss)   # trainctl status / job.progress() / job.metrics()
+
 (docs/python-api.md is the walkthrough.) The package is layered so that the CLI stays a thin shell over a
 Python API, and one engine serves every framework and both runtimes (docs/architecture.md draws the layers):
 
@@ -24,15 +28,16 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from trainctl.api import Client
     from trainctl.errors import InvalidArgument, JobFailed, UserError
     from trainctl.handle import JobHandle
+    from trainctl.reporting import report
 
 __version__ = "0.1.0"
 API_GROUP = "kubeflow.org"
 API_VERSION = "kubeflow.org/v1"
 
 # The public API, loaded on first use so `import trainctl` (and the CLI's start-up) stays light.
-__all__ = ["Client", "InvalidArgument", "JobFailed", "JobHandle", "UserError"]
+__all__ = ["Client", "InvalidArgument", "JobFailed", "JobHandle", "UserError", "report"]
 _EXPORTS = {"Client": "trainctl.api", "JobHandle": "trainctl.handle", "JobFailed": "trainctl.errors",
-            "InvalidArgument": "trainctl.errors", "UserError": "trainctl.errors"}
+            "InvalidArgument": "trainctl.errors", "UserError": "trainctl.errors", "report": "trainctl.reporting"}
 
 
 def __getattr__(name: str):
@@ -40,4 +45,6 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'trainctl' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # found directly from now on: report() is called in training loops
+    return value

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from trainctl.code.pods import CodeRequest
     from trainctl.failures import FailureSummary
     from trainctl.handle import JobHandle
+    from trainctl.reported import JobProgress, Point
 
 BACKENDS = ("local", "kubernetes")  # the names trainctl.backends.load() knows
 WAIT_CONDITIONS = ("Succeeded", "Failed", "Running", "Suspended")
@@ -194,6 +195,29 @@ class Client:
 
         return failures.summarize(details or self.get(name, namespace), read_logs)
 
+    def progress(self, name: str, namespace: str | None = None, *,
+                 details: JobDetails | None = None) -> JobProgress:
+        """How far the job got by what its replicas reported with ``trainctl.report()``: its leading replica's
+        step, total, rate, ETA and latest metrics, every replica's, and whether it stalled (trainctl.reported).
+        ``details``: what :meth:`get` just returned, so it is not read again."""
+        from trainctl.reported import job_progress
+
+        return job_progress(self.backend, details or self.get(name, namespace))
+
+    def metrics(self, name: str, namespace: str | None = None, *, replica: str | None = None) -> list[Point]:
+        """Every point a replica reported with metrics (time, step, total, metrics), oldest first, at most
+        trainctl.reported.MAX_POINTS (evenly thinned past that). ``replica``: ``worker-1``; by default the
+        first, in replica order (Master before Workers), whose reports hold metrics."""
+        from trainctl.backends.base import pick_replica
+        from trainctl.reported import in_replica_order, metrics
+
+        details = self.get(name, namespace)
+        found = in_replica_order(details.resource, self.backend.reports(name, self._ns(namespace), whole=True))
+        if replica is not None:
+            chosen = pick_replica(replica, name, [reports.replica for reports in found])
+            return metrics(next(reports for reports in found if reports.replica == chosen))
+        return next((series for series in map(metrics, found) if series), [])
+
     def delete(self, name: str, namespace: str | None = None) -> None:
         self.backend.delete(name, self._ns(namespace))
 
@@ -263,8 +287,8 @@ class Client:
         from trainctl.handle import JobHandle
 
         resources = self.list(namespace, all_namespaces, selector)
-        return Jobs([JobHandle(self, r["metadata"]["name"], r["metadata"]["namespace"], r["kind"]) for r in resources],
-                    resources)
+        return Jobs(self, [JobHandle(self, r["metadata"]["name"], r["metadata"]["namespace"], r["kind"])
+                           for r in resources], resources)
 
 
 def checked_selector(selector: object) -> None:

@@ -1,8 +1,8 @@
 """How jobs show: as the rows of ``trainctl list``, in plain columns, and in IPython and Jupyter.
 
-A job's row (:func:`job_row`: state, replicas, age, duration, and with ``wide`` its replica types and
-images) is made here once, for the CLI's ``list`` and for a notebook alike. IPython asks an object
-for its representations (``_repr_mimebundle_``, ``_repr_pretty_``); plain Python keeps the short
+A job's row (:func:`job_row`: state, replicas, age, duration, progress, and with ``wide`` its replica
+types and images) is made here once, for the CLI's ``list`` and for a notebook alike. IPython asks an
+object for its representations (``_repr_mimebundle_``, ``_repr_pretty_``); plain Python keeps the short
 ``repr``, which reads nothing. A table is HTML for a notebook and the CLI's plain columns for a
 terminal. The job is read when it is shown, so a handle displayed twice shows its state twice.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from trainctl.backends.base import LogLine
 
-LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION"]
+LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION", "PROGRESS"]
 WIDE_LIST_COLUMNS = ["TYPES", "IMAGES"]
 
 
@@ -24,7 +24,7 @@ def list_columns(wide: bool) -> list[str]:
     return LIST_COLUMNS + (WIDE_LIST_COLUMNS if wide else [])
 
 
-def job_row(resource: dict, wide: bool) -> list[str]:
+def job_row(resource: dict, wide: bool, progress: str = "-") -> list[str]:
     from trainctl.core.conditions import state_of, status_of
 
     specs = replica_specs(resource)
@@ -32,11 +32,24 @@ def job_row(resource: dict, wide: bool) -> list[str]:
     row = [resource["metadata"].get("namespace", ""), resource["metadata"]["name"], resource["kind"],
            state_of(resource), str(sum((spec or {}).get("replicas", 1) for spec in specs.values())),
            since(resource["metadata"].get("creationTimestamp")),
-           since(job_status.get("startTime"), job_status.get("completionTime"))]
+           since(job_status.get("startTime"), job_status.get("completionTime")), progress]
     if wide:  # no spaces inside a cell: piped output splits on whitespace
         row += [",".join(f"{rtype}:{(spec or {}).get('replicas', 1)}" for rtype, spec in specs.items()),
                 ",".join(sorted(set(replica_images(resource).values()) - {""}))]
     return row
+
+
+def progress_cell(client, resource: dict) -> str:
+    """The PROGRESS column: read from the job's reports where that is cheap (local), else from the summary the
+    controller keeps in the job's annotation (trainctl.reported). ``client``: the trainctl.api.Client."""
+    from trainctl.backends.base import JobDetails
+    from trainctl.reported import from_annotation, job_progress
+
+    details = JobDetails(resource)
+    if client.backend.reads_reports_cheaply and resource.get("kind") != "Unknown":  # Unknown: a damaged job
+        return job_progress(client.backend, details).cell()
+    progress = from_annotation(details)
+    return progress.cell() if progress else "-"
 
 
 def replica_specs(resource: dict) -> dict:
@@ -76,11 +89,13 @@ def plain_lines(headers: list[str] | None, rows: list[list[str]], widths: list[i
     return ["   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
 
 
-def table(resources: list[dict]) -> dict[str, str]:
-    """The jobs as ``trainctl list`` shows them: ``{"text/html": <table>, "text/plain": columns}``."""
+def table(client, resources: list[dict]) -> dict[str, str]:
+    """The jobs as ``trainctl list`` shows them: ``{"text/html": <table>, "text/plain": columns}``; ``client``
+    reads their progress."""
     import html
 
-    headers, rows = list_columns(wide=False), [job_row(resource, wide=False) for resource in resources]
+    headers = list_columns(wide=False)
+    rows = [job_row(resource, False, progress_cell(client, resource)) for resource in resources]
     cells = "".join(f"<th>{html.escape(header)}</th>" for header in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
     return {"text/html": f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>",
@@ -91,16 +106,16 @@ class Jobs(list):
     """``client.jobs()``: a list of handles that shows as a table of the jobs as they were listed (a list's own
     printer would win over a bundle in IPython, so HTML and text come from their own methods)."""
 
-    def __init__(self, handles: list, resources: list[dict]) -> None:
-        """``handles``: a JobHandle (trainctl.handle) per job of ``resources``."""
+    def __init__(self, client, handles: list, resources: list[dict]) -> None:
+        """``handles``: a JobHandle (trainctl.handle) per job of ``resources``, which ``client`` listed."""
         super().__init__(handles)
-        self.resources = resources
+        self.client, self.resources = client, resources
 
     def _repr_html_(self) -> str:
-        return table(self.resources)["text/html"]
+        return table(self.client, self.resources)["text/html"]
 
     def _repr_pretty_(self, printer, cycle: bool) -> None:
-        printer.text(table(self.resources)["text/plain"])
+        printer.text(table(self.client, self.resources)["text/plain"])
 
 
 class LogLines:

@@ -22,7 +22,7 @@ from contextvars import ContextVar
 CLI, PYTHON = "cli", "python"
 FRONT_END: ContextVar[str] = ContextVar("trainctl_front_end", default=PYTHON)
 # Where the CLI's flag is not --<keyword with - for _> (the Python keyword is the option's name)
-CLI_FLAGS = {"selector": "-l/--selector", "until": "--for", "namespace": "-n/--namespace"}
+CLI_FLAGS = {"selector": "-l/--selector", "until": "--for", "namespace": "-n/--namespace", "metrics": "--metric"}
 CLI_SETTINGS = {("backend", "local"): "--local"}  # a setting that is a flag of its own
 # Where the Python API's keyword is not the option's name: pip= is packages= by its data-science name
 PYTHON_KEYWORDS = {"pip": "packages"}

@@ -119,7 +119,7 @@ def numpy_data(array, where: str) -> dict:
 
 def on_its_own_line(line: str) -> str:
     """What rank 0 writes for a result line: a newline first ends whatever line the function left open (the
-    reader drops the empty line this makes after a finished one: trainctl.results.without_results)."""
+    reader drops the empty line this makes after a finished one: trainctl.results.without_plumbing)."""
     return f"\n{line}\n"
 
 

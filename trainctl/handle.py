@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from trainctl.backends.base import JobDetails, LogLine, ReplicaRow
     from trainctl.display import LogLines
     from trainctl.failures import FailureSummary
+    from trainctl.plotting import Plot
+    from trainctl.reported import JobProgress, Point
 
 
 class JobHandle:
@@ -33,10 +35,10 @@ class JobHandle:
         return f"<JobHandle {kind}{self.name} in {self.namespace} on {self.client.backend_name}>"
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
-        """In IPython: the job's row of ``trainctl list`` (state, replicas, age, duration), read now."""
+        """In IPython: the job's row of ``trainctl list`` (state, replicas, age, duration, progress), read now."""
         from trainctl.display import table
 
-        return table([self.resource])
+        return table(self.client, [self.resource])
 
     # ---- reading ----------------------------------------------------------------------------
     def details(self) -> JobDetails:
@@ -63,14 +65,36 @@ class JobHandle:
         """Which replica failed first, how, and its last log lines; None if nothing failed."""
         return self.client.failure_summary(self.name, self.namespace)
 
+    def progress(self) -> JobProgress:
+        """How far it got, from what its replicas reported with ``trainctl.report()``: ``.step``, ``.total``,
+        ``.eta`` (seconds), ``.metrics`` (each one's latest value), ``.time`` (of the latest report), all of its
+        leading replica; ``.replicas`` (each one's), ``.stalled_for`` (seconds, while it is stalled)."""
+        return self.client.progress(self.name, self.namespace)
+
+    def metrics(self, replica: str | None = None) -> list[Point]:
+        """Every point reported with metrics (``.time``, ``.step``, ``.total``, ``.metrics``), oldest first, at most
+        10,000 (evenly thinned past that); of ``replica`` (``worker-1``), else of the leading one. For pandas:
+        ``DataFrame([{"step": p.step, **p.metrics} for p in job.metrics()])``."""
+        return self.client.metrics(self.name, self.namespace, replica=replica)
+
+    def plot(self, metrics: list[str] | str | None = None, path: str | None = None,
+             replica: str | None = None) -> Plot:
+        """The curves of ``metrics`` (default: every one reported) over the steps; shown inline in Jupyter, and
+        written to ``path`` (a .png, .svg or .pdf) when given. Needs matplotlib: ``pip install 'trainctl[plot]'``."""
+        from trainctl.plotting import plot
+
+        wanted = [metrics] if isinstance(metrics, str) else metrics
+        return plot(self.metrics(replica), wanted, f"{(self.kind or 'job').lower()}/{self.name}", path)
+
     def logs(self, follow: bool = False, replica: str | None = None, tail: int | None = None) -> LogLines:
         """Every replica's lines (``str(line)`` is ``master-0 | text``); ``follow``: as they come, until the job
-        ends. ``replica``: only ``worker-1``'s. A function job's result line is left out (see :meth:`result`).
+        ends. ``replica``: only ``worker-1``'s. A function job's result line is left out (see :meth:`result`), and so
+        are the progress reports a pod writes to its log (:meth:`progress`).
         An iterator; in IPython, shown as the lines' text."""
         from trainctl.display import LogLines
-        from trainctl.results import without_results
+        from trainctl.results import without_plumbing
 
-        lines = without_results(self.client.logs(self.name, self.namespace, replica=replica, follow=follow,
+        lines = without_plumbing(self.client.logs(self.name, self.namespace, replica=replica, follow=follow,
                                                  tail=tail))
         return LogLines(self._watched(lines) if follow else lines)
 
@@ -89,23 +113,31 @@ class JobHandle:
 
     def _latest_line(self) -> str | None:
         """The last line any replica wrote, for a progress display (None when there is none yet, or no log)."""
-        from trainctl.results import without_results
+        from trainctl.results import without_plumbing
 
         try:
-            lines = [line.text for line in without_results(self.client.logs(self.name, self.namespace, tail=1))]
+            lines = [line.text for line in without_plumbing(self.client.logs(self.name, self.namespace, tail=1))]
         except UserError:  # deleted meanwhile: the wait says so next
             return None
         return next((text for text in reversed(lines) if text.strip()), None)
 
+    def _progress_now(self) -> JobProgress | None:
+        """The reported progress, for a progress display (None when the job went away meanwhile)."""
+        try:
+            return self.progress()
+        except UserError:
+            return None
+
     # ---- waiting ----------------------------------------------------------------------------
     def wait(self, timeout: float | None = None, progress: bool = True) -> JobHandle:
         """Until the job succeeds; raises :class:`~trainctl.errors.JobFailed` (with the failure summary) if it
-        fails, TimeoutError after ``timeout`` seconds. ``progress``: show its state, the time waited and the
-        latest log line while waiting (in a notebook one line updated in place)."""
+        fails, TimeoutError after ``timeout`` seconds. ``progress``: show its state, the time waited and its
+        reported progress as a bar (else the latest log line) while waiting, and say once if it stalls (in a
+        notebook one line updated in place; trainctl.progress)."""
         from trainctl import progress as shown
 
         label = f"{(self.kind or 'job').lower()}/{self.name}"
-        with self._watching(), shown.reporter(label, progress, self._latest_line) as report:
+        with self._watching(), shown.reporter(label, progress, self._latest_line, self._progress_now) as report:
             self.client.wait(self.name, self.namespace, timeout=timeout, on_progress=report, raise_on_failure=True)
         return self
 

@@ -24,6 +24,12 @@ from trainctl.frameworks.base import (
 
 # Kueue's kubeflow.org integration queues a job that carries this label (and was created suspended)
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Stalls (docs/progress.md), in whole seconds: a running job none of whose replicas wrote output or reported
+# progress for STALL_AFTER is called stalled (shown, never acted on); past STALL_TIMEOUT it is failed.
+# Annotations, not runPolicy fields: every operator keeps them, and the upstream one ignores them.
+STALL_AFTER_ANNOTATION = "trainctl.io/stall-after"
+STALL_TIMEOUT_ANNOTATION = "trainctl.io/stall-timeout"
+DEFAULT_STALL_AFTER_S = 600
 
 
 class Job:
@@ -36,6 +42,14 @@ class Job:
         self.uid: str = metadata.get("uid", "")
         self.spec: dict = resource.get("spec") or {}
         self.status: dict = status_of(resource)
+
+    @property
+    def stall_after(self) -> int:
+        return annotated_seconds(self.resource, STALL_AFTER_ANNOTATION) or DEFAULT_STALL_AFTER_S
+
+    @property
+    def stall_timeout(self) -> int | None:
+        return annotated_seconds(self.resource, STALL_TIMEOUT_ANNOTATION)
 
     # ---- replica specs, defaulted ---------------------------------------------
     @cached_property
@@ -139,3 +153,10 @@ class Job:
 def main_container(framework: Framework, containers: list[dict]) -> dict | None:
     """The container the operator wires (see :meth:`Framework.main_container`)."""
     return framework.main_container(containers)
+
+
+def annotated_seconds(resource: dict, key: str) -> int | None:
+    """A positive whole number of seconds from the job's annotation ``key``; None when absent or not one (an
+    annotation edited by hand must not break a read)."""
+    value = ((resource.get("metadata") or {}).get("annotations") or {}).get(key)
+    return int(value) if isinstance(value, str) and value.isdigit() and 0 < int(value) < 2**63 else None

@@ -1,14 +1,19 @@
-"""What ``JobHandle.wait`` shows while it waits: one live line in a notebook or a terminal, plain lines elsewhere.
+"""What ``JobHandle.wait`` and ``trainctl wait`` show while they wait: one live line in a notebook or a terminal,
+plain lines elsewhere.
 
-The live line is the job's state, the time waited and the latest line any replica logged:
-``pytorchjob/mnist: Running (Master 1 active) 42s | epoch 3 loss 0.21``. In a Jupyter kernel
-it is one output updated in place (an IPython display); in a terminal, Rich's status spinner on
-stderr, rewritten in place (as ``trainctl wait`` does). Anywhere else (a log file, CI, a piped
-script) a line is printed only when something a person cares about changes (the job's state,
-or its replica counts), never per poll, so a long wait is a handful of lines rather than a
-scrolling wall. The state comes from the job resource the wait reads anyway; the latest log
-line is read when the state changes and at most every :data:`LOG_PEEK_SECONDS` otherwise (on a
-cluster, a request per pod).
+The live line is the job's state, the time waited, and either its progress, once a replica reported
+with ``trainctl.report()`` (trainctl.reported), as a bar with step/total, ETA and the latest
+metrics, or else the latest line any replica logged:
+``pytorchjob/mnist: Running (Master 1 active) 42s | ━━━━━━━━━╸━━━━━━ 30/40 75% ETA 5s loss 0.0333``.
+In a Jupyter kernel it is one output updated in place (an IPython display, with an HTML progress
+bar); in a terminal, Rich's status spinner on stderr, rewritten in place. Anywhere else (a log file,
+CI, a piped script) a line is printed only when something a person cares about changes (the job's
+state or its replica counts, the progress passing another tenth of its total, a stall), never per
+poll, so a long wait is a handful of lines rather than a scrolling wall. The state comes from the
+job resource the wait reads anyway; the latest log line is read when the state changes and at most
+every :data:`LOG_PEEK_SECONDS` otherwise (on a cluster, a request per pod), the progress at most
+every :data:`PROGRESS_PEEK_SECONDS`. A stall (no output nor progress for the job's stall time) is
+said once, on a line of its own.
 """
 
 from __future__ import annotations
@@ -18,10 +23,18 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainctl.reported import JobProgress
 
 Reporter = Callable[[dict], None]
 LatestLine = Callable[[], "str | None"]
+ReadProgress = Callable[[], "JobProgress | None"]
 LOG_PEEK_SECONDS = 1.0
+PROGRESS_PEEK_SECONDS = 2.0
+BAR_WIDTH = 16
+PLAIN_PROGRESS_TENTHS = 10  # plain lines: one each time the progress passes another tenth of the total
 SHOWN_LOG_CHARS = 120
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours and cursor moves: the line is shown as text
 
@@ -39,18 +52,68 @@ def describe(resource: dict) -> str:
 
 
 @contextmanager
-def reporter(label: str, enabled: bool = True, latest_line: LatestLine | None = None) -> Iterator[Reporter]:
+def reporter(label: str, enabled: bool = True, latest_line: LatestLine | None = None,
+             read_progress: ReadProgress | None = None) -> Iterator[Reporter]:
     """A callback for ``Client.wait(on_progress=...)`` that shows ``label: <state>`` as it changes;
-    ``latest_line`` reads the job's last log line for the live displays."""
+    ``latest_line`` reads the job's last log line, ``read_progress`` its reported progress, for the displays."""
+    peek = ProgressPeek(read_progress)
     if not enabled:
         yield lambda resource: None
     elif in_notebook():
-        yield notebook_display(live_line(label, latest_line))
+        yield notebook_display(label, live_line(label, latest_line, peek), peek)
     elif sys.stderr.isatty():
-        with rich_status(label, live_line(label, latest_line)) as report:
+        with rich_status(label, live_line(label, latest_line, peek), peek) as report:
             yield report
     else:
-        yield plain_lines(label)
+        yield plain_lines(label, peek)
+
+
+class ProgressPeek:
+    """The job's reported progress, read at most every :data:`PROGRESS_PEEK_SECONDS` (and when its state
+    changes); :meth:`stall_news` says a stall once."""
+
+    def __init__(self, read: ReadProgress | None) -> None:
+        self.read, self.read_at, self.state = read, float("-inf"), ""
+        self.progress: JobProgress | None = None
+        self.stall_said = False
+
+    def __call__(self, resource: dict) -> JobProgress | None:
+        from trainctl.core.conditions import state_of
+
+        now, state = time.monotonic(), state_of(resource)
+        if self.read is not None and (now - self.read_at >= PROGRESS_PEEK_SECONDS or state != self.state):
+            self.read_at, self.state = now, state
+            self.progress = self.read() or self.progress
+        return self.progress
+
+    def stall_news(self) -> str | None:
+        """The stall, the first time it is seen (a job that moves again may stall again: said again then)."""
+        stall = self.progress.stall_text() if self.progress else None
+        news = stall if stall and not self.stall_said else None
+        self.stall_said = stall is not None
+        return news
+
+
+def bar_text(progress: JobProgress) -> str:
+    """``━━━━━━━━━╸━━━━━━ 30/40 75% ETA 5s loss 0.0333``, or ``step 30, loss 0.0333`` without a total."""
+    from trainctl.reported import duration, number
+
+    lead = progress.lead
+    if lead is None:
+        return ""
+    parts = [lead.where()] if lead.fraction is None else [f"{bar(lead.fraction)} {lead.step}/{lead.total} "
+                                                          f"{lead.fraction:.0%}"]
+    if lead.eta is not None and not progress.finished:
+        parts.append(f"ETA {duration(lead.eta)}")
+    parts += [f"{name} {number(value)}" for name, value in list(lead.metrics.items())[:3]]
+    return " ".join(parts)
+
+
+def bar(fraction: float) -> str:
+    """A bar of :data:`BAR_WIDTH` cells, ``━`` done, ``╸`` a half cell, ``━``-dim left as ``─``."""
+    halves = round(fraction * BAR_WIDTH * 2)
+    done, half = divmod(halves, 2)
+    return "━" * done + ("╸" if half else "") + "─" * (BAR_WIDTH - done - half)
 
 
 def in_notebook() -> bool:
@@ -60,16 +123,21 @@ def in_notebook() -> bool:
     return getattr(shell, "kernel", None) is not None
 
 
-def live_line(label: str, latest_line: LatestLine | None) -> Callable[[dict], str]:
-    """The text of the live line for a resource: state, seconds waited, latest log line (read now and then)."""
+def live_line(label: str, latest_line: LatestLine | None, peek: ProgressPeek) -> Callable[[dict], str]:
+    """The text of the live line for a resource: state, seconds waited, then the progress bar once the job
+    reported progress, else the latest log line (read now and then)."""
     started, peeked, latest, state = time.monotonic(), [float("-inf")], [""], [""]
 
     def text(resource: dict) -> str:
         now, described = time.monotonic(), describe(resource)
-        if latest_line is not None and (now - peeked[0] >= LOG_PEEK_SECONDS or described != state[0]):
+        progress = peek(resource)
+        shown = bar_text(progress) if progress else ""
+        if not shown and latest_line is not None and (now - peeked[0] >= LOG_PEEK_SECONDS or described != state[0]):
             peeked[0], state[0] = now, described
             latest[0] = shown_text(latest_line() or "") or latest[0]
-        return f"{label}: {described} {now - started:.0f}s" + (f" | {latest[0]}" if latest[0] else "")
+        stall = progress.stall_text() if progress else None
+        return (f"{label}: {described} {now - started:.0f}s" + (f" | {shown or latest[0]}" if shown or latest[0] else "")
+                + (f" | {stall}" if stall else ""))
 
     return text
 
@@ -80,7 +148,9 @@ def shown_text(line: str) -> str:
     return ESCAPES.sub("", drawn).strip()[:SHOWN_LOG_CHARS]
 
 
-def notebook_display(text: Callable[[dict], str]) -> Reporter:
+def notebook_display(label: str, text: Callable[[dict], str], peek: ProgressPeek) -> Reporter:
+    import html
+
     from IPython.display import display
 
     output = display({"text/plain": "waiting"}, raw=True, display_id=True)
@@ -90,27 +160,50 @@ def notebook_display(text: Callable[[dict], str]) -> Reporter:
         line = text(resource)
         if line != shown[0]:  # at most once a second: the seconds waited tick
             shown[0] = line
-            output.update({"text/plain": line}, raw=True)
+            progress = peek.progress
+            fraction = progress.lead.fraction if progress and progress.lead else None
+            meter = f'<progress value="{fraction:.4f}" max="1" style="width:12em"></progress> ' \
+                if fraction is not None else ""
+            output.update({"text/plain": line, "text/html": f"<div>{meter}<code>{html.escape(line)}</code></div>"},
+                          raw=True)
+        if (stall := peek.stall_news()) is not None:
+            print(f"{label}: {stall}", file=sys.stderr, flush=True)
 
     return report
 
 
 @contextmanager
-def rich_status(label: str, text: Callable[[dict], str]) -> Iterator[Reporter]:
+def rich_status(label: str, text: Callable[[dict], str], peek: ProgressPeek) -> Iterator[Reporter]:
     from rich.console import Console
     from rich.markup import escape
 
-    with Console(stderr=True).status(escape(f"{label}: waiting")) as spinner:
-        yield lambda resource: spinner.update(escape(text(resource)))
+    console = Console(stderr=True)
+    with console.status(escape(f"{label}: waiting")) as spinner:
+        def report(resource: dict) -> None:
+            spinner.update(escape(text(resource)))
+            if (stall := peek.stall_news()) is not None:
+                console.print(f"[yellow]{escape(f'{label}: {stall}')}[/]")
+
+        yield report
 
 
-def plain_lines(label: str) -> Reporter:
-    shown = [""]
+def plain_lines(label: str, peek: ProgressPeek) -> Reporter:
+    """A line per change of state, per tenth of the total passed (or, without a total, per hundred steps), and
+    one for a stall."""
+    shown = ["", None]
 
     def report(resource: dict) -> None:
-        text = describe(resource)
+        text, progress = describe(resource), peek(resource)
         if text != shown[0]:
             shown[0] = text
             print(f"{label}: {text}", file=sys.stderr, flush=True)
+        lead = progress.lead if progress else None
+        if lead is not None and lead.step is not None:
+            mark = int(lead.fraction * PLAIN_PROGRESS_TENTHS) if lead.fraction is not None else lead.step // 100
+            if mark != shown[1]:
+                shown[1] = mark
+                print(f"{label}: {bar_text(progress)}", file=sys.stderr, flush=True)
+        if (stall := peek.stall_news()) is not None:
+            print(f"{label}: {stall}", file=sys.stderr, flush=True)
 
     return report

@@ -179,7 +179,7 @@ def template_context(checked: Checked) -> dict:
         "name": checked.name,
         "namespace": checked.namespace,
         "labels": checked.labels,
-        "annotations": checked.annotation,
+        "annotations": {**checked.annotation, **stall_annotations(checked)},
         "pod_labels": checked.label,
         "pod_annotations": {},
         "run_policy": run_policy(checked),
@@ -193,6 +193,14 @@ def template_context(checked: Checked) -> dict:
         "priority_class": checked.priority_class,
         **{name: checked.values[name] for name in kind_options()},  # every kind's, so any template may ask
     }
+
+
+def stall_annotations(checked: Checked) -> dict[str, str]:
+    """``--stall-after``/``--stall-timeout`` as the job's annotations (trainctl.job), in whole seconds."""
+    from trainctl.job import STALL_AFTER_ANNOTATION, STALL_TIMEOUT_ANNOTATION
+
+    given = ((STALL_AFTER_ANNOTATION, checked.stall_after), (STALL_TIMEOUT_ANNOTATION, checked.stall_timeout))
+    return {key: str(seconds) for key, seconds in given if seconds is not None}
 
 
 def replica_context(checked: Checked, rtype: str, count: int) -> dict:

@@ -22,6 +22,7 @@ from typing import Protocol, TypeVar
 
 from trainctl.errors import UserError
 from trainctl.function_runner import MARKER, MARKERS, NUMERIC_DTYPE_KINDS, PICKLE_MARKER
+from trainctl.reporting import MARKER as PROGRESS_MARKER
 
 
 class Line(Protocol):
@@ -48,15 +49,17 @@ def value_in(texts: Iterable[str], allow_pickle: bool, job: str) -> tuple[object
     return None if last is None else value_of(last, allow_pickle, job)
 
 
-def without_results(lines: Iterable[LogLine]) -> Iterator[LogLine]:
+def without_plumbing(lines: Iterable[LogLine]) -> Iterator[LogLine]:
     """The log lines a person reads: no result line, nor the empty line its leading newline makes after a
-    finished line (function_runner.on_its_own_line). An empty line waits for its replica's next line to say
-    which it is."""
+    finished line (function_runner.on_its_own_line), nor a progress report a pod wrote to its log
+    (trainctl.reporting). An empty line waits for its replica's next line to say which it is."""
     held: dict[str, list[LogLine]] = {}
     for line in lines:
         waiting = held.pop(line.replica, [])
         if line.text.startswith(MARKERS):
             yield from waiting[:-1]  # the last empty line before a result line is the runner's
+        elif line.text.startswith(PROGRESS_MARKER):
+            held[line.replica] = waiting  # reports come and go between the program's lines
         elif line.text == "":
             held[line.replica] = [*waiting, line]
         else:

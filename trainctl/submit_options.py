@@ -38,6 +38,7 @@ from trainctl.k8s_names import (
 )
 from trainctl.setpath import parse_assignment
 
+DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)([numkMGTPE]|[KMGTPE]i)?")
 SIZE = re.compile(r"(\d{1,12})(Ki|Mi|Gi|K|M|G)?")
 SIZE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
@@ -143,6 +144,24 @@ def positive(value: int | None, name: str, minimum: int = 1, maximum: int = INT3
         raise UserError(f"{option(name)} {value}: must be at most {maximum} (the field is an "
                         f"{'int32' if maximum == INT32_MAX else 'int64'})")
     return value
+
+
+def parse_duration(text: str | None, flag: str) -> int | None:
+    """``90``, ``90s``, ``5m``, ``1h30m`` -> seconds."""
+    if text is None:
+        return None
+    if text.isdigit():
+        return int(text)
+    match = DURATION.fullmatch(text)
+    if not text or not match or not any(match.groups()):
+        raise UserError(f"{flag} {text!r}: expected a duration such as 30s, 5m or 1h30m")
+    hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def seconds(text: str | None, name: str) -> int | None:
+    """A duration option (``--stall-after 10m``) in whole seconds, at least one."""
+    return positive(parse_duration(text, option(name)), name, maximum=INT64_MAX)
 
 
 def choice(value: str | None, name: str, allowed: tuple[str, ...]) -> str | None:
@@ -291,6 +310,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("backoff_limit", int, "Restarts allowed before the job fails (default 3).", INT32),
     Option("active_deadline", int, "Fail the job after this many seconds running.",
            partial(positive, maximum=INT64_MAX)),
+    # durations: 90, 90s, 10m, 1h30m (trainctl.reported)
+    Option("stall_after", str, "Call the running job stalled when no replica wrote output or a report for this long "
+           "(default 10m).", seconds),
+    Option("stall_timeout", str, "Fail the job once no replica wrote output or a report for this long (e.g. 30m; a "
+           "hung all-reduce).", seconds),
     Option("ttl_after_finished", int, "Delete the job this many seconds after it ends.", INT32),
     Option("clean_pod_policy", str, "What to stop when the job ends: All, Running, None.",
            partial(choice, allowed=CLEAN_POD_POLICIES)),

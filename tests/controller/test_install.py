@@ -105,6 +105,8 @@ def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8
     assert allowed(controller, "update", "mpijobs", "kubeflow.org", "team-a", "status")
     for verb in ("list", "watch", "create", "delete"):
         assert allowed(controller, verb, "pods", namespace="team-a")
+    assert allowed(controller, "get", "pods", namespace="team-a", subresource="log")  # progress reports (issue 25)
+    assert allowed(controller, "patch", "pytorchjobs", "kubeflow.org", "team-a")  # their summary, an annotation
     assert allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name=NAME)
     assert not allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name="someone-elses")
     denied = [("get", "secrets", ""), ("list", "secrets", ""), ("create", "pytorchjobs", "kubeflow.org"),

@@ -85,7 +85,7 @@ commands = st.lists(text_values, max_size=3).map(lambda words: ["python", *words
 
 def test_every_submit_option_is_fuzzed():
     names = {param.name for param, _ in OPTIONS}
-    assert {"env", "workers", "set_", "namespace", "name", "active_deadline", "template"} <= names
+    assert {"env", "workers", "set_", "namespace", "name", "active_deadline", "stall_timeout", "template"} <= names
 
 
 @fuzz(400)

@@ -263,3 +263,65 @@ def killed_once(marker: str) -> str:
         Path(marker).touch()
         os.kill(os.getpid(), signal.SIGKILL)
     return "second run"
+# ---- progress reports (issue 25) -------------------------------------------------------------------------
+
+def reports_then_waits(steps: int, release: str) -> int:
+    """Reports every step (both replicas), then holds the job Running until ``release`` exists."""
+    import time
+
+    import trainctl
+
+    for step in range(1, steps + 1):
+        trainctl.report(step=step, total=steps, loss=1 / step)
+        time.sleep(0.02)
+    deadline = time.monotonic() + 90
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return steps
+
+
+def reports_then_hangs(reports: int) -> None:
+    """Five reports, then nothing at all: a hung all-reduce, as a stall detector sees one."""
+    import time
+
+    import trainctl
+
+    for step in range(1, reports + 1):
+        trainctl.report(step=step, total=100, loss=1.0)
+    time.sleep(300)
+
+
+def reports_to_mlflow(steps: int) -> int:
+    import trainctl
+
+    for step in range(1, steps + 1):
+        trainctl.report(step=step, total=steps, loss=1 / step, accuracy=step / steps)
+    return steps
+
+
+def lightning_reports(steps: int) -> int:
+    """A PyTorch Lightning loop reporting through trainctl's callback."""
+    import lightning.pytorch as pl
+    import torch
+
+    import trainctl.reporting
+
+    class Line(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+        def training_step(self, batch, index):
+            loss = ((self.weight - 3.0) ** 2).sum()
+            self.log("loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(64, 1)), batch_size=4)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=steps, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[trainctl.reporting.lightning_callback()])
+    trainer.fit(Line(), data)
+    return trainer.global_step

@@ -89,6 +89,13 @@ def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapt
     assert report["lora_b_nonzero"], "the adapter's B matrices are still zero: it was never trained"
     assert report["merged_max_diff"] < 1e-4, report
 
+    progress = job.progress()  # issue 25: the recipe reports its steps and losses by itself
+    assert (progress.step, progress.total) == (32, 32) and "loss" in progress.metrics, progress
+    assert [p.replica for p in progress.replicas] == ["master-0", "worker-0"]
+    reported = [(point.step, point.metrics["loss"]) for point in job.metrics() if "loss" in point.metrics]
+    assert [step for step, _ in reported] == [step for step, _ in losses], (reported, losses)
+    assert [loss for _, loss in reported] == pytest.approx([loss for _, loss in losses]), (reported, losses)
+
     # the docs' next block into the same directory: another run, refused before it exists (issue 23)
     with pytest.raises(InvalidArgument) as refused:
         start(client, tiny, "ft-docs", training_args={"max_steps": 200, "save_steps": 50, "learning_rate": 2e-4})

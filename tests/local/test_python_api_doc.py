@@ -43,6 +43,7 @@ def test_the_walkthrough_runs_and_prints_what_it_says(tmp_path):
                      "True\n['walkthrough']\n", "master-0\nmaster-0 raised FloatingPointError: loss is NaN at lr=10.0; exit code 1",
                      "trainctl: diverges() raised FloatingPointError: loss is NaN at lr=10.0",
                      "['hello from 0', 'hello from 1']", "did you mean workers?", "workers 0: must be at least 1",
-                     "restart_policy 'Sometimes': use one of Always, OnFailure, Never, ExitCode"):
+                     "restart_policy 'Sometimes': use one of Always, OnFailure, Never, ExitCode",
+                     "20 20 {'loss': 0.05}\n20 1 {'loss': 1.0}\n"):
         assert expected in out, f"{expected!r} not in:\n{out}"
     assert "pytorchjob/walkthrough: Running" in done.stderr  # the progress lines (not a terminal: plain)

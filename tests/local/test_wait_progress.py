@@ -39,10 +39,11 @@ def start(tmp_path, stderr, script: str = SCRIPT, *args: str) -> subprocess.Pope
                             stderr=stderr)
 
 
-def test_a_terminal_gets_a_live_status_line(tmp_path):
+def in_a_terminal(tmp_path, script: str = SCRIPT) -> str:
+    """What ``script`` shows on a pseudo-terminal as its stderr, once it ended well."""
     controller, terminal = pty.openpty()
     try:
-        process = start(tmp_path, terminal)
+        process = start(tmp_path, terminal, script)
         os.close(terminal)  # read while it runs: a full terminal buffer would block its writes
         shown = b""
         while chunk := read_some(controller):
@@ -50,7 +51,11 @@ def test_a_terminal_gets_a_live_status_line(tmp_path):
     finally:
         os.close(controller)
     assert process.wait(timeout=60) == 0
-    text = shown.decode(errors="replace")
+    return shown.decode(errors="replace")
+
+
+def test_a_terminal_gets_a_live_status_line(tmp_path):
+    text = in_a_terminal(tmp_path)
     assert "\x1b[" in text, text  # redrawn in place: cursor and colour codes, not a line per poll
     assert "jaxjob/nap: Running (Worker 2 active)" in text, text
     assert "napping" in text, text  # the latest log line
@@ -100,3 +105,33 @@ def test_ctrl_c_stops_the_watching_only_and_says_so(tmp_path, monkeypatch, watch
     assert "time.sleep" not in stderr and "During handling" not in stderr, stderr
     assert client.job("forever").status == "Running"
     client.job("forever").delete()
+
+
+REPORTS = """
+from pathlib import Path
+from trainctl import Client
+
+Path("steps.py").write_text(
+    "import time, trainctl\\n"
+    "for step in range(1, 21):\\n"
+    "    trainctl.report(step=step, total=20, loss=1 / step)\\n"
+    "    time.sleep(0.1)\\n")
+job = Client("local").run(["python", "steps.py"], framework="jax", name="steps")
+job.wait(timeout=60)
+job.delete()
+"""
+
+
+def test_a_reporting_job_shows_a_live_progress_bar_in_a_terminal(tmp_path):
+    text = in_a_terminal(tmp_path, REPORTS)
+    assert "\x1b[" in text, text
+    assert "jaxjob/steps: Succeeded (Worker 1 succeeded)" in text and "━━━━━━━━━━━━━━━━ 20/20 100% loss 0.05" in text, text
+
+
+def test_elsewhere_a_plain_line_per_tenth_of_the_steps(tmp_path):
+    process = start(tmp_path, subprocess.PIPE, REPORTS)
+    stderr = process.communicate(timeout=80)[1].decode()
+    assert process.returncode == 0, stderr
+    bars = [line for line in stderr.splitlines() if " loss " in line]
+    assert bars and bars[-1] == "jaxjob/steps: ━━━━━━━━━━━━━━━━ 20/20 100% loss 0.05", stderr
+    assert 2 <= len(bars) <= 11 and len(bars) == len(set(bars)), bars  # a tenth at a time, never per poll

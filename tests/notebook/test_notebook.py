@@ -12,6 +12,7 @@ as Jupyter's stop button does) ending ``job.wait()`` with a message while the jo
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -79,7 +80,24 @@ short = client.run([sys.executable, "-c", "import time; print('warming up', flus
                    framework="jax", name="short")
 short.wait()
 """,
-    # 10: an exception in the function fails the job at once, not after backoffLimit restarts
+    # 10, 11, 12: a job that reports its steps: the live wait shows a progress bar; its progress; its loss curve
+    """
+def steps(count):
+    import time
+    import trainctl
+
+    for step in range(1, count + 1):
+        trainctl.report(step=step, total=count, loss=1 / step)
+        time.sleep(0.15)
+    return count
+
+
+progressing = client.run(steps, args={"count": 30}, framework="jax", name="progressing")
+progressing.wait()
+""",
+    "progressing.progress()",
+    "progressing.plot()",
+    # 13: an exception in the function fails the job at once, not after backoffLimit restarts
     """
 import time
 
@@ -95,7 +113,7 @@ finally:
           sum(row.restarts for row in client.get("nan").replicas))
 """,
 ]
-RAISES = {6, 7, 10}
+RAISES = {6, 7, 13}
 
 
 @pytest.fixture
@@ -154,7 +172,7 @@ def test_a_notebooks_first_hour(executed):
     for cell in cells[2], cells[3]:  # a handle and the job list: HTML tables with state, age, duration, replicas
         table = html(cell)
         assert "<table" in table and "noisy" in table and "Succeeded" in table, table
-        for column in ("STATE", "REPLICAS", "AGE", "DURATION"):
+        for column in ("STATE", "REPLICAS", "AGE", "DURATION", "PROGRESS"):
             assert column in table, table
     assert "epoch done" in shown(cells[4]) and "trainctl-result" not in shown(cells[4]), shown(cells[4])
     assert "'tiny 1.0'" in shown(cells[5]), shown(cells[5])  # packages= under FORCE_COLOR=1
@@ -170,6 +188,13 @@ def test_a_notebooks_first_hour(executed):
     [live] = [output for output in cells[9].outputs if output.output_type == "display_data"]  # one, updated
     assert "Succeeded" in text(live) and "warming up" in text(live), text(live)
 
-    failed = shown(cells[10])  # defect 4: the first exception ends the job; nothing is restarted
+    [bar] = [output for output in cells[10].outputs if output.output_type == "display_data"]  # one, updated
+    assert "Succeeded" in text(bar) and "30/30 100% loss 0.03333" in text(bar), text(bar)
+    assert '<progress value="1.0000" max="1"' in bar.data["text/html"], bar.data["text/html"]
+    assert shown(cells[11]).startswith("progress: 30/30 (100%), loss 0.03333"), shown(cells[11])
+    [curve] = [output for output in cells[12].outputs if output.output_type == "execute_result"]
+    assert base64.b64decode(curve.data["image/png"]).startswith(b"\x89PNG"), curve.data.keys()
+
+    failed = shown(cells[13])  # defect 4: the first exception ends the job; nothing is restarted
     assert "JobFailed" in failed and "raised FloatingPointError: loss is NaN" in failed, failed
     assert "restarts: 0" in failed and "restarted 0 times" in failed, failed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import time
 
@@ -128,9 +129,11 @@ def rank1_raises():
 '''
 
 
+@pytest.mark.parametrize("attempt", range(int(os.environ.get("TRAINCTL_ATTRIBUTION_REPEAT", "1"))))  # 5: the issue's
 @pytest.mark.parametrize("policy", [{}, {"restart_policy": "Never", "backoff_limit": 0}], ids=["default", "never"])
 def test_the_rank_that_raised_is_named_not_the_rank_that_lost_its_peer(real_node, in_cluster_controller, namespace,
-                                                                       python_image, tmp_path, monkeypatch, policy):
+                                                                       python_image, tmp_path, monkeypatch, policy,
+                                                                       attempt):
     """Issue 31 on real pods: the function runner's record in the container's termination message (kubelet's
     /dev/termination-log) and the master's gloo error name worker-0, in JobFailed and the Failed condition."""
     from trainctl import Client, JobFailed

@@ -90,6 +90,12 @@ def test_the_recipe_fine_tunes_in_two_pods_with_shipped_code(real_node, in_clust
     report = finetuning.generate(project / "model", run)  # the adapter the pods wrote, loaded back here
     assert report["new_tokens"] == 6 and report["lora_b_nonzero"], report
 
+    progress = job.progress()  # issue 25: the recipe reports by itself, from an image without trainctl
+    assert (progress.step, progress.total) == (24, 24) and "loss" in progress.metrics, progress
+    reported = [(point.step, point.metrics["loss"]) for point in job.metrics() if "loss" in point.metrics]
+    assert [step for step, _ in reported] == [step for step, _ in losses], (reported, losses)
+    assert [loss for _, loss in reported] == pytest.approx([loss for _, loss in losses]), (reported, losses)
+
 
 def test_pods_without_a_shared_volume_resume_together_after_a_container_is_killed(
         real_node, in_cluster_controller, namespace, python_image, project, client):

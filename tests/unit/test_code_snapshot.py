@@ -165,8 +165,8 @@ def test_submit_dry_run_of_the_credential_tree_ships_none_and_names_them_on_one_
     assert printed.returncode == 0, printed.stderr
     maps = [doc for doc in yaml.safe_load_all(printed.stdout) if doc["kind"] == "ConfigMap"]
     archive = b"".join(base64.b64decode(doc["binaryData"]["chunk"]) for doc in maps)
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        assert tar.getnames() == ["train.py"]
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:  # and trainctl.report's stand-in package
+        assert tar.getnames() == ["train.py", ".trainctl/lib/trainctl/__init__.py", ".trainctl/lib/trainctl/reporting.py"]
     (line,) = [line for line in printed.stderr.splitlines() if "held back" in line]
     assert all(name in line for name in CREDENTIALS), line
 
@@ -334,7 +334,8 @@ def test_the_init_container_unpacks_the_snapshot(big, tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "ws" / "train.py").read_text() == "print('ok')\n"
     assert (tmp_path / "ws" / "blob.bin").stat().st_size == 5 << 20
-    assert f"2 files of {code.snapshot.digest[:19]}" in done.stdout
+    assert f"4 files of {code.snapshot.digest[:19]}" in done.stdout  # and trainctl.report's stand-in package, 2
+    assert (tmp_path / "ws" / ".trainctl" / "lib" / "trainctl" / "reporting.py").is_file()
 
 
 @pytest.mark.parametrize("damage", ["flip", "missing"])

@@ -303,3 +303,24 @@ def test_tf_replica_killed_by_a_signal_restarts_instead_of_failing_the_job():
     run.exit("tf-ps-0", 2)
     run.step()
     assert run.state() == "Failed"
+
+
+def test_a_stall_timeout_fails_a_running_job_heard_from_too_long_ago_and_requeues_on_time():
+    resource = pytorch()
+    resource["metadata"]["annotations"] = {"trainctl.io/stall-timeout": "60"}
+    run = Run(resource)
+    run.step()
+    run.step()  # Running now: the timeout applies from here on
+    heard = run.now
+    plan = reconcile(run.resource, list(run.replicas.values()), heard + timedelta(seconds=20), run.network,
+                     last_activity=heard)
+    assert plan.requeue_after == pytest.approx(40) and not any(isinstance(a, DeleteReplica) for a in plan.actions)
+    assert reconcile(run.resource, list(run.replicas.values()), heard + timedelta(seconds=600), run.network
+                     ).status == plan.status  # activity unknown: never a stall
+    plan = reconcile(run.resource, list(run.replicas.values()), heard + timedelta(seconds=61), run.network,
+                     last_activity=heard)
+    failed = plan.status["conditions"][-1]
+    assert (failed["type"], failed["status"]) == ("Failed", "True")
+    assert failed["message"] == ("Job pt has failed because it stalled: no replica wrote output or progress for 61s "
+                                 "(stall timeout 60s)")
+    assert {a.name for a in plan.actions if isinstance(a, DeleteReplica)} == {"pt-master-0", "pt-worker-0"}

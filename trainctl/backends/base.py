@@ -97,6 +97,21 @@ def pick_replica(replica: str, job_name: str, replica_ids: list[str]) -> str:
                     f"(or as pods: {', '.join(f'{job_name}-{r}' for r in replica_ids)})")
 
 
+@dataclass(frozen=True)
+class ReplicaReports:
+    """What one replica reported with ``trainctl.report()`` (trainctl.reporting): the channel's lines, as written,
+    untrusted, oldest first, and when the replica last wrote output or a report (Unix seconds, None: unknown)."""
+
+    replica: str  # e.g. master-0
+    lines: list[str]
+    last_output: float | None = None
+
+
+#: of each replica's log, the last lines a progress read looks through (a replica reports at least once a second
+#: while it reports at all, so only a replica printing thousands of lines a second hides its latest report)
+REPORT_TAIL_LINES = 2000
+
+
 @dataclass
 class JobDetails:
     resource: dict
@@ -152,6 +167,24 @@ class Backend(abc.ABC):
     ) -> Iterator[LogChunk]:
         """Every replica's lines (or one's), in time order; with follow, as they come, until the job
         ends. With timestamps, each line begins with its RFC 3339 time and a space."""
+
+    #: whether :meth:`reports` costs no more than reading a file (local), so that ``list`` reads every job's; on a
+    #: cluster ``list`` shows what the controller stored in the job's annotation (trainctl.reported)
+    reads_reports_cheaply = False
+
+    def reports(self, name: str, namespace: str, whole: bool = False) -> dict[str, ReplicaReports]:
+        """Each replica's reports, by replica id; ``whole``: every line kept, else only recent ones (for the
+        latest progress). Here from the logs, where a pod writes them (``TRAINCTL_PROGRESS=/dev/stdout``)."""
+        from trainctl.reporting import MARKER
+
+        found: dict[str, tuple[list[str], float | None]] = {}
+        for line in self.logs(name, namespace, tail=None if whole else REPORT_TAIL_LINES):
+            lines, last = found.setdefault(line.replica, ([], None))
+            if MARKER in line.text:
+                lines.append(line.text)
+            if line.time:  # 0.0: a pod with no log yet (its "(no logs: ...)" line)
+                found[line.replica] = (lines, max(last or 0.0, line.time))
+        return {replica: ReplicaReports(replica, lines, last) for replica, (lines, last) in found.items()}
 
     @abc.abstractmethod
     def delete(self, name: str, namespace: str, kind: str | None = None) -> None:

@@ -7,7 +7,6 @@ so ``trainctl list | awk '{print $2}'`` sees full names.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 import typer
@@ -22,20 +21,6 @@ Name = Annotated[str, typer.Argument(help="Job name (see trainctl list).", show_
 PREFIX_COLORS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 STATE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "cyan", "Restarting": "yellow",
                 "Suspended": "yellow", "Created": "white", "Pending": "white"}
-DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-
-
-def parse_duration(text: str | None, flag: str) -> int | None:
-    """``90``, ``90s``, ``5m``, ``1h30m`` -> seconds."""
-    if text is None:
-        return None
-    if text.isdigit():
-        return int(text)
-    match = DURATION.fullmatch(text)
-    if not text or not match or not any(match.groups()):
-        raise UserError(f"{flag} {text!r}: expected a duration such as 30s, 5m or 1h30m")
-    hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
 
 
 def colored_state(state: str) -> str:

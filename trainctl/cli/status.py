@@ -17,7 +17,8 @@ from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOut
                                  console, dump, make_client, print_failure)
 from trainctl.cli.completers import job_names
 from trainctl.cli.formatting import colored_state, print_table, resource_name, split_kind
-from trainctl.display import column_widths, job_row, list_columns, plain_lines, replica_images, since
+from trainctl.display import (column_widths, job_row, list_columns, plain_lines, progress_cell, replica_images,
+                              since)
 
 JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False, autocompletion=job_names,
                                              help="Job name, or KIND/NAME such as pytorchjob/mnist (see trainctl list).")]
@@ -25,7 +26,7 @@ REPLICA_COLUMNS = ["REPLICA", "STATE", "RESTARTS", "EXIT", "REASON", "NODE", "DU
 WIDE_REPLICA_COLUMNS = ["IMAGE", "STARTED", "FINISHED"]
 WATCH_POLL_S = 1.0
 WATCH_MIN_WIDTHS = {"NAMESPACE": 12, "NAME": 24, "KIND": 11, "STATE": 10}  # rows printed later still line up
-CHANGING_COLUMNS = ("AGE", "DURATION")  # a clock tick is not a change worth a line in list -w
+CHANGING_COLUMNS = ("AGE", "DURATION", "PROGRESS")  # a clock tick or a step is no change worth a line in list -w
 
 
 # Waiting reasons of a container whose image the node does not have and cannot get.
@@ -65,6 +66,10 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
     for condition in conditions_of(resource):
         out.print(f"  {condition['type']:<11} {condition['status']:<5} {escape(condition.get('reason', ''))}: "
                   f"{escape(condition.get('message', ''))}", soft_wrap=True)
+    progress = client.progress(name, namespace, details=details)
+    for line in progress.lines():
+        out.print(f"  [yellow]{escape(line)}[/]" if line == progress.stall_text() else f"  {escape(line)}",
+                  soft_wrap=True)
     if details.replicas:
         print_replicas(resource, details.replicas, wide=output == "wide")
         for hint in image_hints(resource, details.replicas) + still_running(resource, details.replicas):
@@ -179,7 +184,7 @@ def list_jobs(namespace: Namespace = None,
 
     jobs = fetch()
     if watch:
-        watch_jobs(fetch, jobs, output)
+        watch_jobs(fetch, jobs, output, lambda resource: progress_cell(client, resource))
     elif output == "name":
         for resource in jobs:
             typer.echo(resource_name(resource))
@@ -188,23 +193,24 @@ def list_jobs(namespace: Namespace = None,
     elif not jobs:
         console().print(f"no jobs ({client.backend.description})")
     else:
-        print_table(list_columns(output == "wide"), [job_row(resource, output == "wide") for resource in jobs])
+        print_table(list_columns(output == "wide"), [job_row(resource, output == "wide", progress_cell(client, resource))
+                                                     for resource in jobs])
         console(stderr=True).print(f"[dim]{len(jobs)} job(s) on {client.backend.description}[/]")
 
 
-def watch_jobs(fetch, jobs: list[dict], output: str | None) -> None:
+def watch_jobs(fetch, jobs: list[dict], output: str | None, cell) -> None:
     """Print the jobs, then each change (new, changed state, deleted) as it is seen, like kubectl get -w.
 
-    Polls the backend every WATCH_POLL_S; Ctrl-C ends it with exit status 0.
+    Polls the backend every WATCH_POLL_S; Ctrl-C ends it with exit status 0. ``cell``: a job's PROGRESS.
     """
     columns = list_columns(output == "wide")
     changing = [columns.index(c) for c in CHANGING_COLUMNS]
     minimum = [WATCH_MIN_WIDTHS.get(c, len(c)) for c in columns]
-    widths = column_widths(columns, [job_row(job, output == "wide") for job in jobs], minimum)
+    widths = column_widths(columns, [job_row(job, output == "wide", cell(job)) for job in jobs], minimum)
     seen: dict[tuple, tuple] = {}
 
     def emit(resource: dict, deleted: bool = False) -> None:
-        row = job_row(resource, output == "wide")
+        row = job_row(resource, output == "wide", "-" if deleted else cell(resource))
         if deleted:
             row[columns.index("STATE")] = "Deleted"
         key = (row[0], row[2], row[1])

@@ -1,5 +1,8 @@
 """``wait``: block until jobs reach a state, with progress on stderr, and say why a job failed.
 
+The spinner shows the state, the time waited and, once a replica reported with ``trainctl.report()``,
+a progress bar (trainctl.progress); a stall is said once, on a line of its own.
+
 ``--for`` takes a condition type in any case, or kubectl's ``condition=NAME``. Several jobs
 are waited for under one ``--timeout``; the exit status is 0 only when every one reached the
 state. A job that failed instead ends with its failure summary (trainctl/failures.py): which
@@ -17,7 +20,8 @@ import typer
 from trainctl.cli import completers
 from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, console, make_client, print_failure,
                                  watching)
-from trainctl.cli.formatting import colored_state, parse_duration
+from trainctl.cli.formatting import colored_state
+from trainctl.submit_options import parse_duration
 
 RESTART_CHECK_S = 5.0  # how often a wait looks at restart counts (one more read of the job's replicas)
 
@@ -51,18 +55,27 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
     A job that ended Failed (when that was not awaited) is explained by its failure summary;
     one that succeeded although some replica failed gets a note naming it.
     """
+    from rich.markup import escape
+
     from trainctl.core.conditions import reached, state_of
+    from trainctl.progress import ProgressPeek, bar_text
 
     err = console(stderr=True)
     started = time.monotonic()
     restarts = RestartWatch(client, name, namespace)
+    peek = ProgressPeek(lambda: reported_progress(client, name, namespace))
     with err.status(f"waiting for {name} to reach {until}") as spinner:
         def progress(resource: dict) -> None:
+            reported = peek(resource)
+            bar = f" {escape(bar_text(reported))}" if reported and reported.lead else ""
             spinner.update(f"waiting for {name} to reach {until}: {state_of(resource)} "
-                           f"({time.monotonic() - started:.0f}s)")
+                           f"({time.monotonic() - started:.0f}s){bar}")
             note = restarts.note(resource)
             if note:
                 err.print(note)
+            stall = peek.stall_news()
+            if stall:
+                err.print(f"[yellow]{escape(f'{name}: {stall}')}[/]")
         try:
             resource = client.wait(name, namespace, until=until, timeout=timeout, on_progress=progress)
         except TimeoutError as timed_out:
@@ -77,6 +90,16 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
         if summary is not None:
             print_failure(summary, err)
     return 0 if ok else 1
+
+
+def reported_progress(client, name: str, namespace: str | None):
+    """The job's reported progress (trainctl.reported), None when it cannot be read now (deleted meanwhile)."""
+    from trainctl.errors import UserError
+
+    try:
+        return client.progress(name, namespace)
+    except UserError:
+        return None
 
 
 class RestartWatch:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainctl.code.pods import DEFAULT_MOUNT, CodeRequest
+from trainctl.code.pods import DEFAULT_MOUNT, REPLICA_LIB, CodeRequest, replica_library
 from trainctl.errors import UserError, option, setting
 from trainctl.frameworks import by_kind
 from trainctl.submit_options import Checked, SubmitOptions, as_checked
@@ -32,7 +32,8 @@ def request(options: SubmitOptions | Checked, backend_name: str, kind: str,
     if checked.ship_secret and not ships:
         raise UserError(f"{option('ship_secret')} {checked.ship_secret[0]}: no code snapshot travels with this job "
                         f"({setting('no_workdir')}, or the local backend without {option('workdir')}): leave it out")
-    taken = snapshot.take(checked.workdir or ".", checked.workdir_limit, extra, checked.ship_secret) if ships else None
+    taken = (snapshot.take(checked.workdir or ".", checked.workdir_limit, extra, checked.ship_secret,
+                           replica_library(REPLICA_LIB)) if ships else None)
     if taken is None and not checked.pip and requirements is None:
         return None
     return CodeRequest(taken, checked.workdir_mount or DEFAULT_MOUNT, tuple(checked.pip), requirements)

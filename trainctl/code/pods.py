@@ -8,6 +8,10 @@ pod template gains, as plain kubeflow.org/v1 pod fields any operator honours:
 * a projected volume of those ConfigMaps (chunk ``i`` as file ``NNNNN``),
 * an emptyDir at the container's workingDir (``--workdir-mount``, default /workspace),
 * an init container in the replica's own image running :mod:`trainctl.code.unpack`,
+* what ``trainctl.report()`` needs (trainctl.reporting): the snapshot's stand-in package ``trainctl``
+  first on PYTHONPATH (in front of a PYTHONPATH the container's env gives; an image's own ENV
+  PYTHONPATH is replaced, as any container variable replaces the image's), reports to
+  ``/dev/stdout`` (``TRAINCTL_PROGRESS``) and the job's name (``TRAINCTL_JOB``),
 * with ``--pip``/``--requirements``: an emptyDir for the packages and the main container's
   command wrapped by :mod:`trainctl.code.pipwrap`.
 
@@ -42,7 +46,10 @@ DIGEST, SIZE, FILES, SOURCE = ("trainctl.io/code-digest", "trainctl.io/code-size
 GUARD = ('command -v python3 >/dev/null 2>&1 || { echo "trainctl: $0 needs python3 in the image '
          '(it ships code and packages without building one): use an image with python3, or submit with '
          '--no-workdir and no --pip" >&2; exit 127; }; exec python3 -c "$@"')
-ABRIDGED = "left out of this abridged dry run"  # what stands for a program's source in submit --dry-run's view
+ABRIDGED = "left out of this abridged dry run"
+# In a snapshot, relative to where it is unpacked: the stand-in package ``trainctl`` (trainctl.report for
+# images without trainctl), which report_env puts first on the replicas' PYTHONPATH
+REPLICA_LIB = ".trainctl/lib"  # what stands for a program's source in submit --dry-run's view
 
 
 @dataclass(frozen=True)
@@ -147,6 +154,7 @@ def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
             continue
         if code.snapshot is not None:
             ship_snapshot(pod, container, code)
+            report_env(container, code.mount, metadata.get("name") if isinstance(metadata, dict) else None)
         if code.pip or code.requirements is not None:
             wrap_with_pip(pod, container, code)
 
@@ -169,6 +177,35 @@ def ship_snapshot(pod: dict, container: dict, code: CodeRequest) -> None:
         "volumeMounts": [{"name": CHUNKS_VOLUME, "mountPath": CHUNKS_PATH, "readOnly": True}, workspace]})
     entry(container, "volumeMounts", []).append(dict(workspace))  # not the same object: YAML would alias it
     container["workingDir"] = code.mount
+
+
+def report_env(container: dict, mount: str, job_name: object) -> None:
+    """What ``trainctl.report()`` needs in a pod (see the module docstring); a value the container's env
+    already gives wins (``TRAINCTL_PROGRESS=""`` turns reporting off)."""
+    from trainctl import reporting
+
+    env = entry(container, "env", [])
+    given = {item.get("name"): item for item in env if isinstance(item, dict)}
+    library = f"{mount.rstrip('/')}/{REPLICA_LIB}"
+    path = given.get("PYTHONPATH")
+    if path is None:
+        env.append({"name": "PYTHONPATH", "value": library})
+    elif isinstance(path.get("value"), str):
+        path["value"] = f"{library}:{path['value']}" if path["value"] else library
+    for name, value in ((reporting.ENV, "/dev/stdout"), (reporting.JOB_ENV, job_name)):
+        if name not in given and isinstance(value, str):
+            env.append({"name": name, "value": value})
+
+
+def replica_library(directory: str) -> dict[str, bytes]:
+    """The files of the stand-in package ``trainctl`` under ``directory`` (path -> content): its
+    ``__init__`` (trainctl/code/replica_package.py, which gives way to an installed trainctl) and
+    :mod:`trainctl.reporting`, whose ``report`` it exports."""
+    from trainctl import reporting
+    from trainctl.code import replica_package
+
+    return {f"{directory}/trainctl/__init__.py": Path(replica_package.__file__).read_bytes(),
+            f"{directory}/trainctl/reporting.py": Path(reporting.__file__).read_bytes()}
 
 
 def wrap_with_pip(pod: dict, container: dict, code: CodeRequest) -> None:

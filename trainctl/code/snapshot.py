@@ -73,10 +73,12 @@ def human(size: int) -> str:
 
 
 def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, bytes] | None = None,
-         ship_secrets: Iterable[str] = ()) -> Snapshot:
+         ship_secrets: Iterable[str] = (), library: dict[str, bytes] | None = None) -> Snapshot:
     """Pack ``directory``, plus the ``extra`` files trainctl adds (path in the archive -> content: a function
     job's call, under .trainctl/, which the tree itself never ships), and the credential-like files
-    ``ship_secrets`` names (paths relative to ``directory``). A UserError when it is no directory, when a
+    ``ship_secrets`` names (paths relative to ``directory``). ``library``: files of trainctl's own that every
+    snapshot carries (trainctl.code.pods.replica_library), packed like ``extra`` but left out of the files and
+    bytes the summary says travel, which are the user's. A UserError when it is no directory, when a
     ship_secrets path names no held-back file, or past a limit."""
     root, extra = Path(directory).expanduser().resolve(), extra or {}
     if not root.is_dir():
@@ -89,7 +91,7 @@ def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, byt
                         f"than the {MAX_UNPACKED // MiB} MiB a code snapshot may hold; largest files: "
                         f"{largest(sizes)}; put data on a volume ({option('volume')}), exclude it in .trainctlignore, "
                         f"or {setting('no_workdir')}")
-    archive, packed = pack(root, files, sizes, extra, limit, walk.warnings)
+    archive, packed = pack(root, files, sizes, {**(library or {}), **extra}, limit, walk.warnings)
     warnings = walk.warnings + [f"{name} is {human(size)}: data and checkpoints belong on a volume "
                                 f"({option('volume')}), not in the code snapshot"
                                 for name, size in packed.items() if size > LARGE_FILE]

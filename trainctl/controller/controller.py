@@ -25,6 +25,7 @@ from trainctl.controller.gang import GangScheduler, PodGroups
 from trainctl.controller.informer import Informer
 from trainctl.controller.metrics import Metrics
 from trainctl.controller.owned import OwnedObjects
+from trainctl.controller.progress import ProgressWatcher
 from trainctl.controller.queue import WorkQueue
 from trainctl.core import conditions as cond
 from trainctl.core.network import MPI_KUBECTL_DELIVERY_IMAGE, PYTORCH_INIT_IMAGE, ClusterNetwork
@@ -66,6 +67,7 @@ class Controller:
         self.services = [Informer(client, SERVICES, ns, children, pod_objects.job_index) for ns in scopes]
         self.pod_groups = PodGroups(gang, client, self.executor, [Informer(client, gang.resource, ns) for ns in scopes]) \
             if gang and gang.resource else None
+        self.progress = ProgressWatcher(self)  # started by the manager: its log reads are no reconcile's
         self.wire()
 
     # ---- wiring ----------------------------------------------------------------------------
@@ -173,7 +175,8 @@ class Controller:
             return
         self.owned.sync(key, job, job.framework.cluster_objects(job, pods), job.framework.pruned_kinds)
         observed = [o for o in (pod_objects.observe(job, p) for p in pods) if o is not None]
-        plan = reconcile(job.resource, observed, datetime.now(timezone.utc), self.executor.network, services)
+        plan = reconcile(job.resource, observed, datetime.now(timezone.utc), self.executor.network, services,
+                         last_activity=self.progress.activity.get(key))
         for action in plan.actions:
             self.executor.execute(key, job, action)
         if plan.status != job.status:

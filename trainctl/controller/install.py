@@ -46,13 +46,15 @@ def cluster_rules() -> list[dict]:
     """Every request the controller makes across namespaces, one rule per resource group."""
     jobs = [framework.plural for framework in ALL]
     return [
-        rule(API_GROUP, jobs, [*READ, "delete"]),  # delete: ttlSecondsAfterFinished
+        # delete: ttlSecondsAfterFinished; patch: the progress annotation (trainctl.controller.progress)
+        rule(API_GROUP, jobs, [*READ, "delete", "patch"]),
         rule(API_GROUP, [f"{plural}/status" for plural in jobs], ["update"]),
         # owner references with blockOwnerDeletion, where OwnerReferencesPermissionEnforcement is on
         rule(API_GROUP, [f"{plural}/finalizers" for plural in jobs], ["update"]),
         # get: an MPIJob's launcher Role grants it, and RBAC lets no one grant what they lack
         rule("", ["pods"], [*READ, "create", "delete"]),
         rule("", ["pods/exec"], ["create"]),  # likewise granted to MPIJob launchers
+        rule("", ["pods/log"], ["get"]),  # the running jobs' progress reports and last output
         rule("", ["services"], ["list", "watch", "create", "delete"]),
         rule("", ["events"], ["create"]),
         # MPIJob wiring; deleted with the job by its owner reference, never by the controller

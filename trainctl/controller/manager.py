@@ -208,6 +208,7 @@ class Manager:
                    for n in range(options.concurrency)]
         for worker in workers:
             worker.start()
+        self.controller.progress.start(self.acting)
         self.stopping.wait()
         return self.drain(workers, lost=lost is not None and lost.is_set())
 
@@ -254,6 +255,7 @@ class Manager:
 
     def drain(self, workers: list[threading.Thread], lost: bool) -> int:
         log.info("shutting down: finishing in-flight reconciles")
+        self.controller.progress.stop()
         self.controller.queue.shutdown()
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         for worker in workers:

@@ -107,6 +107,8 @@ class Metrics:
         self.pod_create_failures = Counter("trainctl_pod_creation_failures_total",
                                            "Pods the API server refused to create.", ("kind",))
         self.api_requests = Gauge("trainctl_api_requests", "API requests sent since start, by verb.", ("verb",))
+        self.progress_writes = Counter("trainctl_progress_writes_total", "Progress annotations written, by job kind "
+                                       "(trainctl.controller.progress).", ("kind",))
         self.leader = Gauge("trainctl_leader", "1 while this controller holds the lease (or runs without one).")
         upstream = ("job_namespace", "framework")
         self.created = Counter("training_operator_jobs_created_total", "Jobs seen created.", upstream)

@@ -11,6 +11,8 @@ Deviations from upstream (docs/compatibility.md) are deliberate fixes:
   ``backoffLimit`` (kept in ``status.replicaStatuses.<type>.restarts``), and the limit
   means "this many restarts are allowed", like a Kubernetes Job;
 * ``activeDeadlineSeconds`` is enforced on time through ``requeue_after``;
+* trainctl's own ``trainctl.io/stall-timeout`` annotation fails a running job that the runtime heard
+  nothing from (no output, no report) for that long, on time too (``last_activity``, docs/progress.md);
 * backoff/deadline failures stop running replicas but keep finished ones unless
   cleanPodPolicy is All (upstream deletes everything, ignoring cleanPodPolicy);
 * the ExitCode permanent-failure path sets ``completionTime``; MPIJob fails with reason
@@ -72,7 +74,8 @@ def seconds_left(since: datetime, seconds: int, now: datetime) -> float:
 
 
 def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, network: Network,
-              services: set[str] | None = None, unobserved_failures: tuple[Run, ...] = ()) -> Plan:
+              services: set[str] | None = None, unobserved_failures: tuple[Run, ...] = (),
+              last_activity: datetime | None = None) -> Plan:
     """Everything the runtime should do now for this job, and its new status.
 
     ``services``: names of the job's Services that exist (cluster runtimes); with it, a
@@ -80,17 +83,21 @@ def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, ne
     the two creates), and one left from a scale-down is deleted.
     ``unobserved_failures``: failed runs of replicas that are not observed now (a local replica
     waiting out its restart back-off): evidence for the Failed condition's message, nothing more.
+    ``last_activity``: when a replica last wrote output or a report, or started (None: not known), for the
+    job's stall timeout.
     """
     job = Job(resource)
     if job.managed_externally:
         return Plan(status=copy.deepcopy(job.status))
-    return Reconciler(job, observed, now, network, services, unobserved_failures).run()
+    return Reconciler(job, observed, now, network, services, unobserved_failures, last_activity).run()
 
 
 class Reconciler:
     def __init__(self, job: Job, observed: list[ObservedReplica], now: datetime, network: Network,
-                 services: set[str] | None = None, unobserved_failures: tuple[Run, ...] = ()) -> None:
+                 services: set[str] | None = None, unobserved_failures: tuple[Run, ...] = (),
+                 last_activity: datetime | None = None) -> None:
         self.job, self.network, self.services = job, network, services
+        self.last_activity = last_activity
         self.unobserved_failures = unobserved_failures
         self.observed = sorted(observed, key=self._order)
         self.now, self.stamp = now, rfc3339(now)
@@ -119,7 +126,7 @@ class Reconciler:
             if cond.is_true(self.conditions, "Suspended"):
                 self.resume()
             self.status.setdefault("startTime", self.stamp)
-            if not self.handle_failed_replicas() and not self.enforce_deadline():
+            if not self.handle_failed_replicas() and not self.enforce_deadline() and not self.enforce_stall_timeout():
                 self.create_and_scale()
                 self.update_conditions()
         return self.plan()
@@ -188,6 +195,21 @@ class Reconciler:
             return False
         self.fail(f"Job {self.job.name} has failed because it was active longer than specified deadline",
                   replicas_caused_it=False)
+        return True
+
+    def enforce_stall_timeout(self) -> bool:
+        """Fail a running job none of whose replicas wrote output or a report for its stall timeout (a hung
+        all-reduce writes nothing for ever); otherwise come back when it would run out."""
+        timeout = self.job.stall_timeout
+        if timeout is None or self.last_activity is None or not cond.is_true(self.conditions, "Running"):
+            return False
+        remaining = seconds_left(self.last_activity, timeout, self.now)
+        if remaining > 0:
+            self.requeue_after = remaining if self.requeue_after is None else min(self.requeue_after, remaining)
+            return False
+        silent = int((self.now - self.last_activity).total_seconds())
+        self.fail(f"Job {self.job.name} has failed because it stalled: no replica wrote output or progress for "
+                  f"{silent}s (stall timeout {timeout}s)", replicas_caused_it=False)
         return True
 
     def fail(self, message: str, replicas_caused_it: bool = True) -> None:

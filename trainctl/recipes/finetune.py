@@ -18,10 +18,13 @@ of every epoch. What the recipe adds to a textbook Trainer script:
   step on every rank (they agree on which step) and exits 143, so a resume continues from there;
 * rank 0 saves the adapter (``<output-dir>/adapter``) once at the end, and with ``--merge`` the
   base model with the adapter merged in (``<output-dir>/merged``);
-* each rank writes the rows it trained on per epoch to ``<output-dir>/rows-seen/rank-<N>.json``.
+* each rank writes the rows it trained on per epoch to ``<output-dir>/rows-seen/rank-<N>.json``;
+* run by trainctl, each replica reports its step of ``max_steps`` and every logged loss with
+  ``trainctl.report`` (``trainctl status``, ``job.progress()``, ``job.metrics()``: docs/progress.md).
 
-This file imports nothing from trainctl: copy it into your project, change it, and run your copy
-the same way (it travels with your working directory).
+This file needs nothing of trainctl: copy it into your project, change it, and run your copy the same
+way (it travels with your working directory). Only when trainctl's reporting can be imported (in
+every job trainctl starts, whatever the image) does it report through it.
 """
 
 from __future__ import annotations
@@ -267,6 +270,16 @@ def callbacks(seen: "RowsSeen", identity: dict):
     return Progress(), EpochOfRows(), CheckpointOnSigterm(), RecordTheRun()  # in this order: SIGTERM decides saves
 
 
+def trainctl_reporting() -> list:
+    """trainctl's callback that reports the steps and losses (trainctl.reporting), where it can be imported:
+    every job trainctl starts puts it on the path; anywhere else, none."""
+    try:
+        from trainctl.reporting import transformers_callback
+    except ImportError:
+        return []
+    return [transformers_callback()]
+
+
 def agreed(flag: bool, device) -> bool:
     """Whether any rank has ``flag`` set (every rank gets the same answer)."""
     import torch
@@ -481,7 +494,7 @@ def finetune(options: argparse.Namespace, plan: ResumePlan) -> int:
     progress, epochs, sigterm, record = callbacks(seen, run_identity(options))
     trainer = Trainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer,
                       data_collator=CausalCollator(tokenizer.pad_token_id, seen),
-                      callbacks=[progress, epochs, sigterm, record])
+                      callbacks=[progress, epochs, sigterm, record, *trainctl_reporting()])
     trainer.remove_callback(PrinterCallback)  # its raw dicts repeat what Progress prints
     print(f"rank {rank} of {args.world_size}: {len(rows)} rows, "
           + (f"resuming from {resume} (step {resume.name.split('-')[1]})" if resume else "starting at step 0"),

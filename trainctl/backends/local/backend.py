@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import trainctl
 from trainctl import selectors
-from trainctl.backends.base import CRASH_LOOP, Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
+from trainctl.backends.base import CRASH_LOOP, Backend, JobDetails, LogChunk, ReplicaReports, ReplicaRow, pick_replica
 from trainctl.backends.local import containment, processes
-from trainctl.backends.local.logs import follow_logs, read_logs
+from trainctl.backends.local.logs import follow_logs, read_logs, report_lines
 from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files,
                                            stored_window)
 from trainctl.core import conditions as cond
@@ -47,6 +47,7 @@ IMPORT_ROOT = str(Path(trainctl.__file__).resolve().parent.parent)
 
 class LocalBackend(Backend):
     description = "local"
+    reads_reports_cheaply = True
 
     def default_namespace(self) -> str:
         return "default"
@@ -68,7 +69,7 @@ class LocalBackend(Backend):
             raise AlreadyExists(job_dir)
         if dry_run:
             return resource
-        if job_dir.path.exists():
+        if replace and job_dir.path.exists():  # never without replace: another creator may have won meanwhile
             with contextlib.suppress(NotFound):  # another --replace of the same name deleted it first
                 self.delete(job_dir.name, job_dir.namespace)
         gpus = assign_gpus(job)
@@ -132,6 +133,19 @@ class LocalBackend(Backend):
         if follow and not job_is_done(job_dir):  # a finished job's logs are merged in time order even with -f
             return follow_logs(job_dir, names, tail, since_seconds, lambda: job_is_done(job_dir), timestamps)
         return read_logs(job_dir, names, tail, previous, since_seconds, timestamps)
+
+    def reports(self, name: str, namespace: str, whole: bool = False) -> dict[str, ReplicaReports]:
+        """From each replica's progress file (the supervisor names it in TRAINCTL_PROGRESS); its last output is
+        when its log or that file last changed."""
+        job_dir = JobDir(namespace, name)
+        job = Job(job_dir.read_job())
+        found = {}
+        for replica in (job.replica_id(t, i) for t in job.replica_types for i in range(job.replicas(t))):
+            path = job_dir.progress_file(replica)
+            times = [modified(path), modified(job_dir.log_file(replica))]
+            found[replica] = ReplicaReports(replica, report_lines(path, whole),
+                                            max((t for t in times if t is not None), default=None))
+        return found
 
     # ---- change ---------------------------------------------------------------------
     def delete(self, name: str, namespace: str, kind: str | None = None) -> None:
@@ -217,6 +231,11 @@ def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[
     """Every file a new job starts with, in its draft directory (see JobDir.create); with a snapshot,
     its files unpacked in the job's own workspace (``workspace`` once the draft is in place)."""
     draft.logs.mkdir()
+    from trainctl.code.pods import replica_library
+
+    for name, data in replica_library(draft.replica_lib.name).items():  # trainctl.report() in every replica
+        (draft.path / name).parent.mkdir(parents=True, exist_ok=True)
+        (draft.path / name).write_bytes(data)
     for empty in ("supervisor.log", ".lock"):  # created now, so delete and the supervisor never need new files
         (draft.path / empty).touch()
     draft.uid_file.write_text(resource["metadata"]["uid"])
@@ -377,6 +396,13 @@ def replica_row(row: dict, runtime: dict, job_finished: bool = False) -> Replica
                       last_finished=row.get("last_finished"), message=text(row.get("message")),
                       last_message=text(row.get("last_message")), exit_window=stored_window(row.get("exit_window")),
                       last_exit_window=stored_window(row.get("last_exit_window")), stopped=row.get("stopped") is True)
+
+
+def modified(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
 
 
 def text(value: object) -> str:

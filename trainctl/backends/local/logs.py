@@ -26,6 +26,9 @@ from trainctl.backends.base import LogChunk, prefix_lines
 from trainctl.backends.local.store import JobDir
 
 POLL_SECONDS = 0.1
+# of a replica's progress file (trainctl.reporting): the end read for its latest progress, and the most read
+# for all its points (a replica's writer keeps its series to some 100,000 points, a few MiB)
+RECENT_REPORT_BYTES, MAX_REPORT_BYTES = 256 << 10, 32 << 20
 CHUNK_BYTES = 4 << 20  # large enough that per-chunk costs vanish, small enough to bound memory
 TAIL_BLOCK_BYTES = 64 << 10
 
@@ -132,6 +135,24 @@ def tail_start(handle: BinaryIO, count: int, size: int) -> int:
                 return block_start + newline + 1
         block_end = block_start
     return 0
+
+
+def report_lines(path: Path, whole: bool) -> list[str]:
+    """The lines of a replica's progress file (the last :data:`RECENT_REPORT_BYTES`, or with ``whole`` the
+    last :data:`MAX_REPORT_BYTES`), a line cut by where the read began left out. The replica writes the file:
+    only a regular file is read (not a FIFO or a device it put there), and never more than that."""
+    from trainctl.code.regular import NotRegular, open_regular
+
+    try:
+        handle, status = open_regular(path, follow_symlinks=False)
+    except (OSError, NotRegular):
+        return []
+    with handle:
+        start = max(0, status.st_size - (MAX_REPORT_BYTES if whole else RECENT_REPORT_BYTES))
+        handle.seek(start)
+        data = handle.read(status.st_size - start)
+    lines = data.decode(errors="replace").split("\n")
+    return lines[1 if start else 0:-1]  # the first may be cut; the last is empty or still being written
 
 
 def with_timestamps(chunk: LogChunk) -> LogChunk:

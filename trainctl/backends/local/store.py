@@ -256,6 +256,16 @@ class JobDir:
         check_component("replica", replica)
         return self.logs / f"{replica}.termination"
 
+    def progress_file(self, replica: str) -> Path:
+        """Where the replica's ``trainctl.report()`` lines go (trainctl.reporting), across its restarts."""
+        check_component("replica", replica)
+        return self.logs / f"{replica}.progress"
+
+    @property
+    def replica_lib(self) -> Path:
+        """The stand-in package ``trainctl`` the replicas import ``report`` from (trainctl.code.plan)."""
+        return self.path / "lib"
+
     def offsets_file(self, replica: str, previous: bool = False) -> Path:
         """``<unix time> <log size>`` lines: when each part of the log was written (for --since)."""
         check_component("replica", replica)

@@ -31,6 +31,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from trainctl import reporting
 from trainctl.backends.base import CRASH_LOOP
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files,
@@ -232,9 +233,11 @@ class Supervisor:
             if not self.dir.exists():
                 return None, False
             resource = self.dir.read_job()
+            job = Job(resource)
             plan = reconcile(resource, [r.observed() for r in self.replicas.values()],
                              datetime.now(timezone.utc), self.network(resource),
-                             unobserved_failures=self.waiting_failures(Job(resource)))
+                             unobserved_failures=self.waiting_failures(job),
+                             last_activity=self.last_activity() if job.stall_timeout else None)
             for action in plan.actions:
                 if isinstance(action, DeleteJob):
                     self.stop_everything()
@@ -244,12 +247,24 @@ class Supervisor:
                     return None, True
                 self.execute(action, resource)
             if plan.status != resource.get("status"):
+                # the rows first: a reader that sees the new status (Failed) finds the exits it was derived from
+                self.write_runtime()
                 resource["status"] = plan.status
                 self.dir.write_job(resource)
         self.write_runtime()
         finished = cond.finished(plan.status.get("conditions") or [])
         idle = not any(r.exit_code is None for r in self.replicas.values())
         return plan.requeue_after, finished and idle and plan.requeue_after is None
+
+    def last_activity(self) -> datetime | None:
+        """When a replica of this run last wrote to its log or progress file, or started (for the stall timeout)."""
+        times = []
+        for replica in self.replicas.values():
+            times.append(replica.start_time)
+            for path in (self.dir.log_file(replica.replica_id), self.dir.progress_file(replica.replica_id)):
+                with contextlib.suppress(OSError):
+                    times.append(path.stat().st_mtime)
+        return datetime.fromtimestamp(max(times), timezone.utc) if times else None
 
     def waiting_failures(self, job: Job) -> tuple[Run, ...]:
         """The failed last runs of replicas waiting out their restart back-off: no process is observed for them,
@@ -277,10 +292,11 @@ class Supervisor:
             return  # still backing off; the core asks again on the next pass
         container = Job(resource).main_container(action.pod["spec"]["containers"]) or {}
         command = [*(container.get("command") or []), *(container.get("args") or [])]
+        replica_id = Job(resource).replica_id(action.rtype, action.index)
         env = {**os.environ, **self.extra_env(action, resource), **action.env,
                processes.MARKER: resource["metadata"]["uid"]}
+        env.update(self.report_env(replica_id, resource, env))
         env.pop(processes.SUPERVISOR_MARKER, None)
-        replica_id = Job(resource).replica_id(action.rtype, action.index)
         self.dir.termination_file(replica_id).unlink(missing_ok=True)  # a message left by a run the supervisor lost
         workdir = self.runtime["workdir"]
         # The log cannot be opened (full disk): an OSError leaves this pass and the start is tried
@@ -310,6 +326,17 @@ class Supervisor:
         if "OMP_NUM_THREADS" not in os.environ:
             env["OMP_NUM_THREADS"] = str(cpu_share(job.total_replicas))
         return env
+
+    def report_env(self, replica_id: str, resource: dict, env: dict[str, str]) -> dict[str, str]:
+        """What ``trainctl.report()`` needs (trainctl.reporting): the replica's own progress file (whatever a
+        template said: the reports are read there), the job's stand-in package ``trainctl`` first on PYTHONPATH,
+        for a replica whose Python has no trainctl, and the job's name."""
+        variables = {reporting.ENV: str(self.dir.progress_file(replica_id)),
+                     reporting.JOB_ENV: resource["metadata"]["name"]}
+        if self.dir.replica_lib.is_dir():  # a job created before trainctl shipped it has none
+            path = env.get("PYTHONPATH")
+            variables["PYTHONPATH"] = str(self.dir.replica_lib) + (os.pathsep + path if path else "")
+        return variables
 
     def delete(self, action: DeleteReplica) -> None:
         replica = self.replicas.pop(action.name, None)

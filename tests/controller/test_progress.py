@@ -1,0 +1,79 @@
+"""Progress reports on Kubernetes (issue 25): pods write ``trainctl.report()`` lines to their logs; ``status`` and
+the Python API read them there (so they work under any operator), trainctl's controller keeps ``list``'s
+summary in the job's annotation at a bounded rate, and fails a job at its stall timeout.
+
+The node fixture plays kubelet: what the pods "write" is appended to its logs, stamped as kubelet stamps.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from tests.controller.jobs import get_job, wait_for
+from tests.controller.test_failures import submit_running
+from trainctl import reporting
+from trainctl.api import Client
+from trainctl.reported import PROGRESS_ANNOTATION
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(180)]
+
+
+def report_lines(steps: range, total: int) -> str:
+    points = [(time.time(), step, total, {"loss": 1 / step}) for step in steps]
+    return "".join(line.decode() for line in reporting.encoded_lines(points))
+
+
+def test_pods_progress_shows_in_status_the_api_and_list_and_the_controller_writes_it_rarely(
+        k8s_cluster, kube_node, start_controller, managed_namespace, trainctl, rest):
+    ns = managed_namespace
+    controller = start_controller(ns)
+    submit_running(trainctl, ns, "pr")
+    submitted = get_job(rest, "PyTorchJob", ns, "pr")
+    env = {item["name"]: item.get("value") for item in
+           submitted["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]}
+    assert env[reporting.ENV] == "/dev/stdout" and env["PYTHONPATH"].endswith("/.trainctl/lib")  # how pods report
+    kube_node.write_log(ns, "pr-master-0", "pytorch", "epoch 1\n" + report_lines(range(1, 31), 40) + "more output\n")
+    kube_node.write_log(ns, "pr-worker-0", "pytorch", report_lines(range(1, 29), 40))
+
+    status = trainctl("status", "pr", "-n", ns).stdout
+    assert re.search(r"progress: 30/40 \(75%\), .*loss 0\.03333, \d+s ago", status), status
+    assert re.search(r"master-0: 30/40 .*\n\s+worker-0: 28/40", status), status  # the replicas differ
+    client = Client("kubernetes", kubeconfig=str(k8s_cluster.kubeconfig("admin")))
+    assert client.progress("pr", ns).step == 30
+    assert [point.step for point in client.metrics("pr", ns)] == list(range(1, 31))
+    assert [point.step for point in client.metrics("pr", ns, replica="worker-0")] == list(range(1, 29))
+    assert [line.text for line in client.job("pr", ns).logs(replica="master-0")] == ["epoch 1", "more output"]
+
+    listed = wait_for(lambda: re.search(r"pr +PyTorchJob +Running .* 30/40 75%", trainctl("list", "-n", ns).stdout),
+                      timeout=40, what="list to show the controller's summary")
+    assert listed
+    stored = json.loads(get_job(rest, "PyTorchJob", ns, "pr")["metadata"]["annotations"][PROGRESS_ANNOTATION])
+    assert (stored["step"], stored["total"], stored["metrics"]) == (30, 40, {"loss": 1 / 30})
+    assert controller.metric("trainctl_progress_writes_total") == 1
+
+    kube_node.write_log(ns, "pr-master-0", "pytorch", report_lines(range(31, 36), 40))
+    time.sleep(12)  # past a round of the watcher, within the 30 s one job's annotation waits between writes
+    assert controller.metric("trainctl_progress_writes_total") == 1
+    wait_for(lambda: "35/40" in trainctl("list", "-n", ns).stdout, timeout=40, what="the next write, 30 s later")
+    assert controller.metric("trainctl_progress_writes_total") == 2
+
+
+def test_a_silent_job_is_called_stalled_and_the_controller_fails_it_at_its_stall_timeout(
+        kube_node, start_controller, managed_namespace, trainctl):
+    ns = managed_namespace
+    start_controller(ns)
+    submit_running(trainctl, ns, "quiet", "--stall-after", "3s", "--stall-timeout", "12s", "--restart-policy", "Never")
+    kube_node.write_log(ns, "quiet-master-0", "pytorch", report_lines(range(1, 6), 100))  # five reports, then nothing
+    stalled = wait_for(lambda: re.search(r"stalled: no output or progress for \d+s",
+                                         trainctl("status", "quiet", "-n", ns).stdout), timeout=20, what="stalled")
+    assert stalled
+    waited = trainctl("wait", "quiet", "-n", ns, "--timeout", "60s")
+    assert waited.returncode == 1, waited.stderr
+    assert waited.stderr.count("stalled: no output or progress for") == 1, waited.stderr
+    status = trainctl("status", "quiet", "-n", ns).stdout
+    assert re.search(r"Failed +True .*it stalled: no replica wrote output or progress for \d+s \(stall timeout 12s\)",
+                     status), status

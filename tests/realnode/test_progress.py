@@ -1,0 +1,119 @@
+"""Progress reports in real pods (issue 25): ``trainctl.report()`` from a function and from a plain script, in an
+image without trainctl (the stand-in package travels in the code snapshot), read back by ``trainctl status``
+within seconds of a report and whole by ``job.metrics()``; a job that stops reporting is called stalled, and
+the in-cluster controller fails it at its stall timeout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import time
+
+import pytest
+
+from tests.realnode.conftest import JOB_TIMEOUT_S
+
+pytestmark = pytest.mark.realnode
+
+MODULE = '''\
+import time
+
+import trainctl
+
+
+def steps(total, pause):
+    for step in range(1, total + 1):
+        trainctl.report(step=step, total=total, loss=1 / step)
+        time.sleep(pause)
+    return trainctl.__file__
+'''
+
+SCRIPT = '''\
+import sys
+import time
+
+import trainctl
+
+print("trainctl from", trainctl.__file__, flush=True)
+for step in range(1, 21):
+    trainctl.report(step=step, total=20, accuracy=step / 20)
+    time.sleep(0.5)
+if sys.argv[1:] == ["hang"]:
+    time.sleep(3600)
+'''
+
+
+def seen_while_running(trainctl, name: str, namespace: str) -> list[tuple[int, int]]:
+    """(step, seconds since that report) from each ``trainctl status`` while the job runs."""
+    seen = []
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while time.monotonic() < deadline:
+        status = trainctl("status", name, "-n", namespace).stdout
+        state = status.splitlines()[0].split(": ", 1)[-1].split(" ")[0]
+        if state in ("Succeeded", "Failed"):
+            return seen
+        found = re.search(r"progress: (\d+)/\d+ .*, (\d+)s ago", status)
+        if found:
+            seen.append((int(found.group(1)), int(found.group(2))))
+        time.sleep(1)
+    raise AssertionError(f"{name} ran past {JOB_TIMEOUT_S}s")
+
+
+def test_a_function_in_two_pods_shows_its_steps_in_status_within_seconds_and_every_point_after(
+        real_node, in_cluster_controller, trainctl, namespace, python_image, tmp_path, monkeypatch):
+    from trainctl import Client
+
+    (tmp_path / "realnode_progress_module.py").write_text(MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("realnode_progress_module")
+    client = Client("kubernetes", kubeconfig=str(real_node.kubeconfig))
+    job = client.run(module.steps, args={"total": 40, "pause": 1.0}, framework="pytorch", workers=2,
+                     image=python_image, namespace=namespace, name="steps", backoff_limit=0)
+    seen = seen_while_running(trainctl, "steps", namespace)
+    assert len(seen) >= 5 and all(age <= 10 for _, age in seen), seen  # each shown within 10 s of its report
+    assert seen[-1][0] > seen[0][0], seen  # and moving
+    assert job.wait(timeout=JOB_TIMEOUT_S, progress=False).status == "Succeeded"
+    assert job.result() == "/workspace/.trainctl/lib/trainctl/__init__.py"  # the stand-in: the image has none
+    assert [(p.step, p.total, p.metrics) for p in job.metrics()] == [(s, 40, {"loss": 1 / s}) for s in range(1, 41)]
+    assert len(job.metrics(replica="worker-0")) == 40
+    assert (job.progress().step, job.progress().total) == (40, 40)
+
+
+def test_a_plain_script_reports_from_an_image_without_trainctl(trainctl, namespace, python_image, tmp_path):
+    (tmp_path / "report.py").write_text(SCRIPT)
+    submitted = trainctl("submit", "pytorch", "--workers", "2", "--name", "plain", "-n", namespace, "--image",
+                         python_image, "--workdir", str(tmp_path), "--backoff-limit", "0", "--", "python3", "report.py")
+    assert submitted.returncode == 0, submitted.stderr
+    seen = seen_while_running(trainctl, "plain", namespace)
+    assert seen and all(age <= 10 for _, age in seen), seen
+    waited = trainctl("wait", "plain", "-n", namespace, "--timeout", f"{JOB_TIMEOUT_S}s")
+    assert waited.returncode == 0, waited.stderr
+    status = trainctl("status", "plain", "-n", namespace).stdout
+    assert "progress: 20/20 (100%), accuracy 1" in status, status
+    logs = trainctl("logs", "plain", "-n", namespace, "--replica", "master-0").stdout
+    assert "trainctl from /workspace/.trainctl/lib/trainctl/__init__.py" in logs, logs
+
+
+def test_a_job_that_stops_reporting_is_stalled_and_the_controller_fails_it(trainctl, namespace, python_image,
+                                                                            tmp_path):
+    (tmp_path / "report.py").write_text(SCRIPT)
+    submitted = trainctl("submit", "pytorch", "--workers", "2", "--name", "hung", "-n", namespace, "--image",
+                         python_image, "--workdir", str(tmp_path), "--stall-after", "15s", "--stall-timeout", "60s",
+                         "--backoff-limit", "0", "--", "python3", "report.py", "hang")
+    assert submitted.returncode == 0, submitted.stderr
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while "stalled: no output or progress for" not in (status := trainctl("status", "hung", "-n", namespace).stdout):
+        assert time.monotonic() < deadline and "Failed" not in status.splitlines()[0], status
+        time.sleep(1)
+    assert "progress: 20/20 (100%)" in status, status  # reported in 10 s; stalled 15 s after the last report
+    while not re.search(r"hung +PyTorchJob +Running .*(20/20 100%|stalled)", listed := trainctl("list", "-n",
+                                                                                                namespace).stdout):
+        assert time.monotonic() < deadline, listed  # the controller's summary, written every 30 s at most
+        time.sleep(1)
+    waited = trainctl("wait", "hung", "-n", namespace, "--timeout", f"{JOB_TIMEOUT_S}s")
+    assert waited.returncode == 1 and waited.stderr.count("stalled: no output or progress for") == 1, waited.stderr
+    failed = trainctl("status", "hung", "-n", namespace).stdout
+    assert re.search(r"Failed +True .*it stalled: no replica wrote output or progress for \d+s "
+                     r"\(stall timeout 60s\)", failed), failed

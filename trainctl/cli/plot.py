@@ -1,0 +1,39 @@
+"""``plot``: a job's reported metrics as curves in an image file (matplotlib, the optional extra ``plot``).
+
+The points are those ``job.metrics()`` returns (trainctl.reported): one replica's, the leading one's
+unless ``--replica`` names another; one panel per metric (trainctl.plotting).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from trainctl.cli import completers
+from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, make_client
+from trainctl.cli.formatting import Name
+
+
+def plot(name: Name, namespace: Namespace = None,
+         metric: Annotated[list[str] | None, typer.Option(
+             "--metric", help="A metric to draw (repeatable); default: every one reported.")] = None,
+         output: Annotated[str | None, typer.Option(
+             "--output", "-o", help="The image to write: .png, .svg or .pdf (default: NAME.png).")] = None,
+         replica: Annotated[str | None, typer.Option(
+             help="Whose reports: worker-1 (default: the leading replica's).",
+             autocompletion=completers.replica_names)] = None,
+         local: Local = False, context: Context = None, kubeconfig: Kubeconfig = None) -> None:
+    from trainctl.cli.logs import note
+    from trainctl.plotting import plot as draw
+
+    client = make_client(local, context, kubeconfig)
+    series = client.metrics(name, namespace, replica=replica)
+    path = output or f"{name}.png"
+    draw(series, metric or None, name, path)
+    note(f"wrote {len(series)} point(s) of {name} to {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(help="Draw a job's reported metrics (trainctl.report) as curves; needs pip install 'trainctl[plot]'. "
+                     "Example: trainctl plot mnist --metric loss -o loss.png")(plot)

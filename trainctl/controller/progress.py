@@ -1,0 +1,179 @@
+"""What the controller learns of running jobs from their pods' logs: progress for ``list``, activity for stalls.
+
+A pod reports with ``trainctl.report()`` to its own log (trainctl.reporting) and needs no permission on
+the API server. Every :data:`ROUND_S` seconds this watcher reads, for each running job, the last
+:data:`TAIL_LINES` lines of its leading pod's log (one request; the first replica in the kind's order,
+Master before Workers), and, only while that pod has been silent for half the job's stall time, the last
+line of each other running pod. From them:
+
+* the job's progress summary (trainctl.reported), stored in the job's annotation
+  ``trainctl.io/progress`` when it changed, at most once per job every :data:`MIN_WRITE_INTERVAL_S`
+  (a merge patch of the annotation; nothing else of the job is written; the last output in it to the
+  minute, so a job that prints but does not report is written about once a minute), which is what ``trainctl list``
+  shows on a cluster (reading every job's logs there would be a request per pod per job);
+* the job's last activity (its pods' last log line, or their start), which the reconcile core compares
+  with the job's ``trainctl.io/stall-timeout`` (trainctl/core/reconcile.py). Activity that could not be
+  read is unknown, never old: a kubelet that does not answer fails no job.
+
+Reads are spread so that at most :data:`MAX_READS_PER_S` log requests go out a second: with many running
+jobs a round takes longer, and each job's progress is that much older.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timezone
+
+from trainctl.backends.base import ReplicaReports, lines_of
+from trainctl.controller.executor import JobKey
+from trainctl.core import conditions as cond
+from trainctl.job import Job
+from trainctl.kube.client import ApiError
+from trainctl.kube.pods import PodStatus
+
+log = logging.getLogger("trainctl.controller")
+
+ROUND_S = 10.0
+MIN_WRITE_INTERVAL_S = 30.0  # per job: the bound on the annotation's writes (the issue's: one per 10 s at most)
+LAST_OUTPUT_STEP_S = 60  # the stored last output is rounded down to this: a job that only prints is written rarely
+TAIL_LINES = 200
+MAX_READS_PER_S = 20.0
+
+
+class ProgressWatcher:
+    def __init__(self, controller) -> None:
+        """``controller``: the trainctl.controller.controller.Controller whose caches, client and queue it uses."""
+        self.controller = controller
+        self.activity: dict[JobKey, datetime] = {}  # per job: its last known sign of life
+        self.written: dict[JobKey, tuple[float, str]] = {}  # per job: when the annotation was last written, and what
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self, acting: threading.Event) -> None:
+        self.thread = threading.Thread(target=self.run, args=(acting,), name="progress", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self, acting: threading.Event) -> None:
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            if acting.is_set():
+                for key, resource in self.running_jobs():
+                    if self.stopping.is_set():
+                        return
+                    self.watch(key, resource)
+            self.stopping.wait(max(0.0, ROUND_S - (time.monotonic() - started)))
+
+    def running_jobs(self) -> list[tuple[JobKey, dict]]:
+        found = []
+        for kind, informers in self.controller.jobs.items():
+            for informer in informers:
+                for resource in informer.items():
+                    if cond.reached(resource, "Running") and not cond.has_finished(resource):
+                        found.append(((kind, resource["metadata"].get("namespace", ""),
+                                       resource["metadata"]["name"]), resource))
+        live = {key for key, _ in found}
+        for memo in (self.activity, self.written):
+            for key in [key for key in memo if key not in live]:
+                del memo[key]
+        return found
+
+    def watch(self, key: JobKey, resource: dict) -> None:
+        """Read the job's leading pod (and, if it is silent, the others), then store what changed."""
+        from trainctl.reported import points, summary, to_annotation
+
+        job = Job(resource)
+        pods = self.running_pods(key, job)
+        if not pods:
+            return
+        lead, *others = pods
+        read = self.tail(job, lead, TAIL_LINES)
+        if read is None:
+            self.activity.pop(key, None)  # unknown, not old
+            return
+        started = [started_at(pod) for pod in pods]
+        last = max([t for t in [read.last_output, *started] if t is not None], default=None)
+        if last is not None and time.time() - last > job.stall_after / 2:
+            for pod in others:  # the lead is quiet: is anyone talking?
+                other = self.tail(job, pod, 1)
+                if other is None:
+                    self.activity.pop(key, None)
+                    return
+                last = max(last, other.last_output or 0.0)
+        if last is not None:
+            self.activity[key] = datetime.fromtimestamp(last, timezone.utc)
+            if job.stall_timeout is not None and time.time() - last >= job.stall_timeout:
+                self.controller.queue.add(key)  # the reconcile core fails it
+        progress = summary(read, points(read), time.time())
+        stored_last = None if last is None else last - last % LAST_OUTPUT_STEP_S
+        self.store(key, resource, to_annotation(progress if progress.time is not None else None, stored_last))
+
+    def running_pods(self, key: JobKey, job: Job) -> list[dict]:
+        """The job's running pods, its leading replica's first."""
+        from trainctl.controller import pods as pod_objects
+        from trainctl.frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+
+        index = (job.framework.operator_name, key[1], key[2])
+        order = job.replica_types
+        running = [pod for pod in self.controller.children(self.controller.pods, index)
+                   if pod_objects.controller_uid(pod) == job.uid and PodStatus.of(pod).phase == "Running"]
+
+        def place(pod: dict) -> tuple:
+            labels = pod["metadata"].get("labels") or {}
+            rtype = job.framework.canonical_replica_type(labels.get(LABEL_REPLICA_TYPE, ""))
+            index_text = labels.get(LABEL_REPLICA_INDEX, "0")
+            return (order.index(rtype) if rtype in order else len(order), int(index_text) if index_text.isdigit() else 0)
+
+        return sorted(running, key=place)
+
+    def tail(self, job: Job, pod: dict, lines: int) -> ReplicaReports | None:
+        """The pod's last ``lines`` lines as reports with their last time; None when its log cannot be read."""
+        from trainctl.backends.kube import logs as pod_logs
+        from trainctl.backends.kube.backend import KubeBackend
+        from trainctl.frameworks.base import LABEL_REPLICA_TYPE
+        from trainctl.reporting import MARKER
+
+        rtype = job.framework.canonical_replica_type((pod["metadata"].get("labels") or {}).get(LABEL_REPLICA_TYPE, ""))
+        container = KubeBackend.container_of(job, rtype) if rtype else job.framework.container
+        query = pod_logs.log_query(container, follow=False, timestamps=True, tail=lines, since_seconds=None)
+        time.sleep(1 / MAX_READS_PER_S)
+        name = pod["metadata"]["name"]
+        texts, last = [], None
+        try:
+            for line in lines_of(pod_logs.stamped_chunks(self.controller.client, job.namespace, name, query, name,
+                                                         keep_stamps=False)):
+                last = line.time or last
+                if MARKER in line.text:
+                    texts.append(line.text)
+        except (ApiError, OSError) as error:
+            log.debug("progress of %s/%s: log of %s not read: %s", job.namespace, job.name, name, error)
+            return None
+        return ReplicaReports(name, texts, last)
+
+    def store(self, key: JobKey, resource: dict, text: str | None) -> None:
+        """The job's annotation, when it changed and the job's last write is :data:`MIN_WRITE_INTERVAL_S` old."""
+        from trainctl.kube import job_resource
+        from trainctl.reported import PROGRESS_ANNOTATION
+
+        stored = ((resource["metadata"].get("annotations") or {}).get(PROGRESS_ANNOTATION))
+        when, last_text = self.written.get(key, (float("-inf"), stored))
+        if text is None or text == last_text or text == stored or time.monotonic() - when < MIN_WRITE_INTERVAL_S:
+            return
+        patch = {"metadata": {"annotations": {PROGRESS_ANNOTATION: text}}}
+        try:
+            self.controller.client.patch(job_resource(Job(resource).framework), key[2], patch, key[1])
+        except (ApiError, OSError) as error:
+            log.debug("progress of %s/%s not stored: %s", key[1], key[2], error)
+            return
+        self.written[key] = (time.monotonic(), text)
+        self.controller.metrics.progress_writes.inc(key[0])
+
+
+def started_at(pod: dict) -> float | None:
+    from trainctl.reported import unix_time
+
+    return unix_time(PodStatus.of(pod).raw.get("startTime"))
