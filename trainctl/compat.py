@@ -16,7 +16,7 @@ and TFJob (as upstream), or a ``job`` given as a dict or a job object of any kin
 ``failed``, ``wait_for_job_conditions``, ``get_job_pods``, ``get_job_pod_names``, ``get_job_logs``
 (with ``verbose``: the job's events), ``update_job`` (``spec.run_policy.suspend``: suspend and resume)
 and ``delete_job``. Where upstream returns Kubernetes client models (``KubeflowOrgV1PyTorchJob``,
-``V1Pod``) this returns :mod:`trainctl.compat_models` objects with the same attribute names, so
+``V1Pod``) this returns :mod:`trainctl.sdk.compat_models` objects with the same attribute names, so
 ``job.metadata.name`` and ``job.status.conditions[-1].type`` read as upstream, with no kubernetes
 package. Upstream parameters mapped onto ``run``'s keywords: ``num_workers`` -> workers,
 ``num_procs_per_worker`` -> nproc_per_node (torchrun, as upstream), ``resources_per_worker`` cpu/memory/gpu
@@ -35,13 +35,13 @@ import inspect
 import time
 from collections.abc import Callable
 
-from trainctl.api import Client
 from trainctl.core.conditions import true_types
-from trainctl.compat_models import Model, job_model, pod_model, resource_of
+from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
+from trainctl.core.validation import validate
 from trainctl.errors import InvalidArgument, JobFailed
-from trainctl.job import KUEUE_QUEUE_LABEL, Job
-from trainctl.running import checked
-from trainctl.validation import validate
+from trainctl.sdk.client import Client
+from trainctl.sdk.compat_models import Model, job_model, pod_model, resource_of
+from trainctl.sdk.running import checked
 
 FUNCTION_KINDS = ("PyTorchJob", "TFJob")  # the kinds upstream builds from a function or an image
 JOB_CONDITIONS = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
@@ -197,7 +197,7 @@ class TrainingClient:
         Pending have none yet); with ``follow``, each line is also printed as ``[Pod NAME]: line`` as it comes,
         and with ``verbose`` the second dict holds the job's events, as upstream. Only what the program printed:
         a function job's result line is trainctl's (JobHandle.result reads it)."""
-        from trainctl.handle import JobHandle
+        from trainctl.sdk.handle import JobHandle
 
         namespace = namespace or self.namespace
         pods = {pod.metadata.name: pod for pod in self.get_job_pods(name, namespace, is_master, replica_type,

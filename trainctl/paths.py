@@ -2,7 +2,7 @@
 
 ``$TRAINCTL_HOME``, else ``$XDG_DATA_HOME/trainctl``, else ``~/.local/share/trainctl``. The local
 backend keeps its jobs under ``jobs/`` (trainctl/backends/local/store.py), ``Client.run`` writes a
-local function job's files under ``functions/`` (trainctl/functions.py), and a code snapshot never
+local function job's files under ``functions/`` (trainctl/functions/shipping.py), and a code snapshot never
 ships the directory when it lies inside the working directory (trainctl/code/snapshot.py). It is on
 the ground floor: every layer may ask where it is, and it asks nothing of them.
 """

@@ -13,8 +13,8 @@ import typer
 
 from trainctl import API_GROUP
 from trainctl.cli import completers
-from trainctl.display import column_widths, plain_lines
 from trainctl.errors import UserError
+from trainctl.sdk.display import column_widths, plain_lines
 
 Name = Annotated[str, typer.Argument(help="Job name (see trainctl list).", show_default=False,
                                      autocompletion=completers.job_names)]

@@ -20,8 +20,8 @@ import typer
 from trainctl.cli import completers
 from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, make_client, stdout_is_terminal, watching
 from trainctl.cli.formatting import PREFIX_COLORS, Name
-from trainctl.submit_options import parse_duration
 from trainctl.errors import UserError
+from trainctl.submit.options import parse_duration
 
 # Rich's names in PREFIX_COLORS as ANSI SGR codes (one palette for status tables and logs)
 ANSI_CODES = {"cyan": 36, "magenta": 35, "green": 32, "yellow": 33, "blue": 34,

@@ -2,7 +2,7 @@
 
 Both keep kubectl's habits: ``status KIND/NAME``; ``-o name`` (``pytorchjob.kubeflow.org/NAME``),
 ``-o wide`` (more columns), ``-o yaml|json``; ``list -w`` prints a line per change until Ctrl-C;
-``-l`` takes set-based selectors (trainctl/selectors.py). Tables are plain, whole columns when
+``-l`` takes set-based selectors (trainctl/kube/selectors.py). Tables are plain, whole columns when
 piped (formatting.print_table).
 """
 
@@ -17,7 +17,7 @@ from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOut
                                  console, dump, make_client, print_failure)
 from trainctl.cli.completers import job_names
 from trainctl.cli.formatting import colored_state, print_table, resource_name, split_kind
-from trainctl.display import (column_widths, job_row, list_columns, plain_lines, progress_cell, replica_images,
+from trainctl.sdk.display import (column_widths, job_row, list_columns, plain_lines, progress_cell, replica_images,
                               since)
 
 JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False, autocompletion=job_names,
@@ -89,7 +89,7 @@ def kueue_lines(client, resource: dict) -> list[str]:
     """For a job held for Kueue: which LocalQueue, and what Kueue's Workload says (or that there is none:
     Kueue absent, or its kubeflow.org integration off, see docs/schedulers.md)."""
     from trainctl.core.conditions import conditions_of
-    from trainctl.job import KUEUE_QUEUE_LABEL
+    from trainctl.core.job import KUEUE_QUEUE_LABEL
 
     queue = (resource["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
     if not queue or not ((resource.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
@@ -147,7 +147,7 @@ def still_running(resource: dict, replicas: list) -> list[str]:
     """Replicas that outlive their finished job: cleanPodPolicy None (upstream's default, kept) leaves a
     TFJob's parameter servers and workers running after its chief succeeded, which is easy to miss."""
     from trainctl.core.conditions import TERMINAL, state_of
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     running = [row.name for row in replicas if row.state == "Running"]
     if not running or state_of(resource) not in TERMINAL:

@@ -1,6 +1,6 @@
 """``trainctl submit KIND [OPTIONS] -- COMMAND [ARGS...]``: one command line -> one job.
 
-The options are trainctl.submit_options.OPTIONS, each defined there once: this module makes them
+The options are trainctl.submit.options.OPTIONS, each defined there once: this module makes them
 typer parameters (:func:`option_parameters`), gathers what was given into ``SubmitOptions``
 (with ``-f`` values beneath the flags) and hands it to the submission pipeline that
 ``Client.run`` uses too (trainctl.submit.pipeline). What it adds is the command line's own:
@@ -20,11 +20,11 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand
 
-from trainctl.cli.completers import job_kinds
 from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, echo_all, make_client
+from trainctl.cli.completers import job_kinds
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, CLI_NAMES
-from trainctl.submit_options import OPTIONS, Option, unenforced
+from trainctl.submit.options import OPTIONS, Option, unenforced
 
 WORKERS_TABLE = "\n".join(f"  {fw.name + ':':12} {fw.workers_help}" for fw in ALL)
 # options every command declares alike keep that shared declaration (its check runs as the flag is read)
@@ -67,8 +67,8 @@ def submit(
     **given: object,
 ) -> None:
     from trainctl.frameworks import by_name
+    from trainctl.submit.options import SubmitOptions
     from trainctl.submit.pipeline import prepare
-    from trainctl.submit_options import SubmitOptions
 
     framework = by_name(kind)
     options = SubmitOptions(command=command or [], **{option.name: given_value(option, given) for option in OPTIONS})
@@ -181,7 +181,7 @@ def abridged_view(resource: dict, framework, options, code) -> str:
 
     from trainctl.code.pods import abridged, config_map_names
     from trainctl.code.snapshot import human
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     job = Job(resource)
     images = sorted(set(job.images.values()))
@@ -235,7 +235,7 @@ def print_summary(client, resource: dict, framework, flags: str, out, unenforced
     """What was submitted and the commands to follow it, one per line so they fit 80 columns."""
     from rich.markup import escape
 
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     name = resource["metadata"]["name"]
     out.print(f"[green]submitted[/] {framework.singular}/[bold]{name}[/] "

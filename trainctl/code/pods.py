@@ -135,7 +135,7 @@ def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
     """Give every replica of ``resource`` the snapshot and packages of ``code`` (in place).
 
     A part that is not what a job has (a template's mistake) is passed over: validation names it next."""
-    from trainctl.job import main_container
+    from trainctl.core.job import main_container
 
     metadata = resource.get("metadata")
     if code.snapshot is not None and isinstance(metadata, dict):

@@ -28,11 +28,11 @@ from trainctl.controller.owned import OwnedObjects
 from trainctl.controller.progress import ProgressWatcher
 from trainctl.controller.queue import WorkQueue
 from trainctl.core import conditions as cond
+from trainctl.core.job import Job
 from trainctl.core.network import MPI_KUBECTL_DELIVERY_IMAGE, PYTORCH_INIT_IMAGE, ClusterNetwork
 from trainctl.core.reconcile import reconcile, rfc3339
 from trainctl.frameworks import ALL
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR
-from trainctl.job import Job
 from trainctl.kube import job_resource
 from trainctl.kube.client import PODS, SERVICES, ApiError, Client, Resource
 from trainctl.kube.pods import PodStatus

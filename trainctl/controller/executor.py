@@ -23,8 +23,8 @@ from trainctl.controller.expectations import Expectations
 from trainctl.controller.metrics import Metrics
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, CreateService, DeleteJob, DeleteReplica, DeleteService, RecordEvent
+from trainctl.core.job import Job
 from trainctl.core.reconcile import rfc3339
-from trainctl.job import Job
 from trainctl.kube import job_resource
 from trainctl.kube.client import EVENTS, PODS, SERVICES, ApiError, Client, Resource
 

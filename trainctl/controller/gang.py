@@ -19,7 +19,7 @@ from decimal import Decimal
 from trainctl.controller.executor import Executor
 from trainctl.controller.pods import owner_reference
 from trainctl.core.conditions import has_finished
-from trainctl.job import Job
+from trainctl.core.job import Job
 from trainctl.kube.client import PRIORITY_CLASSES, ApiError, Client, Resource
 from trainctl.kube.quantities import format_quantity, parse_quantity
 

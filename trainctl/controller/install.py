@@ -125,7 +125,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang
               **helper_images: str | None) -> list[dict]:
     """Everything the controller needs, in the order it must be created; ``helper_images`` are
     HELPER_IMAGE_FLAGS' keywords (None: upstream's default)."""
-    from trainctl.crds import all_crds
+    from trainctl.core.crds import all_crds
 
     if not DNS_1123_LABEL.fullmatch(namespace):
         raise UserError(f"--install-namespace {namespace!r}: use lower-case letters, digits and '-' "

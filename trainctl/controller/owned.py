@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from trainctl.controller import pods as pod_objects
 from trainctl.controller.executor import Executor, JobKey
-from trainctl.job import Job
+from trainctl.core.job import Job
 from trainctl.kube.client import CONFIGMAPS, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, ApiError, Client, Resource
 
 HPA_V2 = Resource("autoscaling", "v2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")

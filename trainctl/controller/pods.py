@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from trainctl import API_GROUP
 from trainctl.core.actions import CreateReplica, CreateService
+from trainctl.core.job import Job
 from trainctl.core.observed import PHASES, ObservedReplica
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
-from trainctl.job import Job
 from trainctl.kube.pods import PodStatus, terminated
 
 

@@ -6,7 +6,7 @@ the API server. Every :data:`ROUND_S` seconds this watcher reads, for each runni
 Master before Workers), and, only while that pod has been silent for half the job's stall time, the last
 line of each other running pod. From them:
 
-* the job's progress summary (trainctl.reported), stored in the job's annotation
+* the job's progress summary (trainctl.backends.reported), stored in the job's annotation
   ``trainctl.io/progress`` when it changed, at most once per job every :data:`MIN_WRITE_INTERVAL_S`
   (a merge patch of the annotation; nothing else of the job is written; the last output in it to the
   minute, so a job that prints but does not report is written about once a minute), which is what ``trainctl list``
@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from trainctl.backends.base import ReplicaReports, lines_of
 from trainctl.controller.executor import JobKey
 from trainctl.core import conditions as cond
-from trainctl.job import Job
+from trainctl.core.job import Job
 from trainctl.kube.client import ApiError
 from trainctl.kube.pods import PodStatus
 
@@ -84,7 +84,7 @@ class ProgressWatcher:
 
     def watch(self, key: JobKey, resource: dict) -> None:
         """Read the job's leading pod (and, if it is silent, the others), then store what changed."""
-        from trainctl.reported import points, summary, to_annotation
+        from trainctl.backends.reported import points, summary, to_annotation
 
         job = Job(resource)
         pods = self.running_pods(key, job)
@@ -156,8 +156,8 @@ class ProgressWatcher:
 
     def store(self, key: JobKey, resource: dict, text: str | None) -> None:
         """The job's annotation, when it changed and the job's last write is :data:`MIN_WRITE_INTERVAL_S` old."""
+        from trainctl.backends.reported import PROGRESS_ANNOTATION
         from trainctl.kube import job_resource
-        from trainctl.reported import PROGRESS_ANNOTATION
 
         stored = ((resource["metadata"].get("annotations") or {}).get(PROGRESS_ANNOTATION))
         when, last_text = self.written.get(key, (float("-inf"), stored))
@@ -174,6 +174,6 @@ class ProgressWatcher:
 
 
 def started_at(pod: dict) -> float | None:
-    from trainctl.reported import unix_time
+    from trainctl.backends.reported import unix_time
 
     return unix_time(PodStatus.of(pod).raw.get("startTime"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
 
 # upstream's --pytorch-init-container-image default

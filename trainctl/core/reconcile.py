@@ -40,9 +40,9 @@ from trainctl.core.actions import (
     RecordEvent,
 )
 from trainctl.core.attribution import Run, attribute, failed_runs_of
+from trainctl.core.job import Job
 from trainctl.core.observed import ObservedReplica
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
-from trainctl.job import Job
 
 if TYPE_CHECKING:
     from trainctl.frameworks.base import Network

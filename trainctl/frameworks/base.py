@@ -107,7 +107,7 @@ def peer_loss(label: str, *phrases: str) -> PeerLoss:
 class KindOption:
     """A ``trainctl submit`` option (and ``Client.run`` keyword) that only this kind takes, e.g. ``--ps``.
 
-    The submit options (trainctl/submit_options.py) turn it into a flag and a keyword like every other
+    The submit options (trainctl/submit/options.py) turn it into a flag and a keyword like every other
     option; given for another kind it is refused, naming the kind that takes it."""
 
     name: str  # the Python keyword; the flag is --name with - for _
@@ -120,7 +120,7 @@ class KindOption:
 
 @dataclass(frozen=True)
 class FunctionLaunch:
-    """How a function job's process knows where it stands, for the stdlib-only runner (trainctl.function_runner),
+    """How a function job's process knows where it stands, for the stdlib-only runner (trainctl.functions.runner),
     which receives it as data in call.json: it cannot import this module where trainctl is not installed."""
 
     #: the first of these variables that is set holds the process's rank ("0" when none is)

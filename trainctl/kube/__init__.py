@@ -1,4 +1,11 @@
-"""Talking to a Kubernetes API server without the official client (see client.py for why)."""
+"""Kubernetes' own rules and its API, without the official client (see client.py for why).
+
+The rules hold with no cluster at all: names (names.py: DNS labels, label keys and values, env
+names, ports), label selectors (selectors.py), quantities (quantities.py) and the one reader of a
+pod's status (pods.py). The REST client (client.py, config.py, errors.py) is imported only by what
+talks to a cluster: ``import trainctl.kube`` loads no HTTP machinery. The package imports nothing of
+trainctl's but the ground floor (errors); the core, the backends and the controller use it.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Kubernetes quantities (``500m``, ``16Gi``, ``2``) as numbers, and back in the canonical form.
 
-Resource amounts are compared (a request above its limit, trainctl/validation.py) and summed (a
+Resource amounts are compared (a request above its limit, trainctl/core/validation.py) and summed (a
 gang's minimum resources, trainctl/controller/gang.py) as exact decimals, never floats.
 """
 

@@ -11,14 +11,15 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from trainctl import API_GROUP, selectors
+from trainctl import API_GROUP
 from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
 from trainctl.backends.kube import logs as pod_logs
 from trainctl.core import conditions as cond
+from trainctl.core.job import Job
 from trainctl.errors import NotFound, UserError, setting
 from trainctl.frameworks import ALL, by_kind
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
-from trainctl.job import Job
+from trainctl.kube import selectors
 from trainctl.kube import client as kube
 from trainctl.kube import job_resource
 from trainctl.kube.errors import api_errors
@@ -300,7 +301,7 @@ class KubeBackend(Backend):
 
     def install_crds(self, dry_run: bool = False) -> list[str]:
         """Create or update trainctl's CRDs; returns their names."""
-        from trainctl.crds import all_crds
+        from trainctl.core.crds import all_crds
 
         names = []
         for crd in all_crds():

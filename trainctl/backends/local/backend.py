@@ -19,16 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trainctl
-from trainctl import selectors
 from trainctl.backends.base import CRASH_LOOP, Backend, JobDetails, LogChunk, ReplicaReports, ReplicaRow, pick_replica
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.logs import follow_logs, read_logs, report_lines
 from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files,
                                            stored_window)
 from trainctl.core import conditions as cond
+from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
 from trainctl.core.reconcile import rfc3339
 from trainctl.errors import NotFound, UserError, spelled
-from trainctl.job import KUEUE_QUEUE_LABEL, Job
+from trainctl.kube import selectors
 
 if TYPE_CHECKING:
     from trainctl.code.snapshot import Snapshot

@@ -30,9 +30,9 @@ import re
 import shutil
 from pathlib import Path
 
+from trainctl.core.job import Job
 from trainctl.errors import UserError, setting, spelled
 from trainctl.frameworks import ALL
-from trainctl.job import Job
 
 # what starts the job's command on other replicas (mpirun): the word after the launcher's options is checked
 LAUNCHERS = frozenset(word for framework in ALL for word in framework.launchers)

@@ -263,7 +263,7 @@ class JobDir:
 
     @property
     def replica_lib(self) -> Path:
-        """The stand-in package ``trainctl`` the replicas import ``report`` from (trainctl.code.plan)."""
+        """The stand-in package ``trainctl`` the replicas import ``report`` from (trainctl.submit.code_plan)."""
         return self.path / "lib"
 
     def offsets_file(self, replica: str, previous: bool = False) -> Path:
@@ -376,7 +376,7 @@ def remove_abandoned_drafts(namespace_dir: Path) -> None:
 
 def remove_function_files(resource: dict | None) -> None:
     """A function job's shipped files (under trainctl.paths.functions_dir), which outlive no job."""
-    from trainctl.functions import remove_placed
+    from trainctl.functions.shipping import remove_placed
 
     remove_placed(resource, functions_dir())
 

@@ -39,11 +39,11 @@ from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_po
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
 from trainctl.core.attribution import Run
+from trainctl.core.job import Job
 from trainctl.core.network import LocalNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile, rfc3339
-from trainctl.function_runner import TERMINATION_LOG_ENV
-from trainctl.job import Job
+from trainctl.functions.runner import TERMINATION_LOG_ENV
 
 TICK_SECONDS = 0.1  # how often process exits are noticed; the deadline is met within this
 # Like kubelet's CrashLoopBackOff, but starting small so a flaky replica comes back quickly.

@@ -2,7 +2,7 @@
 plain lines elsewhere.
 
 The live line is the job's state, the time waited, and either its progress, once a replica reported
-with ``trainctl.report()`` (trainctl.reported), as a bar with step/total, ETA and the latest
+with ``trainctl.report()`` (trainctl.backends.reported), as a bar with step/total, ETA and the latest
 metrics, or else the latest line any replica logged:
 ``pytorchjob/mnist: Running (Master 1 active) 42s | ━━━━━━━━━╸━━━━━━ 30/40 75% ETA 5s loss 0.0333``.
 In a Jupyter kernel it is one output updated in place (an IPython display, with an HTML progress
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainctl.reported import JobProgress
+    from trainctl.backends.reported import JobProgress
 
 Reporter = Callable[[dict], None]
 LatestLine = Callable[[], "str | None"]
@@ -96,7 +96,7 @@ class ProgressPeek:
 
 def bar_text(progress: JobProgress) -> str:
     """``━━━━━━━━━╸━━━━━━ 30/40 75% ETA 5s loss 0.0333``, or ``step 30, loss 0.0333`` without a total."""
-    from trainctl.reported import duration, number
+    from trainctl.backends.reported import duration, number
 
     lead = progress.lead
     if lead is None:

@@ -14,14 +14,14 @@ from pathlib import Path
 from trainctl.code.pods import DEFAULT_MOUNT, REPLICA_LIB, CodeRequest, replica_library
 from trainctl.errors import UserError, option, setting
 from trainctl.frameworks import by_kind
-from trainctl.submit_options import Checked, SubmitOptions, as_checked
+from trainctl.submit.options import Checked, SubmitOptions, as_checked
 
 MAX_REQUIREMENTS_BYTES = 64 * 1024  # it travels in every replica's command
 
 
 def request(options: SubmitOptions | Checked, backend_name: str, kind: str,
             extra: dict[str, bytes] | None = None) -> CodeRequest | None:
-    """What ``options`` (checked here unless :func:`~trainctl.submit_options.check` made them already) ship on
+    """What ``options`` (checked here unless :func:`~trainctl.submit.options.check` made them already) ship on
     ``backend_name``; None when nothing does. UserError for what cannot ship.
     ``extra``: files trainctl adds to the snapshot when one ships (see :func:`trainctl.code.snapshot.take`)."""
     from trainctl.code import snapshot

@@ -2,14 +2,14 @@
 
 A Jinja template per kind lays the resource out (``templates/<kind>.yaml.j2``;
 users may override it, see :func:`template_dirs`). It receives the options as
-:func:`trainctl.submit_options.check` made them, every value parsed and checked
+:func:`trainctl.submit.options.check` made them, every value parsed and checked
 already: this module only arranges them (replicas, run policy, resources, volumes)
 and never refuses a value. Rendering is injection-safe by construction: the
 environment is sandboxed and immutable, undefined names are errors, and every
 ``{{ value }}`` is finalized to JSON, which YAML reads as a quoted scalar, list or
 mapping. A user value therefore always lands as data and never as YAML structure or
 template code. The YAML is parsed, ``--set`` edits are applied, and the result goes
-through :func:`trainctl.validation.validate`.
+through :func:`trainctl.core.validation.validate`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from trainctl.errors import UserError, option
 from trainctl.frameworks import Framework, kind_options
-from trainctl.submit_options import Checked, SubmitOptions, as_checked
+from trainctl.submit.options import Checked, SubmitOptions, as_checked
 
 if TYPE_CHECKING:
     from trainctl.code.pods import CodeRequest
@@ -51,7 +51,7 @@ def template_dirs() -> list[tuple[str, Path]]:
 def builtin_dir() -> Path:
     """The templates shipped with trainctl: ``trainctl/_templates`` in an installed wheel,
     ``templates/`` at the top of a source checkout (the same files)."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # trainctl/, this module being trainctl/submit/render.py
     installed = package / "_templates"
     return installed if installed.is_dir() else package.parent / "templates"
 
@@ -86,10 +86,10 @@ def yaml_scalar(value: object) -> str:
 
 def render(framework: Framework, options: SubmitOptions | Checked, code: CodeRequest | None = None) -> dict:
     """The validated job resource for ``options`` (checked here unless :func:`check` made them already; nothing is
-    applied); with ``code`` (from :func:`trainctl.code.plan.request`), every replica gets the snapshot and
+    applied); with ``code`` (from :func:`trainctl.submit.code_plan.request`), every replica gets the snapshot and
     packages it names."""
-    from trainctl.setpath import apply_set
-    from trainctl.validation import validate
+    from trainctl.core.validation import validate
+    from trainctl.submit.setpath import apply_set
     from trainctl.yamlsafe import load_one
 
     checked = as_checked(framework, options)
@@ -196,8 +196,8 @@ def template_context(checked: Checked) -> dict:
 
 
 def stall_annotations(checked: Checked) -> dict[str, str]:
-    """``--stall-after``/``--stall-timeout`` as the job's annotations (trainctl.job), in whole seconds."""
-    from trainctl.job import STALL_AFTER_ANNOTATION, STALL_TIMEOUT_ANNOTATION
+    """``--stall-after``/``--stall-timeout`` as the job's annotations (trainctl.core.job), in whole seconds."""
+    from trainctl.core.job import STALL_AFTER_ANNOTATION, STALL_TIMEOUT_ANNOTATION
 
     given = ((STALL_AFTER_ANNOTATION, checked.stall_after), (STALL_TIMEOUT_ANNOTATION, checked.stall_timeout))
     return {key: str(seconds) for key, seconds in given if seconds is not None}

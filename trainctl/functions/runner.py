@@ -1,6 +1,6 @@
 """What every replica of a function job runs: ``python trainctl_function.py`` beside ``call.json``.
 
-:mod:`trainctl.functions` writes this file's source next to the call it describes (the
+:mod:`trainctl.functions.shipping` writes this file's source next to the call it describes (the
 function's module source, its name, the pickled arguments) and makes it the replica's
 command. It must run where trainctl is not installed (a cluster image has only Python and
 the framework), so it imports nothing but the standard library, and trainctl imports it
@@ -119,7 +119,7 @@ def numpy_data(array, where: str) -> dict:
 
 def on_its_own_line(line: str) -> str:
     """What rank 0 writes for a result line: a newline first ends whatever line the function left open (the
-    reader drops the empty line this makes after a finished one: trainctl.results.without_plumbing)."""
+    reader drops the empty line this makes after a finished one: trainctl.functions.results.without_plumbing)."""
     return f"\n{line}\n"
 
 

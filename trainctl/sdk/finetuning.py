@@ -22,7 +22,7 @@ from trainctl.recipes.finetune import (RESERVED_TRAINING, RESUME_MODES,  # the r
                                        source_problem)
 
 if TYPE_CHECKING:
-    from trainctl.handle import JobHandle
+    from trainctl.sdk.handle import JobHandle
 
 RECIPE_MODULE = "trainctl.recipes.finetune"
 SNAPSHOT_RECIPE = ".trainctl/recipes/finetune.py"  # relative to the pod's working directory
@@ -33,9 +33,9 @@ def finetune(client, model: str, dataset: str, *, output_dir: str, text_column: 
              lora: dict | None, training_args: dict | None, max_length: int, merge: bool,
              deepspeed: str | None, resume: str, recipe: str | None, framework: str,
              run_keywords: dict) -> JobHandle | dict:
-    """``client``: the trainctl.api.Client whose ``finetune`` this is; ``framework``: the one the recipe runs
+    """``client``: the trainctl.sdk.client.Client whose ``finetune`` this is; ``framework``: the one the recipe runs
     under (Client.finetune's: PyTorch)."""
-    from trainctl.submit_options import generated_name
+    from trainctl.submit.options import generated_name
 
     local = client.backend_name == "local"
     if not local and not on_a_volume(output_dir, run_keywords.get("volume")):
@@ -60,7 +60,7 @@ def finetune(client, model: str, dataset: str, *, output_dir: str, text_column: 
         from trainctl.recipes import finetune as shipped
 
         command, extra = ["python3", SNAPSHOT_RECIPE], {SNAPSHOT_RECIPE: Path(shipped.__file__).read_bytes()}
-    from trainctl.running import run
+    from trainctl.sdk.running import run
 
     switches = {key: keywords.pop(key) for key in ("packages", "replace", "preflight", "dry_run") if key in keywords}
     return run(client, command + arguments, framework=framework, args=None, packages=switches.get("packages"),
@@ -71,7 +71,7 @@ def finetune(client, model: str, dataset: str, *, output_dir: str, text_column: 
 def on_a_volume(output_dir: object, volume: object) -> bool:
     """Whether ``output_dir`` lies on a writable volume of the job's ``volume=`` keyword."""
     from trainctl.errors import UserError
-    from trainctl.submit_options import volumes
+    from trainctl.submit.options import volumes
 
     items = [volume] if isinstance(volume, str) else volume or []
     try:

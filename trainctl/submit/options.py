@@ -13,7 +13,7 @@ checked together, every problem one line that names the option as the caller spe
 naming the kind it is for.
 
 Nothing here builds YAML or reads files: the template receives the checked values as data
-(trainctl/render.py), and what travels with the job is decided from them (trainctl/code/plan.py).
+(trainctl/submit/render.py), and what travels with the job is decided from them (trainctl/submit/code_plan.py).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from dataclasses import field, fields, make_dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from trainctl.core.job import KUEUE_QUEUE_LABEL
 from trainctl.errors import UserError, option, spelled
 from trainctl.frameworks import ALL, Framework
 from trainctl.frameworks.base import CLEAN_POD_POLICIES, RESTART_POLICIES, KindOption
-from trainctl.job import KUEUE_QUEUE_LABEL
-from trainctl.k8s_names import (
+from trainctl.kube.names import (
     DNS_1123_SUBDOMAIN,
     TAINT_EFFECTS,
     dns_subdomain_problem,
@@ -36,7 +36,7 @@ from trainctl.k8s_names import (
     label_key_problem,
     label_value_problem,
 )
-from trainctl.setpath import parse_assignment
+from trainctl.submit.setpath import parse_assignment
 
 DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)([numkMGTPE]|[KMGTPE]i)?")
@@ -47,7 +47,7 @@ MAX_WORKDIR_LIMIT = 256 << 20
 # that every replica's copy of them renders and validates in well under a second.
 MAX_ITEMS = 1000
 # The CRD's integer formats: replica counts, backoffLimit and ttlSecondsAfterFinished are int32,
-# activeDeadlineSeconds is int64 (checked again on the resource by trainctl.validation).
+# activeDeadlineSeconds is int64 (checked again on the resource by trainctl.core.validation).
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 REPEAT = "(repeatable)"
 if TYPE_CHECKING:
@@ -272,7 +272,7 @@ def kind_option_value(value: object, name: str, kind_option: KindOption) -> obje
 
 
 def assignments(items: list[str], name: str = "set") -> list[tuple[str, list, object]]:
-    """``--set PATH=VALUE`` items, each parsed (trainctl.setpath) and applied once the template rendered."""
+    """``--set PATH=VALUE`` items, each parsed (trainctl.submit.setpath) and applied once the template rendered."""
     return [parse_assignment(item) for item in items]
 
 
@@ -310,7 +310,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("backoff_limit", int, "Restarts allowed before the job fails (default 3).", INT32),
     Option("active_deadline", int, "Fail the job after this many seconds running.",
            partial(positive, maximum=INT64_MAX)),
-    # durations: 90, 90s, 10m, 1h30m (trainctl.reported)
+    # durations: 90, 90s, 10m, 1h30m (trainctl.backends.reported)
     Option("stall_after", str, "Call the running job stalled when no replica wrote output or a report for this long "
            "(default 10m).", seconds),
     Option("stall_timeout", str, "Fail the job once no replica wrote output or a report for this long (e.g. 30m; a "
@@ -321,7 +321,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("suspend", bool, "Create the job suspended (start with resume).", flags=("--suspend",)),
     Option("set", list, f"PATH=VALUE: set any field of the resource {REPEAT}.", assignments, flags=("--set",)),
     Option("template", str, "Jinja template file to render instead of the kind's."),
-    # code that travels with the job (trainctl/code/plan.py turns these into what ships)
+    # code that travels with the job (trainctl/submit/code_plan.py turns these into what ships)
     Option("workdir", str, "Directory whose files travel with the job (default: on Kubernetes the current one; "
            "locally none, the replicas run in the current one). See docs/code-shipping.md."),
     Option("no_workdir", bool, "Ship no code: the image has it.", flags=("--no-workdir",)),

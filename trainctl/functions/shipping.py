@@ -1,7 +1,7 @@
 """Functions as jobs: what of a Python function travels to its replicas, and the rules for it.
 
 ``Client.run(train, args={...})`` turns ``train`` into three files (a :class:`Shipment`):
-:mod:`trainctl.function_runner` as ``trainctl_function.py``, ``call.json`` (the source to run,
+:mod:`trainctl.functions.runner` as ``trainctl_function.py``, ``call.json`` (the source to run,
 the function's name, the job kind, whether the result is pickled), ``globals.pickle`` and
 ``args.pickle``. Each replica runs the runner, which rebuilds the module and calls ``train(**args)``. What source travels:
 
@@ -42,9 +42,9 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainctl import function_runner as runner
 from trainctl.errors import InvalidArgument
 from trainctl.frameworks import Framework
+from trainctl.functions import runner
 
 FUNCTION_ANNOTATION = "trainctl.io/function"  # on a function job: module:qualname of its function
 RUNNER_FILE = "trainctl_function.py"
@@ -76,7 +76,7 @@ class Shipment:
 
 def ship(func: object, args: dict | None, framework: Framework, pickle_result: bool = False) -> Shipment:
     """Everything a replica needs to call ``func(**args)``; :class:`CannotShip` if it cannot travel.
-    ``pickle_result``: rank 0 prints its return value pickled, not as data (trainctl.function_runner).
+    ``pickle_result``: rank 0 prints its return value pickled, not as data (trainctl.functions.runner).
     The framework tells the runner how its processes know their rank (call.json's ``launch``)."""
     function = plain_function(func)
     args = checked_args(function, args)

@@ -9,7 +9,7 @@ Three layers, all run on every submit, apply and dry-run (and ``Client.submit``)
    levels. The walk is iterative with that budget, so a cyclic or exponentially shared
    structure handed to the Python API is refused instead of hanging.
 1. **Schema**: the resource is walked against the project's own CRD schema
-   (:mod:`trainctl.crds`): unknown fields, types, enums, int-or-string values.
+   (:mod:`trainctl.core.crds`): unknown fields, types, enums, int-or-string values.
    A small walker of our own keeps the CLI fast (no jsonschema at run time) and
    names the exact field path in its message. Integers are held to their CRD
    ``format`` (int32 or int64), as the API server would.
@@ -21,7 +21,7 @@ Three layers, all run on every submit, apply and dry-run (and ``Client.submit``)
    extended resources (``nvidia.com/gpu``) that are not whole numbers.
 3. **Pods**: what the API server's own validation of a pod refuses, checked on each replica's
    template because the operator's pods would otherwise never appear (Kubernetes' rules, in
-   :mod:`trainctl.k8s_names`): labels and annotations of the job and of each template,
+   :mod:`trainctl.kube.names`): labels and annotations of the job and of each template,
    container and volume names, unique names, ``containerPort`` 1..65535, port names and
    protocols, env names and ``value`` with ``valueFrom``, volume mounts of undeclared
    volumes, requests above limits. Plus one rule a node enforces only when it starts the
@@ -42,7 +42,7 @@ from typing import Any
 from trainctl import API_VERSION
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, KINDS, Framework, by_kind
-from trainctl.k8s_names import (
+from trainctl.kube.names import (
     DNS_1123_LABEL,
     TAINT_EFFECTS,
     dns_label_problem,
@@ -183,7 +183,7 @@ METADATA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
 
 @functools.cache
 def _schema(kind: str) -> dict:
-    from trainctl.crds import job_schema
+    from trainctl.core.crds import job_schema
 
     schema = job_schema(by_kind(kind))
     schema["properties"]["metadata"] = METADATA

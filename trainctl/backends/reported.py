@@ -185,7 +185,7 @@ def job_progress(backend: Backend, details: JobDetails, now: float | None = None
 
 
 def in_replica_order(resource: dict, found: dict[str, ReplicaReports]) -> list[ReplicaReports]:
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     job = Job(resource)
     order = [job.replica_id(t, i) for t in job.replica_types for i in range(job.replicas(t))]
@@ -223,7 +223,7 @@ def rate(series: list[Point], now: float) -> float | None:
 
 def judged(progress: JobProgress, details: JobDetails, outputs: list[float | None], now: float) -> JobProgress:
     """``progress`` with the stall, if the job runs and nothing was heard from it for its stall time."""
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     job = Job(details.resource)
     stall_after = job.stall_after

@@ -41,9 +41,9 @@ def job_row(resource: dict, wide: bool, progress: str = "-") -> list[str]:
 
 def progress_cell(client, resource: dict) -> str:
     """The PROGRESS column: read from the job's reports where that is cheap (local), else from the summary the
-    controller keeps in the job's annotation (trainctl.reported). ``client``: the trainctl.api.Client."""
+    controller keeps in the job's annotation (trainctl.backends.reported). ``client``: the trainctl.sdk.client.Client."""
     from trainctl.backends.base import JobDetails
-    from trainctl.reported import from_annotation, job_progress
+    from trainctl.backends.reported import from_annotation, job_progress
 
     details = JobDetails(resource)
     if client.backend.reads_reports_cheaply and resource.get("kind") != "Unknown":  # Unknown: a damaged job
@@ -58,7 +58,7 @@ def replica_specs(resource: dict) -> dict:
 
 def replica_images(resource: dict) -> dict[str, str]:
     """Replica type -> the image of the container the operator wires (Job.images)."""
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     return Job(resource).images
 
@@ -107,7 +107,7 @@ class Jobs(list):
     printer would win over a bundle in IPython, so HTML and text come from their own methods)."""
 
     def __init__(self, client, handles: list, resources: list[dict]) -> None:
-        """``handles``: a JobHandle (trainctl.handle) per job of ``resources``, which ``client`` listed."""
+        """``handles``: a JobHandle (trainctl.sdk.handle) per job of ``resources``, which ``client`` listed."""
         super().__init__(handles)
         self.client, self.resources = client, resources
 

@@ -1,6 +1,6 @@
 """``Client.run``: a function or a command line becomes a job, through ``trainctl submit``'s own pipeline.
 
-Every keyword of ``run`` but :data:`RUN_ONLY` is a submit option (trainctl.submit_options.OPTIONS,
+Every keyword of ``run`` but :data:`RUN_ONLY` is a submit option (trainctl.submit.options.OPTIONS,
 the one definition of every ``trainctl submit`` option), and the job goes through the same pipeline
 (:mod:`trainctl.submit.pipeline`): a keyword means what its option means and is refused for what the
 option is refused for. Python values are converted as a values file's are (``env={"LR": 0.1}`` is
@@ -8,7 +8,7 @@ option is refused for. Python values are converted as a values file's are (``env
 :class:`~trainctl.errors.InvalidArgument` naming the keyword (the shared checks name options through
 :func:`trainctl.errors.option`, which spells keywords outside the CLI), raised before anything is
 written or created. This module only translates: keywords into options, a function into its command
-and files (trainctl.functions).
+and files (trainctl.functions.shipping).
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING
 
 from trainctl.errors import InvalidArgument, UserError
 from trainctl.paths import functions_dir
+from trainctl.submit.options import BY_NAME, SubmitOptions, coerce
 from trainctl.submit.pipeline import prepare
-from trainctl.submit_options import BY_NAME, SubmitOptions, coerce
 
 if TYPE_CHECKING:
     from trainctl.code.pods import CodeRequest
     from trainctl.frameworks import Framework
-    from trainctl.functions import Shipment
-    from trainctl.handle import JobHandle
+    from trainctl.functions.shipping import Shipment
+    from trainctl.sdk.handle import JobHandle
 
 # A function job's restart policy unless restart_policy= says otherwise. An exception in the user's code
 # (the runner then exits 1) is not transient: restarting it only makes the notebook wait backoffLimit times
@@ -44,9 +44,9 @@ RUN_ONLY = ("framework", "args", "packages", "pickle_result", "replace", "prefli
 def run(client, target: object, *, framework: str, args: dict | None, packages: list[str] | None,
         replace: bool, preflight: bool, dry_run: bool, keywords: dict, pickle_result: bool = False,
         extra: dict[str, bytes] | None = None) -> JobHandle | dict:
-    """``client``: the trainctl.api.Client whose ``run`` this is. ``extra``: files a command needs beside the working directory's (path in the snapshot -> content),
+    """``client``: the trainctl.sdk.client.Client whose ``run`` this is. ``extra``: files a command needs beside the working directory's (path in the snapshot -> content),
     e.g. a recipe of trainctl's; they travel only where a snapshot does (clusters, or --workdir)."""
-    from trainctl.handle import JobHandle
+    from trainctl.sdk.handle import JobHandle
 
     if packages is not None:  # the data scientist's name for --pip
         if keywords.get("pip") is not None:
@@ -84,21 +84,21 @@ def planned_function(client, kind: Framework, func: object, args: dict | None, k
                      pickle_result: bool) -> tuple[dict, CodeRequest | None, Shipment | None]:
     """:func:`planned` for a function: its files are written beside the local jobs' state, or travel in a
     cluster's code snapshot; the job's annotation names the function."""
-    from trainctl import functions
+    from trainctl.functions import shipping
 
-    shipment = functions.ship(func, args, kind, pickle_result)
+    shipment = shipping.ship(func, args, kind, pickle_result)
     if keywords.get("restart_policy") is None:
         keywords = {**keywords, "restart_policy": FUNCTION_RESTART_POLICY}
     local = client.backend_name == "local"
     options = options_from(keywords, [])
     if not local and options.no_workdir:
         raise InvalidArgument("no_workdir: a function travels to a cluster in the code snapshot; leave it out")
-    runner = functions_dir() / shipment.digest / functions.RUNNER_FILE if local else functions.SNAPSHOT_RUNNER
+    runner = functions_dir() / shipment.digest / shipping.RUNNER_FILE if local else shipping.SNAPSHOT_RUNNER
     own = {kind_option.name: getattr(options, kind_option.name) for kind_option in kind.options}
     options = dataclasses.replace(
-        options, command=functions.command(kind, sys.executable if local else "python3", str(runner), own),
-        annotation=[*options.annotation, f"{functions.FUNCTION_ANNOTATION}={shipment.function}"])
-    extra = None if local else functions.snapshot_files(shipment)
+        options, command=shipping.command(kind, sys.executable if local else "python3", str(runner), own),
+        annotation=[*options.annotation, f"{shipping.FUNCTION_ANNOTATION}={shipment.function}"])
+    extra = None if local else shipping.snapshot_files(shipment)
     submission = checked(prepare, kind, options, client.backend_name, extra)
     return submission.resource, submission.code, shipment if local else None
 
@@ -106,11 +106,11 @@ def planned_function(client, kind: Framework, func: object, args: dict | None, k
 def submitted(client, resource: dict, code: CodeRequest | None, local_files: Shipment | None,
               replace: bool, preflight: bool) -> dict:
     """Write a local function's files, then create the job; a failed create leaves no files behind."""
-    from trainctl import functions
+    from trainctl.functions import shipping
 
     if local_files is None:
         return client.submit(resource, replace=replace, preflight=preflight, code=code)
-    directory = functions.place_locally(local_files, functions_dir())
+    directory = shipping.place_locally(local_files, functions_dir())
     try:
         return client.submit(resource, replace=replace, preflight=preflight, code=code)
     except BaseException:
