@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainctl.code.snapshot import Snapshot, human
+from trainctl.core.job import main_container
 from trainctl.errors import UserError, option
 from trainctl.frameworks import Framework
 
@@ -135,8 +136,6 @@ def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
     """Give every replica of ``resource`` the snapshot and packages of ``code`` (in place).
 
     A part that is not what a job has (a template's mistake) is passed over: validation names it next."""
-    from trainctl.core.job import main_container
-
     metadata = resource.get("metadata")
     if code.snapshot is not None and isinstance(metadata, dict):
         entry(metadata, "annotations", {}).update({

@@ -5,7 +5,8 @@ A framework is a module here that defines ``FRAMEWORK``, an instance of a
 ``templates/<kind>.yaml.j2``. The registry finds the modules itself: the ones that
 came first keep their place (:data:`LISTED`, the order ``--help`` and every list
 shows), any other follows by name. Nothing else names a framework: the engine asks
-the one a job's ``kind`` picks.
+the one a job's ``kind`` picks. The package imports nothing of trainctl's but the ground
+floor (errors and the API group); every layer above may ask it.
 """
 
 from __future__ import annotations
