@@ -216,7 +216,9 @@ class Writer:
                     self.kept += 1
                     self.pending.append(point)
                     self.latest_written = True
-        if not self.due.is_set():
+        if step is not None and total is not None and step >= total:
+            self.flush()  # the last step, now: the job may stop this replica as soon as another one is done
+        elif not self.due.is_set():
             self.due.set()
 
     def run(self) -> None:

@@ -23,9 +23,13 @@ import trainctl
 
 
 def steps(total, pause):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")  # both ranks step together, as in training; the job ends when both are done
     for step in range(1, total + 1):
         trainctl.report(step=step, total=total, loss=1 / step)
         time.sleep(pause)
+    dist.barrier()
     return trainctl.__file__
 '''
 

@@ -38,6 +38,7 @@ import base64
 import contextlib
 import importlib
 import importlib.util
+import io
 import json
 import linecache
 import math
@@ -239,7 +240,17 @@ def abort_mpi() -> None:
         mpi.COMM_WORLD.Abort(1)
 
 
+def whole_lines() -> None:
+    """Make each print one write. PYTHONUNBUFFERED (the operator's env) writes a line's text and its newline
+    apart, so processes sharing one pipe (torchrun's local ranks) splice each other's lines; buffering a line
+    until its newline keeps it whole (a pipe write under 4 KiB is atomic) and still flushes at every line."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True, write_through=False)
+
+
 def main(directory: Path) -> int:
+    whole_lines()
     call = json.loads((directory / CALL_FILE).read_text())
     sys.path.insert(0, os.getcwd())  # the job's working directory: the user's sibling modules
     launcher_env(call["launch"], os.environ)
