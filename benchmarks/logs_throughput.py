@@ -167,9 +167,9 @@ def create_pods(cluster) -> list[tuple[str, dict]]:
     from trainctl.core.actions import CreateReplica
     from trainctl.core.network import ClusterNetwork
     from trainctl.core.reconcile import reconcile
+    from trainctl.frameworks import by_kind
     from trainctl.kube import job_resource
     from trainctl.kube.client import PODS, connect
-    from trainctl.frameworks import by_kind
 
     client = connect(kubeconfig=str(cluster.kubeconfig("admin")))
     job = client.get(job_resource(by_kind("PyTorchJob")), "logs", "default")

@@ -8,12 +8,16 @@ and inside a job's replicas (any script or function, with or without trainctl in
 
     trainctl.report(step=i, total=steps, loss=loss)   # trainctl status / job.progress() / job.metrics()
 
-(docs/python-api.md is the walkthrough.) The package is layered so that the CLI stays a thin shell over a Python API:
+(docs/python-api.md is the walkthrough.) The package is layered so that the CLI stays a thin shell over a
+Python API, and one engine serves every framework and both runtimes (docs/architecture.md draws the layers):
 
 * ``trainctl.frameworks``: one small module per framework holding only what
   differs between kinds (replica types, container name, port, env, success rule).
-* ``trainctl.job``: read access to a job resource with the operator's in-memory
-  defaults applied.
+* ``trainctl.core``: the job model and the reconcile engine both runtimes share.
+* ``trainctl.submit``: the one pipeline from options to a validated job resource.
+* ``trainctl.backends``, ``trainctl.controller``: where jobs run.
+* ``trainctl.sdk``: the Python API (``Client``, ``JobHandle``); ``trainctl.compat`` speaks upstream's
+  ``TrainingClient`` over it.
 * ``trainctl.cli``: the Typer command groups; they call the API and print.
 
 Heavy dependencies (the kubernetes client, any ML framework) are imported only
@@ -23,10 +27,10 @@ inside the functions that need them, so ``trainctl --help`` stays fast.
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
-    from trainctl.api import Client
     from trainctl.errors import InvalidArgument, JobFailed, UserError
-    from trainctl.handle import JobHandle
     from trainctl.reporting import report
+    from trainctl.sdk.client import Client
+    from trainctl.sdk.handle import JobHandle
 
 __version__ = "0.1.0"
 API_GROUP = "kubeflow.org"
@@ -34,7 +38,7 @@ API_VERSION = "kubeflow.org/v1"
 
 # The public API, loaded on first use so `import trainctl` (and the CLI's start-up) stays light.
 __all__ = ["Client", "InvalidArgument", "JobFailed", "JobHandle", "UserError", "report"]
-_EXPORTS = {"Client": "trainctl.api", "JobHandle": "trainctl.handle", "JobFailed": "trainctl.errors",
+_EXPORTS = {"Client": "trainctl.sdk.client", "JobHandle": "trainctl.sdk.handle", "JobFailed": "trainctl.errors",
             "InvalidArgument": "trainctl.errors", "UserError": "trainctl.errors", "report": "trainctl.reporting"}
 
 

@@ -16,7 +16,7 @@ and TFJob (as upstream), or a ``job`` given as a dict or a job object of any kin
 ``failed``, ``wait_for_job_conditions``, ``get_job_pods``, ``get_job_pod_names``, ``get_job_logs``
 (with ``verbose``: the job's events), ``update_job`` (``spec.run_policy.suspend``: suspend and resume)
 and ``delete_job``. Where upstream returns Kubernetes client models (``KubeflowOrgV1PyTorchJob``,
-``V1Pod``) this returns :mod:`trainctl.compat_models` objects with the same attribute names, so
+``V1Pod``) this returns :mod:`trainctl.sdk.compat_models` objects with the same attribute names, so
 ``job.metadata.name`` and ``job.status.conditions[-1].type`` read as upstream, with no kubernetes
 package. Upstream parameters mapped onto ``run``'s keywords: ``num_workers`` -> workers,
 ``num_procs_per_worker`` -> nproc_per_node (torchrun, as upstream), ``resources_per_worker`` cpu/memory/gpu
@@ -35,12 +35,13 @@ import inspect
 import time
 from collections.abc import Callable
 
-from trainctl.api import Client, conditions_of
-from trainctl.compat_models import Model, job_model, pod_model, resource_of
+from trainctl.core.conditions import true_types
+from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
+from trainctl.core.validation import validate
 from trainctl.errors import InvalidArgument, JobFailed
-from trainctl.job import KUEUE_QUEUE_LABEL, Job
-from trainctl.running import checked
-from trainctl.validation import validate
+from trainctl.sdk.client import Client
+from trainctl.sdk.compat_models import Model, job_model, pod_model, resource_of
+from trainctl.sdk.running import checked
 
 FUNCTION_KINDS = ("PyTorchJob", "TFJob")  # the kinds upstream builds from a function or an image
 JOB_CONDITIONS = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
@@ -83,36 +84,12 @@ class TrainingClient:
                    queue_name: str | None = None, volumes: list | None = None,
                    volume_mounts: list | None = None) -> None:
         namespace = namespace or self.namespace
-        for field, value in (("labels", labels), ("annotations", annotations)):
-            if value is not None and not (isinstance(value, dict) and all(isinstance(item, str) for pair in
-                                                                            value.items() for item in pair)):
-                raise InvalidArgument(f"{field}={value!r}: give a dict of strings, e.g. {{'team': 'ml'}}")
-        if parameters is not None and not isinstance(parameters, dict):
-            raise InvalidArgument(f"parameters={parameters!r}: give a dict, which train_func receives as its "
-                                  "argument, e.g. parameters={'lr': 0.1}")
-        if num_procs_per_worker is not None and str(num_procs_per_worker) not in ("auto", "cpu", "gpu") and not (
-                type(num_procs_per_worker) in (int, str) and str(num_procs_per_worker).isdigit()
-                and int(num_procs_per_worker) >= 1):
-            raise InvalidArgument(f"num_procs_per_worker={num_procs_per_worker!r}: give a count of at least 1, "
-                                  "or 'auto', 'cpu' or 'gpu' (as torchrun's --nproc-per-node)")
-        if queue_name is not None and not isinstance(queue_name, str):
-            raise InvalidArgument(f"queue_name={queue_name!r}: give the Kueue LocalQueue's name")
+        check_common_arguments(labels, annotations, parameters, num_procs_per_worker, queue_name)
         if job is not None:
             self.submit_dict(job, namespace, labels, annotations)
             return
         kind = job_kind or self.job_kind
-        if kind not in FUNCTION_KINDS:
-            raise InvalidArgument(f"job_kind {kind!r}: a job from train_func or base_image is a PyTorchJob or TFJob "
-                                  "(as upstream); for other kinds use trainctl.Client().run(..., framework=...)")
-        if volumes or volume_mounts:
-            raise InvalidArgument("volumes/volume_mounts: Kubernetes objects are not taken here; use "
-                                  "Client().run(..., volume=['pvc:CLAIM:/path'])")
-        if train_func is None or name is None:
-            raise InvalidArgument("create_job needs name= and train_func= (a job from base_image alone runs the "
-                                  "image's entrypoint, which a local run has not: use trainctl.Client().run(['python', "
-                                  "'train.py'], image=...))")
-        if pip_index_url != UPSTREAM_PIP_INDEX:
-            raise InvalidArgument(f"pip_index_url={pip_index_url!r}: not supported; configure pip where the job runs")
+        check_function_job(kind, name, train_func, bool(volumes or volume_mounts), pip_index_url)
         self.client.run(
             train_func, framework=kind, name=name, namespace=namespace,
             args=positional_parameters(train_func, parameters),
@@ -186,7 +163,7 @@ class TrainingClient:
             resource = self.client.get(name, namespace, job_kind).resource
             if callback:
                 callback(job_model(resource))
-            true = {c.get("type") for c in conditions_of(resource) if c.get("status") == "True"}
+            true = set(true_types(resource))
             if "Failed" in true and "Failed" not in expected_conditions:
                 raise FailedJob(self.client.failure_summary(name, namespace))
             if true & set(expected_conditions):
@@ -220,7 +197,7 @@ class TrainingClient:
         Pending have none yet); with ``follow``, each line is also printed as ``[Pod NAME]: line`` as it comes,
         and with ``verbose`` the second dict holds the job's events, as upstream. Only what the program printed:
         a function job's result line is trainctl's (JobHandle.result reads it)."""
-        from trainctl.handle import JobHandle
+        from trainctl.sdk.handle import JobHandle
 
         namespace = namespace or self.namespace
         pods = {pod.metadata.name: pod for pod in self.get_job_pods(name, namespace, is_master, replica_type,
@@ -259,6 +236,42 @@ class TrainingClient:
     def delete_job(self, name: str, namespace: str | None = None, job_kind: str | None = None,
                    delete_options=None) -> None:
         self.client.delete(name, namespace or self.namespace)
+
+
+def check_common_arguments(labels: object, annotations: object, parameters: object, num_procs_per_worker: object,
+                           queue_name: object) -> None:
+    """create_job's arguments that every form of it takes, each refused as upstream's type hints would."""
+    for field, value in (("labels", labels), ("annotations", annotations)):
+        if value is not None and not (isinstance(value, dict) and all(isinstance(item, str) for pair in
+                                                                        value.items() for item in pair)):
+            raise InvalidArgument(f"{field}={value!r}: give a dict of strings, e.g. {{'team': 'ml'}}")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise InvalidArgument(f"parameters={parameters!r}: give a dict, which train_func receives as its "
+                              "argument, e.g. parameters={'lr': 0.1}")
+    if num_procs_per_worker is not None and str(num_procs_per_worker) not in ("auto", "cpu", "gpu") and not (
+            type(num_procs_per_worker) in (int, str) and str(num_procs_per_worker).isdigit()
+            and int(num_procs_per_worker) >= 1):
+        raise InvalidArgument(f"num_procs_per_worker={num_procs_per_worker!r}: give a count of at least 1, "
+                              "or 'auto', 'cpu' or 'gpu' (as torchrun's --nproc-per-node)")
+    if queue_name is not None and not isinstance(queue_name, str):
+        raise InvalidArgument(f"queue_name={queue_name!r}: give the Kueue LocalQueue's name")
+
+
+def check_function_job(kind: str, name: str | None, train_func: object, kubernetes_objects: bool,
+                       pip_index_url: str) -> None:
+    """What a job made from ``train_func`` (rather than given whole) needs, as trainctl can run it."""
+    if kind not in FUNCTION_KINDS:
+        raise InvalidArgument(f"job_kind {kind!r}: a job from train_func or base_image is a PyTorchJob or TFJob "
+                              "(as upstream); for other kinds use trainctl.Client().run(..., framework=...)")
+    if kubernetes_objects:
+        raise InvalidArgument("volumes/volume_mounts: Kubernetes objects are not taken here; use "
+                              "Client().run(..., volume=['pvc:CLAIM:/path'])")
+    if train_func is None or name is None:
+        raise InvalidArgument("create_job needs name= and train_func= (a job from base_image alone runs the "
+                              "image's entrypoint, which a local run has not: use trainctl.Client().run(['python', "
+                              "'train.py'], image=...))")
+    if pip_index_url != UPSTREAM_PIP_INDEX:
+        raise InvalidArgument(f"pip_index_url={pip_index_url!r}: not supported; configure pip where the job runs")
 
 
 def replica_pod(job: Job, row) -> dict:

@@ -102,7 +102,7 @@ class JobFailed(Exception):
     """A job the caller waited for failed; ``summary`` says which replica, how, and its last log lines.
 
     Not a :class:`UserError`: the input was fine, the training was not. ``str()`` is the whole
-    multi-line summary (:class:`trainctl.failures.FailureSummary`), ready to print.
+    multi-line summary (:class:`trainctl.sdk.failures.FailureSummary`), ready to print.
     """
 
     exit_code = 1

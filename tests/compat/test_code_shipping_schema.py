@@ -5,10 +5,10 @@ import jsonschema
 import pytest
 
 from tests.compat.test_upstream import openapi_to_jsonschema, upstream_schema
-from trainctl.code.plan import request
 from trainctl.frameworks import ALL
-from trainctl.render import render
-from trainctl.submit_options import SubmitOptions
+from trainctl.submit.code_plan import request
+from trainctl.submit.options import SubmitOptions
+from trainctl.submit.render import render
 
 
 @pytest.mark.parametrize("framework", ALL, ids=[fw.kind for fw in ALL])

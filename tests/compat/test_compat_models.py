@@ -2,7 +2,7 @@
 
 The same resource, every job kind with most options set and a status, is deserialized by the
 upstream SDK (in .venv-upstream-sdk, as its ApiClient does in get_job) and read through
-:mod:`trainctl.compat_models`; every attribute path upstream's objects have must read the same here:
+:mod:`trainctl.sdk.compat_models`; every attribute path upstream's objects have must read the same here:
 nested objects as objects, maps and lists as such, timestamps as the same datetimes, absent fields as None.
 """
 
@@ -17,10 +17,10 @@ import pytest
 
 from tests.compat.test_upstream import OPTION_MATRIX
 from tests.conftest import REPO
-from trainctl.compat_models import job_model
 from trainctl.frameworks import ALL
-from trainctl.render import render
-from trainctl.submit_options import SubmitOptions
+from trainctl.sdk.compat_models import job_model
+from trainctl.submit.options import SubmitOptions
+from trainctl.submit.render import render
 
 SDK_PYTHON = REPO / ".venv-upstream-sdk" / "bin" / "python"
 # V1PodSpec's alpha workloadRef is in kubernetes 35, the client kubeflow-training 1.9 runs with, and no longer

@@ -7,11 +7,11 @@ import jsonschema
 import pytest
 import yaml
 
-from trainctl.crds import all_crds, crd
+from trainctl.core.crds import all_crds, crd
+from trainctl.core.validation import validate
 from trainctl.frameworks import ALL, by_kind
-from trainctl.render import render
-from trainctl.submit_options import SubmitOptions
-from trainctl.validation import validate
+from trainctl.submit.options import SubmitOptions
+from trainctl.submit.render import render
 
 
 def upstream_schema(upstream, framework):

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from tests.controller.jobs import wait_for
-from trainctl.api import Client
 from trainctl.errors import JobFailed
+from trainctl.sdk.client import Client
 
 pytestmark = pytest.mark.k8s
 

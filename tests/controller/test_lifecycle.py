@@ -19,8 +19,8 @@ from tests.controller.jobs import (
     wait_state,
 )
 from trainctl.controller.gang import VOLCANO
-from trainctl.kube import job_resource
 from trainctl.frameworks import by_kind
+from trainctl.kube import job_resource
 from trainctl.kube.client import CRDS, EVENTS, ApiError, Resource
 
 pytestmark = pytest.mark.k8s

@@ -16,8 +16,8 @@ import pytest
 from tests.controller.jobs import get_job, wait_for
 from tests.controller.test_failures import submit_running
 from trainctl import reporting
-from trainctl.api import Client
-from trainctl.reported import PROGRESS_ANNOTATION
+from trainctl.backends.reported import PROGRESS_ANNOTATION
+from trainctl.sdk.client import Client
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(180)]
 

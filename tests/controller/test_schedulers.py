@@ -17,9 +17,9 @@ from trainctl.controller.gang import (
     YUNIKORN_TASK_GROUP_NAME,
     YUNIKORN_TASK_GROUPS,
 )
+from trainctl.core.job import KUEUE_QUEUE_LABEL
 from trainctl.frameworks import by_kind
 from trainctl.kube import job_resource
-from trainctl.job import KUEUE_QUEUE_LABEL
 
 pytestmark = pytest.mark.k8s
 PYTORCH = job_resource(by_kind("PyTorchJob"))

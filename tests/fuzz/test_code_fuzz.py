@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from tests.fuzz.harness import SPECIAL, all_strings, fuzz, json_documents, run, text_values
 from trainctl.code import credentials, snapshot, unpack
+from trainctl.core.validation import validate
 from trainctl.errors import UserError
-from trainctl.validation import validate
 
 pytestmark = pytest.mark.fuzz
 
@@ -131,7 +131,7 @@ def test_apply_of_hostile_snapshot_configmaps_ends_in_one_line_and_unpacks_nothi
     Path("jobs.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [config_map, job]}))
     result = run("apply", "-f", "jobs.json", "--no-preflight")
     if result.code == 0:
-        from trainctl.api import Client
+        from trainctl.sdk.client import Client
 
         Client(backend="local").delete("hostile")
     assert not Path("x").exists() and not Path("../x").exists()

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.harness import EXAMPLES, fuzz, json_documents, private_state, run, shape, text_values
-from trainctl.submit_options import SubmitOptions
-from trainctl.validation import validate
+from trainctl.core.validation import validate
+from trainctl.submit.options import SubmitOptions
 
 pytestmark = pytest.mark.fuzz
 

@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.harness import fuzz
-from trainctl import function_runner
 from trainctl.core.attribution import MAX_EXCEPTION_CHARS, Run, attribute, one_line, raised_records
-from trainctl.function_runner import RAISED_MARKER
+from trainctl.functions import runner as function_runner
+from trainctl.functions.runner import RAISED_MARKER
 
 pytestmark = pytest.mark.fuzz
 

@@ -1,4 +1,4 @@
-"""Fuzzing the progress channel (trainctl.reporting, trainctl.reported): what replicas write is untrusted.
+"""Fuzzing the progress channel (trainctl.reporting, trainctl.backends.reported): what replicas write is untrusted.
 
 Points written by ``trainctl.report`` come back as they were; any other line
 after the marker (forged JSON, garbled, cut, huge, deeply nested) yields only points that are exactly
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tests.fuzz.harness import COUNTS, fuzz, run
 from trainctl import reporting
 from trainctl.backends.base import JobDetails
-from trainctl.reported import PROGRESS_ANNOTATION, from_annotation
+from trainctl.backends.reported import PROGRESS_ANNOTATION, from_annotation
 
 pytestmark = pytest.mark.fuzz
 

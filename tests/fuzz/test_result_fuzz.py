@@ -1,4 +1,4 @@
-"""Fuzzing a function job's result line (trainctl.results) and the SDK keywords that carry values through.
+"""Fuzzing a function job's result line (trainctl.functions.results) and the SDK keywords that carry values through.
 
 Result lines: every value of the supported types comes back equal and of the same type; any other
 line (garbled, cut, forged JSON with made-up tags, a pickle, a pickle inside JSON) gives None, or one
@@ -27,8 +27,8 @@ from tests.fuzz.harness import COUNTS, fuzz
 from tests.fuzz.test_run_fuzz import mostly, python_values, train
 from trainctl import Client, InvalidArgument
 from trainctl.backends.base import LogChunk, lines_of
-from trainctl.function_runner import MARKER, PICKLE_MARKER, on_its_own_line, result_line
-from trainctl.results import BadResult, value_in, value_of
+from trainctl.functions.results import BadResult, value_in, value_of
+from trainctl.functions.runner import MARKER, PICKLE_MARKER, on_its_own_line, result_line
 
 pytestmark = pytest.mark.fuzz
 

@@ -33,10 +33,10 @@ from tests.fuzz.harness import (
     text_values,
 )
 from trainctl import Client, InvalidArgument
+from trainctl.core.validation import validate
 from trainctl.frameworks import CLI_NAMES
-from trainctl.running import NOT_KEYWORDS, RUN_ONLY
-from trainctl.submit_options import SubmitOptions
-from trainctl.validation import validate
+from trainctl.sdk.running import NOT_KEYWORDS, RUN_ONLY
+from trainctl.submit.options import SubmitOptions
 
 pytestmark = pytest.mark.fuzz
 
@@ -198,7 +198,7 @@ sources = mostly(st.sampled_from(["model", "data.jsonl", "org/name", "/abs/model
 @given(model=sources, dataset=sources, keywords=finetune_keywords, on_cluster=st.booleans())
 def test_finetune_keywords(model, dataset, keywords, on_cluster, tmp_path_factory):
     """Client.finetune: a resource whose recipe flags carry each value back unchanged, or one line refused."""
-    from trainctl.finetuning import SNAPSHOT_RECIPE
+    from trainctl.sdk.finetuning import SNAPSHOT_RECIPE
 
     home = Path(os.environ["TRAINCTL_HOME"])
     project = tmp_path_factory.mktemp("project")

@@ -40,8 +40,8 @@ from tests.fuzz.harness import (
     text_values,
 )
 from trainctl.code import pods
+from trainctl.core.validation import validate
 from trainctl.frameworks import CLI_NAMES, by_kind
-from trainctl.validation import validate
 
 pytestmark = pytest.mark.fuzz
 
@@ -171,7 +171,7 @@ def test_a_rejected_submit_leaves_nothing_behind(kind, options, command):
         if result.code == 2:
             assert files_under(scratch) == before, result.stderr
         else:
-            from trainctl.api import Client
+            from trainctl.sdk.client import Client
 
             client = Client(backend="local")
             for job in client.list(all_namespaces=True):
@@ -185,7 +185,7 @@ queue_names = st.one_of(text_values, st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,70}[a
 @given(kind=st.sampled_from(CLI_NAMES), queue=queue_names)
 def test_local_queue_is_refused_or_labels_the_job_suspended(kind, queue):
     """Kueue reads the label and admits by unsuspending: a queued job is both, or not made at all."""
-    from trainctl.job import KUEUE_QUEUE_LABEL
+    from trainctl.core.job import KUEUE_QUEUE_LABEL
 
     result = run("submit", kind, "--dry-run", "-o", "json", "--no-workdir", "--local-queue", queue, "--", "python")
     if result.code:
@@ -204,8 +204,9 @@ def test_yunikorn_task_groups_count_min_available_members_and_each_pods_requests
     import json as json_module
     from decimal import Decimal
 
-    from trainctl.controller.gang import GangScheduler, YUNIKORN_TASK_GROUPS, parse_quantity
-    from trainctl.job import Job
+    from trainctl.controller.gang import GangScheduler, YUNIKORN_TASK_GROUPS
+    from trainctl.core.job import Job
+    from trainctl.kube.quantities import parse_quantity
 
     specs = {rtype: {"replicas": count, "template": {"spec": {"containers": [
         {"name": "pytorch", "image": "i", "resources": {"requests": {"cpu": cpu}}}]}}}

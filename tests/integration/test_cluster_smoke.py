@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from trainctl.crds import all_crds
+from trainctl.core.crds import all_crds
 
 pytestmark = pytest.mark.k8s
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from trainctl.api import state_of
+from trainctl.core.conditions import state_of
 from trainctl.errors import NotFound
 
 pytestmark = pytest.mark.timeout(60)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainctl.api import Client, choose_backend
 from trainctl.errors import CLI, UserError, speaking
+from trainctl.sdk.client import Client, choose_backend
 
 
 @pytest.fixture(autouse=True)

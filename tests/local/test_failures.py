@@ -17,8 +17,8 @@ import pytest
 
 from tests.local import function_jobs
 from tests.local.test_function_jobs import needs
-from trainctl.api import Client
 from trainctl.errors import JobFailed
+from trainctl.sdk.client import Client
 
 pytestmark = pytest.mark.timeout(90)
 

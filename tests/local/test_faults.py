@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from trainctl.api import Client
 from trainctl.backends.local import processes
 from trainctl.backends.local.backend import LocalBackend
 from trainctl.backends.local.store import JobDir
 from trainctl.errors import UserError
+from trainctl.sdk.client import Client
 
 pytestmark = pytest.mark.timeout(120)
 

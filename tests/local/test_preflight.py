@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from trainctl.api import Client
 from trainctl.backends.local import preflight
 from trainctl.errors import UserError
+from trainctl.sdk.client import Client
 
 WHERE = "pytorchReplicaSpecs.Master"
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.local import function_jobs
 from trainctl.errors import UserError
-from trainctl.function_runner import MARKER, PICKLE_MARKER
+from trainctl.functions.runner import MARKER, PICKLE_MARKER
 
 pytestmark = pytest.mark.timeout(120)
 

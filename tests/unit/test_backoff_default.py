@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from trainctl.render import DEFAULT_BACKOFF_LIMIT
+from trainctl.submit.render import DEFAULT_BACKOFF_LIMIT
 
 
 def backoff_limit(cli, *args: str):

@@ -382,8 +382,8 @@ def test_a_namespace_that_escapes_writes_nothing(cli):
 
 def test_the_python_api_refuses_what_the_cli_refuses(tmp_path, monkeypatch):
     monkeypatch.setenv("TRAINCTL_HOME", str(tmp_path / "home"))
-    from trainctl.api import Client
     from trainctl.errors import UserError
+    from trainctl.sdk.client import Client
 
     client = Client(backend="local")
 
@@ -446,8 +446,8 @@ def test_apply_of_a_job_with_a_nul_creates_nothing(cli, old, new, culprit):
 
 
 def test_the_python_api_refuses_a_nul_before_anything_exists(cli, monkeypatch):
-    from trainctl.api import Client
     from trainctl.errors import InvalidArgument, UserError
+    from trainctl.sdk.client import Client
 
     monkeypatch.setenv("TRAINCTL_HOME", str(cli.home))
     monkeypatch.chdir(cli.cwd)

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from trainctl.code import pods, snapshot
-from trainctl.code.plan import request
 from trainctl.errors import CLI, PYTHON, UserError, speaking
 from trainctl.frameworks import by_name
-from trainctl.render import render
-from trainctl.submit_options import SubmitOptions
+from trainctl.submit.code_plan import request
+from trainctl.submit.options import SubmitOptions
+from trainctl.submit.render import render
 
 
 def tree(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -136,7 +136,7 @@ def test_ship_secret_sends_the_named_files_and_no_other(tmp_path):
 
 
 def test_ship_secret_from_the_cli_a_values_file_and_the_python_api(cli):
-    from trainctl.api import Client
+    from trainctl.sdk.client import Client
 
     tree(cli.cwd / "src", {".env": "A=1\n", "train.py": ""})
     flag = cli("submit", "jax", "--workdir", "src", "--ship-secret", ".env", "--dry-run", "--", "python", "train.py")

@@ -10,16 +10,17 @@ import pytest
 
 from trainctl.controller import expectations as expectations_module
 from trainctl.controller.expectations import Expectations
-from trainctl.controller.gang import GangScheduler, format_quantity, parse_quantity
+from trainctl.controller.gang import GangScheduler
 from trainctl.controller.informer import Informer, newer
 from trainctl.controller.leader import LeaderElector
 from trainctl.controller.metrics import Metrics
 from trainctl.controller.queue import WorkQueue
 from trainctl.core.actions import CreateService, DeleteService
+from trainctl.core.job import Job
 from trainctl.core.network import ClusterNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile
-from trainctl.job import Job
+from trainctl.kube.quantities import format_quantity, parse_quantity
 
 
 def test_queue_dedups_and_never_hands_one_key_to_two_workers():

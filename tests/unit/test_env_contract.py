@@ -138,14 +138,14 @@ def test_mpi_launcher_env_hostfile_and_idle_workers():
     del idle["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"]
     assert created(idle)["mpi-worker-0"].pod["spec"]["containers"][0]["args"] == ["365d"]
     framework = by_kind("MPIJob")
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     assert framework.hostfile(Job(resource), ClusterNetwork()) == "mpi-worker-0 slots=2\nmpi-worker-1 slots=2\n"
     assert framework.hostfile(Job(resource), LocalNetwork()) == "127.0.0.1 slots=4\n"
 
 
 def test_mpi_launcher_init_container_image_is_the_controllers_setting():
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     resource = job("MPIJob", "mpi", {"Launcher": 1, "Worker": 2})
     images = {}

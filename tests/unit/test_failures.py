@@ -9,13 +9,13 @@ from datetime import datetime, timezone
 
 import pytest
 
-from trainctl.api import condition_type
 from trainctl.backends.base import JobDetails, ReplicaRow
 from trainctl.backends.kube.backend import podless_rows, replica_row
-from trainctl.errors import JobFailed, UserError
 from trainctl.core.attribution import Run, judge, last_exception, raised_records, signatures
-from trainctl.failures import signal_name, summarize
-from trainctl.job import Job
+from trainctl.core.job import Job
+from trainctl.errors import JobFailed, UserError
+from trainctl.sdk.client import condition_type
+from trainctl.sdk.failures import signal_name, summarize
 
 
 def job(state: str | None = "Failed", message: str = "PyTorchJob demo is failed because 1 Worker replica(s) failed.",
@@ -195,7 +195,7 @@ def test_a_record_that_does_not_parse_as_one_is_ignored(line):
 
 
 def test_function_runner_records_what_it_raised_with_a_nanosecond_time(tmp_path, monkeypatch):
-    from trainctl import function_runner
+    from trainctl.functions import runner as function_runner
 
     monkeypatch.setenv(function_runner.TERMINATION_LOG_ENV, str(tmp_path / "termination"))
     monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4")
@@ -342,7 +342,7 @@ def test_a_pod_whose_init_container_fails_shows_kubectls_init_state_and_its_code
     ("ValueError: bad", "pytorchjob", None),
 ])
 def test_a_missing_environment_variable_is_explained_by_what_the_kind_sets(exception, kind, expected):
-    from trainctl.failures import env_hint
+    from trainctl.sdk.failures import env_hint
 
     hint = env_hint(exception, kind)
     assert hint == expected if expected is None else expected in hint

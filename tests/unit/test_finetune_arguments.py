@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from trainctl import Client, InvalidArgument
-from trainctl.finetuning import RECIPE_MODULE, SNAPSHOT_RECIPE
 from trainctl.recipes import finetune as recipe_module
+from trainctl.sdk.finetuning import RECIPE_MODULE, SNAPSHOT_RECIPE
 
 
 @pytest.fixture
@@ -48,8 +48,8 @@ def test_locally_the_installed_recipe_runs_with_every_value_as_its_own_flag(proj
 
 
 def test_on_a_cluster_the_recipe_travels_in_the_code_snapshot(project, monkeypatch):
-    from trainctl import running
     from trainctl.recipes import finetune as recipe
+    from trainctl.sdk import running
 
     client = Client("kubernetes", kubeconfig=str(project / "no-such-kubeconfig"))
     resource = client.finetune("model", "data.jsonl", name="ft", dry_run=True)
@@ -154,7 +154,7 @@ def test_the_recipe_refuses_a_mistyped_path_in_one_line_before_it_imports_transf
 
 
 def test_the_sdk_entry_imports_no_framework():
-    code = ("import sys, trainctl.finetuning, trainctl.recipes.finetune; "
+    code = ("import sys, trainctl.sdk.finetuning, trainctl.recipes.finetune; "
             "print(sorted(m for m in ('torch', 'transformers', 'peft', 'datasets') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout.replace("'", '"')) == []

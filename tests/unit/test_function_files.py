@@ -1,10 +1,10 @@
-"""trainctl.functions.remove_placed: a deleted local job takes its function files along, and nothing else."""
+"""trainctl.functions.shipping.remove_placed: a deleted local job takes its function files along, and nothing else."""
 
 from __future__ import annotations
 
 import pytest
 
-from trainctl.functions import RUNNER_FILE, remove_placed
+from trainctl.functions.shipping import RUNNER_FILE, remove_placed
 
 
 def job(*commands: list[str]) -> dict:

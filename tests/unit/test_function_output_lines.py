@@ -13,7 +13,7 @@ from pathlib import Path
 
 WRITER = """
 import os, sys
-from trainctl.function_runner import whole_lines
+from trainctl.functions.runner import whole_lines
 whole_lines()
 for index in range(5000):
     print(f"process {os.getpid()} line {index} " + "x" * 50, flush=True)

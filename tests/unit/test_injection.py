@@ -5,8 +5,8 @@ import pytest
 from tests.fuzz.harness import all_strings
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, by_name
-from trainctl.render import render
-from trainctl.submit_options import SubmitOptions
+from trainctl.submit.options import SubmitOptions
+from trainctl.submit.render import render
 
 PAYLOADS = [
     "A=1\n  hostNetwork: true",

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from trainctl.job import Job
+from trainctl.core.job import Job
 from tests.unit.test_env_contract import job
 
 

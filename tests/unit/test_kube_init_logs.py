@@ -1,11 +1,11 @@
-"""Which log tells why a pod never ran: trainctl.backends.kube.logs.failed_init on the pod statuses a
+"""Which log tells why a pod never ran: trainctl.kube.pods.failed_init on the pod statuses a
 kubelet reports (shapes as in Kubernetes' PodStatus)."""
 
 from __future__ import annotations
 
 import pytest
 
-from trainctl.backends.kube.logs import failed_init
+from trainctl.kube.pods import failed_init
 
 
 def terminated(code: int) -> dict:

@@ -4,7 +4,7 @@ once it declared itself, the Python keyword otherwise; and the same message in b
 import pytest
 
 from trainctl.errors import CLI, PYTHON, UserError, option, setting, speaking
-from trainctl.submit_options import positive
+from trainctl.submit.options import positive
 
 
 @pytest.mark.parametrize(("spelled", "cli", "python"), [

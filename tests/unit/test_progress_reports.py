@@ -1,4 +1,4 @@
-"""trainctl.report() in a process (trainctl.reporting) and what is made of its points (trainctl.reported).
+"""trainctl.report() in a process (trainctl.reporting) and what is made of its points (trainctl.backends.reported).
 
 The writer runs in real subprocesses, as in a replica: its thread, its exit, its environment.
 """
@@ -15,9 +15,9 @@ import pytest
 from tests.conftest import REPO
 from trainctl import reporting
 from trainctl.backends.base import JobDetails, ReplicaReports, ReplicaRow
-from trainctl.code.plan import replica_library
-from trainctl.reported import (MAX_POINTS, JobProgress, Point, Progress, from_annotation, job_progress, summary,
+from trainctl.backends.reported import (MAX_POINTS, JobProgress, Point, Progress, from_annotation, job_progress, summary,
                                thinned, to_annotation)
+from trainctl.code.pods import replica_library
 
 
 def replica(code: str, progress: Path | None, **env: str) -> subprocess.CompletedProcess:
@@ -194,7 +194,7 @@ def test_metrics_past_the_limit_are_thinned_evenly_keeping_the_first_and_the_las
 
 def test_plotting_without_matplotlib_is_one_line_saying_what_to_install(monkeypatch):
     from trainctl.errors import UserError
-    from trainctl.plotting import plot
+    from trainctl.sdk.plotting import plot
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
@@ -204,7 +204,7 @@ def test_plotting_without_matplotlib_is_one_line_saying_what_to_install(monkeypa
 
 
 def test_a_metric_name_is_drawn_as_text_never_as_math(tmp_path):
-    from trainctl.plotting import plot
+    from trainctl.sdk.plotting import plot
 
     plot([Point(1.0, 1, None, {"$\\frac{": 1.0, "a$b$": 2.0}), Point(2.0, 2, None, {"$\\frac{": 0.5})], None, "j",
          str(tmp_path / "x.png"))

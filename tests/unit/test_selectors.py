@@ -3,7 +3,7 @@
 import pytest
 
 from trainctl.errors import CLI, PYTHON, UserError, speaking
-from trainctl.selectors import parse
+from trainctl.kube.selectors import parse
 
 LABELS = {
     "a": {"team": "nlp", "env": "prod", "gpu": "", "priority": "7"},

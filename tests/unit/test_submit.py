@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from trainctl.frameworks import ALL, by_name
-from trainctl.render import render
-from trainctl.submit_options import SubmitOptions
+from trainctl.submit.options import SubmitOptions
+from trainctl.submit.render import render
 from tests.conftest import REPO
 
 
@@ -164,7 +164,7 @@ def test_every_framework_has_a_template():
 
 
 def test_example_job_files_are_valid_and_run_their_script():
-    from trainctl.validation import validate
+    from trainctl.core.validation import validate
 
     for path in sorted((REPO / "examples").glob("*/job.yaml")):
         job = validate(yaml.safe_load(path.read_text()), source=str(path))

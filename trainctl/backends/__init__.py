@@ -2,7 +2,10 @@
 
 Backends are imported by name only when a command needs one, so ``trainctl --help``
 never loads the Kubernetes client, and a build without the Kubernetes backend still
-runs local jobs.
+runs local jobs. base.py is the interface every backend implements and its data (replica rows,
+log lines, reports); reported.py reads what replicas reported back through any backend. A backend
+may import the core, the code that travels, the function jobs' files and the ground floor; the
+controller (which reuses the Kubernetes backend's pod logs) and the SDK use them.
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from trainctl.code.snapshot import Snapshot
 
 
+#: the state of a replica while kubelet (or the local supervisor) waits to restart it
+CRASH_LOOP = "CrashLoopBackOff"
+
+
 @dataclass(frozen=True)
 class ReplicaRow:
     """One replica (a pod, or a local process) as ``status`` shows it."""
@@ -165,7 +169,7 @@ class Backend(abc.ABC):
         ends. With timestamps, each line begins with its RFC 3339 time and a space."""
 
     #: whether :meth:`reports` costs no more than reading a file (local), so that ``list`` reads every job's; on a
-    #: cluster ``list`` shows what the controller stored in the job's annotation (trainctl.reported)
+    #: cluster ``list`` shows what the controller stored in the job's annotation (trainctl.backends.reported)
     reads_reports_cheaply = False
 
     def reports(self, name: str, namespace: str, whole: bool = False) -> dict[str, ReplicaReports]:

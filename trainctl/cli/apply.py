@@ -44,7 +44,7 @@ def apply(
 ) -> None:
     from trainctl.code import documents as code_documents
     from trainctl.code.pods import abridged_programs
-    from trainctl.validation import validate
+    from trainctl.core.validation import validate
 
     printed = load_documents(filename)
     documents, archives = code_documents.split(printed, f"-f {filename}")  # submit --dry-run's code snapshots
@@ -87,7 +87,7 @@ def entrypoint_words(text: str) -> list[str]:
 def supply_entrypoint(document: dict, words: list[str]) -> None:
     """What the image's ENTRYPOINT would have run, for each container that names no command (an MPI
     worker that only hosts ranks keeps idling)."""
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     job = Job(document)
     for rtype, spec in job.replica_specs.items():  # the document's own templates, not Job.template's copies

@@ -18,13 +18,13 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from trainctl.api import Client
-    from trainctl.failures import FailureSummary
+    from trainctl.sdk.client import Client
+    from trainctl.sdk.failures import FailureSummary
 
 def _check_namespace(value: str | None) -> str | None:
     """Every command's -n is a DNS-1123 label (it also names a directory of the local store)."""
     if value is not None:
-        from trainctl.validation import check_namespace
+        from trainctl.core.validation import check_namespace
 
         check_namespace(value, "-n/--namespace")
     return value
@@ -38,7 +38,7 @@ Namespace = Annotated[
 def _check_selector(value: str | None) -> str | None:
     """-l is parsed before the client is made, so a bad one fails first."""
     if value is not None:
-        from trainctl import selectors
+        from trainctl.kube import selectors
 
         selectors.parse(value)
     return value
@@ -111,7 +111,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def make_client(local: bool = False, context: str | None = None, kubeconfig: str | None = None) -> Client:
-    from trainctl.api import Client, choose_backend
+    from trainctl.sdk.client import Client, choose_backend
 
     # chosen here, so the Client is told and says nothing: every command's summary names the backend
     return Client(choose_backend("local" if local else None, context, kubeconfig), context=context,
@@ -175,7 +175,7 @@ def watching(name: str, namespace: str | None = None) -> Iterator[None]:
 
 
 def print_failure(summary: FailureSummary, out: Console) -> None:
-    """A job's failure summary (trainctl/failures.py), log lines escaped so they never act as markup."""
+    """A job's failure summary (trainctl/sdk/failures.py), log lines escaped so they never act as markup."""
     from rich.markup import escape
 
     headline, *rest = summary.lines()

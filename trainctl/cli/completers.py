@@ -33,7 +33,7 @@ def job_names(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
 def replica_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """``master-0``, ``worker-1`` ... of the job named earlier on the command line."""
     try:
-        from trainctl.job import Job
+        from trainctl.core.job import Job
 
         params = _parsed_params(ctx, incomplete)
         job = Job(_resource(params, params["name"]))
@@ -67,7 +67,7 @@ def _parsed_params(ctx: typer.Context, incomplete: str) -> dict:
 
 
 def _backend_name(params: dict) -> str:
-    from trainctl.api import choose_backend
+    from trainctl.sdk.client import choose_backend
 
     return choose_backend("local" if params.get("local") else None, params.get("context"), params.get("kubeconfig"))
 
@@ -75,7 +75,7 @@ def _backend_name(params: dict) -> str:
 def _jobs(params: dict) -> list[tuple[str, str]]:
     namespace = params.get("namespace")
     if _backend_name(params) == "local":
-        from trainctl.backends.local.store import home
+        from trainctl.paths import home
 
         folder = home() / "jobs" / (namespace or "default")
         return [(path.name, "") for path in sorted(folder.iterdir()) if (path / "job.json").is_file()]

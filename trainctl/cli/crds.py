@@ -20,7 +20,7 @@ def print_crds(
     kinds: Annotated[list[str] | None, typer.Argument(help="Job kinds to print (default: all six).")] = None,
     output: Output = None,
 ) -> None:
-    from trainctl.crds import all_crds, crd
+    from trainctl.core.crds import all_crds, crd
     from trainctl.frameworks import by_name
 
     documents = [crd(by_name(kind)) for kind in kinds] if kinds else all_crds()
@@ -33,7 +33,7 @@ def install_crds(
     context: Context = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
-    from trainctl.api import Client
+    from trainctl.sdk.client import Client
 
     client = Client("kubernetes", context=context, kubeconfig=kubeconfig)
     names = client.backend.install_crds(dry_run=dry_run)

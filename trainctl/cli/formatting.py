@@ -7,7 +7,6 @@ so ``trainctl list | awk '{print $2}'`` sees full names.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Annotated
 
 import typer
@@ -15,7 +14,7 @@ import typer
 from trainctl import API_GROUP
 from trainctl.cli import completers
 from trainctl.errors import UserError
-from trainctl.submit_options import parse_duration  # noqa: F401 - the commands' durations (--since, --timeout)
+from trainctl.sdk.display import column_widths, plain_lines
 
 Name = Annotated[str, typer.Argument(help="Job name (see trainctl list).", show_default=False,
                                      autocompletion=completers.job_names)]
@@ -24,26 +23,8 @@ STATE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "cyan", "Resta
                 "Suspended": "yellow", "Created": "white", "Pending": "white"}
 
 
-def since(timestamp: str | None, until: str | None = None) -> str:
-    """Human duration between two RFC 3339 times (until: now)."""
-    if not timestamp:
-        return "-"
-    start = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    end = datetime.strptime(until, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) if until \
-        else datetime.now(timezone.utc)
-    seconds = max(0, int((end - start).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
 def colored_state(state: str) -> str:
     return f"[{STATE_COLORS.get(state, 'white')}]{state}[/]"
-
-
-def replica_specs(resource: dict) -> dict:
-    return next((v for k, v in (resource.get("spec") or {}).items() if k.endswith("ReplicaSpecs")), {}) or {}
 
 
 def resource_name(resource: dict) -> str:
@@ -92,15 +73,3 @@ def print_table(headers: list[str], rows: list[list[str]], whole: tuple[str, ...
         from rich.console import Console
 
         Console(highlight=False, width=needed).print(table, crop=False)
-
-
-def column_widths(headers: list[str], rows: list[list[str]], minimum: list[int] | None = None) -> list[int]:
-    return [max([len(h), *(len(r[i]) for r in rows), *(minimum[i:i + 1] if minimum else [])])
-            for i, h in enumerate(headers)]
-
-
-def plain_lines(headers: list[str] | None, rows: list[list[str]], widths: list[int]) -> list[str]:
-    """Whitespace-aligned lines (the header first, when given), as kubectl prints when piped."""
-    lines = [headers] if headers else []
-    lines += [[cell or "-" for cell in row] for row in rows]  # an empty cell would shift awk's fields
-    return ["   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]

@@ -19,8 +19,9 @@ import typer
 
 from trainctl.cli import completers
 from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, make_client, stdout_is_terminal, watching
-from trainctl.cli.formatting import PREFIX_COLORS, Name, parse_duration
+from trainctl.cli.formatting import PREFIX_COLORS, Name
 from trainctl.errors import UserError
+from trainctl.submit.options import parse_duration
 
 # Rich's names in PREFIX_COLORS as ANSI SGR codes (one palette for status tables and logs)
 ANSI_CODES = {"cyan": 36, "magenta": 35, "green": 32, "yellow": 33, "blue": 34,
@@ -111,7 +112,7 @@ def note(message: str, dim: bool = False) -> None:
 
 def say_if_suspended(client, name: str, namespace: str | None) -> None:
     """``logs -f`` of a suspended job waits for its resume: say so, rather than seem to hang."""
-    from trainctl.api import state_of
+    from trainctl.core.conditions import state_of
 
     if state_of(client.get(name, namespace).resource) == "Suspended":
         flag = f" -n {namespace}" if namespace else ""

@@ -1,7 +1,7 @@
 """``plot``: a job's reported metrics as curves in an image file (matplotlib, the optional extra ``plot``).
 
-The points are those ``job.metrics()`` returns (trainctl.reported): one replica's, the leading one's
-unless ``--replica`` names another; one panel per metric (trainctl.plotting).
+The points are those ``job.metrics()`` returns (trainctl.backends.reported): one replica's, the leading one's
+unless ``--replica`` names another; one panel per metric (trainctl.sdk.plotting).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def plot(name: Name, namespace: Namespace = None,
              autocompletion=completers.replica_names)] = None,
          local: Local = False, context: Context = None, kubeconfig: Kubeconfig = None) -> None:
     from trainctl.cli.logs import note
-    from trainctl.plotting import plot as draw
+    from trainctl.sdk.plotting import plot as draw
 
     client = make_client(local, context, kubeconfig)
     series = client.metrics(name, namespace, replica=replica)

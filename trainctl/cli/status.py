@@ -2,7 +2,7 @@
 
 Both keep kubectl's habits: ``status KIND/NAME``; ``-o name`` (``pytorchjob.kubeflow.org/NAME``),
 ``-o wide`` (more columns), ``-o yaml|json``; ``list -w`` prints a line per change until Ctrl-C;
-``-l`` takes set-based selectors (trainctl/selectors.py). Tables are plain, whole columns when
+``-l`` takes set-based selectors (trainctl/kube/selectors.py). Tables are plain, whole columns when
 piped (formatting.print_table).
 """
 
@@ -16,13 +16,12 @@ import typer
 from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOutput, Local, Namespace, Selector,
                                  console, dump, make_client, print_failure)
 from trainctl.cli.completers import job_names
-from trainctl.cli.formatting import (colored_state, column_widths, plain_lines, print_table, replica_specs,
-                                     resource_name, since, split_kind)
+from trainctl.cli.formatting import colored_state, print_table, resource_name, split_kind
+from trainctl.sdk.display import (column_widths, job_row, list_columns, plain_lines, progress_cell, replica_images,
+                              since)
 
 JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False, autocompletion=job_names,
                                              help="Job name, or KIND/NAME such as pytorchjob/mnist (see trainctl list).")]
-LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION", "PROGRESS"]
-WIDE_LIST_COLUMNS = ["TYPES", "IMAGES"]
 REPLICA_COLUMNS = ["REPLICA", "STATE", "RESTARTS", "EXIT", "REASON", "NODE", "DURATION"]
 WIDE_REPLICA_COLUMNS = ["IMAGE", "STARTED", "FINISHED"]
 WATCH_POLL_S = 1.0
@@ -40,7 +39,7 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
            context: Context = None, kubeconfig: Kubeconfig = None) -> None:
     from rich.markup import escape
 
-    from trainctl.api import TERMINAL, state_of
+    from trainctl.core.conditions import TERMINAL, conditions_of, state_of, status_of
 
     kind, name = split_kind(name)
     client = make_client(local, context, kubeconfig)
@@ -53,7 +52,7 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
         typer.echo(dump(resource, output), nl=False)
         return
     out = console()
-    job_status = resource.get("status") or {}
+    job_status = status_of(resource)
     out.print(f"[bold]{resource['kind'].lower()}/{name}[/] in {resource['metadata'].get('namespace')} "
               f"on {client.backend.description}: {colored_state(state_of(resource))} "
               f"(age {since(resource['metadata'].get('creationTimestamp'))}, "
@@ -64,7 +63,7 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
         out.print(f"  {escape(code)}", soft_wrap=True)
     for line in kueue_lines(client, resource):
         out.print(f"  [yellow]{escape(line)}[/]", soft_wrap=True)
-    for condition in job_status.get("conditions") or []:
+    for condition in conditions_of(resource):
         out.print(f"  {condition['type']:<11} {condition['status']:<5} {escape(condition.get('reason', ''))}: "
                   f"{escape(condition.get('message', ''))}", soft_wrap=True)
     progress = client.progress(name, namespace, details=details)
@@ -89,7 +88,8 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
 def kueue_lines(client, resource: dict) -> list[str]:
     """For a job held for Kueue: which LocalQueue, and what Kueue's Workload says (or that there is none:
     Kueue absent, or its kubeflow.org integration off, see docs/schedulers.md)."""
-    from trainctl.job import KUEUE_QUEUE_LABEL
+    from trainctl.core.conditions import conditions_of
+    from trainctl.core.job import KUEUE_QUEUE_LABEL
 
     queue = (resource["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
     if not queue or not ((resource.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
@@ -101,7 +101,7 @@ def kueue_lines(client, resource: dict) -> list[str]:
             lines.append("no Kueue Workload after a minute: is Kueue installed, with its kubeflow.org integration "
                          "enabled? (docs/schedulers.md)")
         return lines
-    for condition in (workload.get("status") or {}).get("conditions") or []:
+    for condition in conditions_of(workload):
         if condition.get("status") == "True" or condition.get("type") == "QuotaReserved":
             lines.append(f"Kueue Workload {workload['metadata']['name']}: {condition.get('type')} "
                          f"{condition.get('reason', '')}: {condition.get('message', '')}")
@@ -146,8 +146,8 @@ def image_hints(resource: dict, replicas: list) -> list[str]:
 def still_running(resource: dict, replicas: list) -> list[str]:
     """Replicas that outlive their finished job: cleanPodPolicy None (upstream's default, kept) leaves a
     TFJob's parameter servers and workers running after its chief succeeded, which is easy to miss."""
-    from trainctl.api import TERMINAL, state_of
-    from trainctl.job import Job
+    from trainctl.core.conditions import TERMINAL, state_of
+    from trainctl.core.job import Job
 
     running = [row.name for row in replicas if row.state == "Running"]
     if not running or state_of(resource) not in TERMINAL:
@@ -169,16 +169,6 @@ def exit_cell(row) -> str:
 
 def reason_cell(row) -> str:
     return row.reason or (f"last: {row.last_reason}" if row.last_reason else "")
-
-
-def replica_images(resource: dict) -> dict[str, str]:
-    """Replica type -> the image of the container the operator wires (Job.main_container)."""
-    from trainctl.job import Job
-
-    job = Job(resource)
-    specs = job.replica_specs
-    return {rtype: (job.main_container(((specs[rtype].get("template") or {}).get("spec") or {}).get("containers") or [])
-                    or {}).get("image", "") for rtype in job.replica_types}
 
 
 def list_jobs(namespace: Namespace = None,
@@ -206,38 +196,6 @@ def list_jobs(namespace: Namespace = None,
         print_table(list_columns(output == "wide"), [job_row(resource, output == "wide", progress_cell(client, resource))
                                                      for resource in jobs])
         console(stderr=True).print(f"[dim]{len(jobs)} job(s) on {client.backend.description}[/]")
-
-
-def list_columns(wide: bool) -> list[str]:
-    return LIST_COLUMNS + (WIDE_LIST_COLUMNS if wide else [])
-
-
-def progress_cell(client, resource: dict) -> str:
-    """The PROGRESS column: read from the job's reports where that is cheap (local), else from the summary the
-    controller keeps in the job's annotation (trainctl.reported)."""
-    from trainctl.backends.base import JobDetails
-    from trainctl.reported import from_annotation, job_progress
-
-    details = JobDetails(resource)
-    if client.backend.reads_reports_cheaply and resource.get("kind") != "Unknown":  # Unknown: a damaged job
-        return job_progress(client.backend, details).cell()
-    progress = from_annotation(details)
-    return progress.cell() if progress else "-"
-
-
-def job_row(resource: dict, wide: bool, progress: str = "-") -> list[str]:
-    from trainctl.api import state_of
-
-    specs = replica_specs(resource)
-    job_status = resource.get("status") or {}
-    row = [resource["metadata"].get("namespace", ""), resource["metadata"]["name"], resource["kind"],
-           state_of(resource), str(sum((spec or {}).get("replicas", 1) for spec in specs.values())),
-           since(resource["metadata"].get("creationTimestamp")),
-           since(job_status.get("startTime"), job_status.get("completionTime")), progress]
-    if wide:  # no spaces inside a cell: piped output splits on whitespace
-        row += [",".join(f"{rtype}:{(spec or {}).get('replicas', 1)}" for rtype, spec in specs.items()),
-                ",".join(sorted(set(replica_images(resource).values()) - {""}))]
-    return row
 
 
 def watch_jobs(fetch, jobs: list[dict], output: str | None, cell) -> None:

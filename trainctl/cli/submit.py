@@ -1,7 +1,17 @@
-"""``trainctl submit KIND [OPTIONS] -- COMMAND [ARGS...]``: one command line -> one job."""
+"""``trainctl submit KIND [OPTIONS] -- COMMAND [ARGS...]``: one command line -> one job.
+
+The options are trainctl.submit.options.OPTIONS, each defined there once: this module makes them
+typer parameters (:func:`option_parameters`), gathers what was given into ``SubmitOptions``
+(with ``-f`` values beneath the flags) and hands it to the submission pipeline that
+``Client.run`` uses too (trainctl.submit.pipeline). What it adds is the command line's own:
+``--dry-run`` views, the summary, ``--wait`` and ``--follow``.
+"""
 
 from __future__ import annotations
 
+import builtins
+import inspect
+import keyword
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,14 +20,15 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand
 
-from trainctl.cli.completers import job_kinds
 from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, echo_all, make_client
+from trainctl.cli.completers import job_kinds
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, CLI_NAMES
+from trainctl.submit.options import OPTIONS, Option, unenforced
 
-WORKERS_HELP = "; ".join(f"{fw.name}: {fw.workers_help}" for fw in ALL)
 WORKERS_TABLE = "\n".join(f"  {fw.name + ':':12} {fw.workers_help}" for fw in ALL)
-REPEAT = "(repeatable)"
+# options every command declares alike keep that shared declaration (its check runs as the flag is read)
+SHARED = {"namespace": Namespace}
 
 HELP = f"""Submit a distributed training job: KIND is one of {", ".join(CLI_NAMES)} (tf = tensorflow).
 
@@ -41,57 +52,8 @@ def submit(
     kind: Annotated[str, typer.Argument(help=f"Job kind: {', '.join(CLI_NAMES)}.", show_default=False,
                                         autocompletion=job_kinds)],
     command: Annotated[list[str] | None, typer.Argument(help="The command after --.", show_default=False)] = None,
-    name: Annotated[str | None, typer.Option("--name", help="Job name (DNS-1035); default <kind>-<random>.")] = None,
-    namespace: Namespace = None,
-    image: Annotated[str | None, typer.Option(help="Container image (default per kind; ignored by the local backend).")] = None,
-    workers: Annotated[int | None, typer.Option(help=f"Number of nodes. {WORKERS_HELP}.")] = None,
-    gpus: Annotated[int | None, typer.Option(help="GPUs per replica (nvidia.com/gpu).")] = None,
-    cpu: Annotated[str | None, typer.Option(help="CPU per replica, e.g. 4 or 500m.")] = None,
-    memory: Annotated[str | None, typer.Option(help="Memory per replica, e.g. 16Gi.")] = None,
-    nproc_per_node: Annotated[str | None, typer.Option(help="pytorch: processes per node (int, auto, cpu, gpu).")] = None,
-    ps: Annotated[int | None, typer.Option(help="tensorflow: parameter servers.")] = None,
-    chief: Annotated[int | None, typer.Option(help="tensorflow: 1 for a Chief replica.")] = None,
-    evaluator: Annotated[int | None, typer.Option(help="tensorflow: evaluator replicas.")] = None,
-    slots_per_worker: Annotated[int | None, typer.Option(help="mpi: MPI slots (ranks) per worker.")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", "-e", help=f"Environment variable K=V {REPEAT}.")] = None,
-    label: Annotated[list[str] | None, typer.Option(help=f"Label K=V on the job and its pods {REPEAT}.")] = None,
-    annotation: Annotated[list[str] | None, typer.Option(help=f"Annotation K=V on the job {REPEAT}.")] = None,
-    volume: Annotated[list[str] | None, typer.Option(help=f"pvc:CLAIM:/path[:ro] or host:/src:/path[:ro] {REPEAT}.")] = None,
-    shm_size: Annotated[str | None, typer.Option(help="Size of a memory-backed /dev/shm, e.g. 8Gi.")] = None,
-    node_selector: Annotated[list[str] | None, typer.Option(help=f"Node label K=V the pods need {REPEAT}.")] = None,
-    toleration: Annotated[list[str] | None, typer.Option(help=f"key[=value]:NoSchedule|PreferNoSchedule|NoExecute {REPEAT}.")] = None,
-    priority_class: Annotated[str | None, typer.Option(help="PriorityClass of the pods.")] = None,
-    queue: Annotated[str | None, typer.Option(help="Scheduling queue (runPolicy.schedulingPolicy.queue).")] = None,
-    local_queue: Annotated[str | None, typer.Option(help=(
-        "Kueue LocalQueue: label the job kueue.x-k8s.io/queue-name and create it suspended until Kueue "
-        "admits it (docs/schedulers.md)."))] = None,
-    gang: Annotated[bool | None, typer.Option("--gang", help="Gang-schedule: all replicas start together or none.")] = None,
-    restart_policy: Annotated[str | None, typer.Option(help="Always, OnFailure, Never or ExitCode (default per kind).")] = None,
-    backoff_limit: Annotated[int | None, typer.Option(help="Restarts allowed before the job fails (default 3).")] = None,
-    active_deadline: Annotated[int | None, typer.Option(help="Fail the job after this many seconds running.")] = None,
-    stall_after: Annotated[str | None, typer.Option(
-        help="Call the running job stalled when no replica wrote output or a report for this long (default 10m).")] = None,
-    stall_timeout: Annotated[str | None, typer.Option(
-        help="Fail the job once no replica wrote output or a report for this long (e.g. 30m; a hung all-reduce).")] = None,
-    ttl_after_finished: Annotated[int | None, typer.Option(help="Delete the job this many seconds after it ends.")] = None,
-    clean_pod_policy: Annotated[str | None, typer.Option(help="What to stop when the job ends: All, Running, None.")] = None,
-    suspend: Annotated[bool | None, typer.Option("--suspend", help="Create the job suspended (start with resume).")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help=f"PATH=VALUE: set any field of the resource {REPEAT}.")] = None,
+    *,
     values: Annotated[Path | None, typer.Option("--values", "-f", help="YAML file of option values (keys as the long options).")] = None,
-    template: Annotated[str | None, typer.Option(help="Jinja template file to render instead of the kind's.")] = None,
-    workdir: Annotated[str | None, typer.Option(
-        help="Directory whose files travel with the job (default: on Kubernetes the current one; locally none, "
-             "the replicas run in the current one). See docs/code-shipping.md.")] = None,
-    no_workdir: Annotated[bool | None, typer.Option("--no-workdir", help="Ship no code: the image has it.")] = None,
-    workdir_limit: Annotated[str | None, typer.Option(
-        help="Largest code snapshot, compressed, e.g. 64Mi (default 32Mi).")] = None,
-    workdir_mount: Annotated[str | None, typer.Option(
-        help="Where the code is unpacked in the container, its working directory (default /workspace).")] = None,
-    ship_secret: Annotated[list[str] | None, typer.Option(
-        "--ship-secret", help=f"A credential-like file of the workdir (.env, a key; held back by default) to ship "
-                              f"anyway, by its path in the workdir {REPEAT}. See docs/code-shipping.md.")] = None,
-    pip: Annotated[list[str] | None, typer.Option("--pip", help=f"Package to pip install before the command {REPEAT}.")] = None,
-    requirements: Annotated[str | None, typer.Option(help="requirements.txt to pip install before the command.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resource; apply nothing.")] = False,
     output: Output = None,
     replace: Annotated[bool, typer.Option("--replace", help="Replace a job of the same name.")] = False,
@@ -102,59 +64,94 @@ def submit(
     local: Local = False,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
+    **given: object,
 ) -> None:
-    from trainctl.code import plan
     from trainctl.frameworks import by_name
-    from trainctl.render import render
-    from trainctl.submit_options import SubmitOptions
+    from trainctl.submit.options import SubmitOptions
+    from trainctl.submit.pipeline import prepare
 
     framework = by_name(kind)
-    options = SubmitOptions(
-        command=command or [], name=name, namespace=namespace, image=image, workers=workers, gpus=gpus,
-        cpu=cpu, memory=memory, nproc_per_node=nproc_per_node, ps=ps, chief=chief, evaluator=evaluator,
-        slots_per_worker=slots_per_worker, env=env or [], label=label or [], annotation=annotation or [],
-        volume=volume or [], shm_size=shm_size, node_selector=node_selector or [], toleration=toleration or [],
-        priority_class=priority_class, queue=queue, local_queue=local_queue, gang=gang, restart_policy=restart_policy,
-        backoff_limit=backoff_limit, active_deadline=active_deadline, stall_after=stall_after,
-        stall_timeout=stall_timeout, ttl_after_finished=ttl_after_finished,
-        clean_pod_policy=clean_pod_policy, suspend=suspend, set=set_ or [], template=template,
-        workdir=workdir, no_workdir=no_workdir, workdir_limit=workdir_limit, workdir_mount=workdir_mount,
-        ship_secret=ship_secret or [], pip=pip or [], requirements=requirements,
-    )
+    options = SubmitOptions(command=command or [], **{option.name: given_value(option, given) for option in OPTIONS})
     if values is not None:
         options = options.merged_with(load_values(values), str(values))
     client = make_client(local, context, kubeconfig)  # which backend decides what code travels
-    code = plan.request(options, client.backend_name, framework.kind)
+    submission = prepare(framework, options, client.backend_name)
+    code = submission.code
     snapshot = code.snapshot if code else None
-    resource = render(framework, options, code)
     if snapshot is not None:  # once the options are all good: a refusal stays one line
         warn_about(snapshot)
     if dry_run:
-        if snapshot is not None:
-            console(stderr=True).print(snapshot.summary(), soft_wrap=True, markup=False)
-        if output or code is None:  # asked for, or nothing of trainctl's in it: every document, whole
-            echo_all(dry_run_documents(resource, code), output or "yaml")
-        else:
-            typer.echo(abridged_view(resource, framework, options, code), nl=False)
+        show_dry_run(submission, output)
         return
     if snapshot is not None:  # before the upload, beside the summary: stderr keeps only an error's one line
         console(stderr=bool(output)).print(snapshot.summary(), soft_wrap=True, markup=False)
-    stored = client.submit(resource, replace=replace, preflight=not no_preflight, code=code)
+    stored = client.submit(submission.resource, replace=replace, preflight=not no_preflight, code=code)
     if output:  # like kubectl create -o yaml: the created resource on stdout, the summary aside
         typer.echo(dump(stored, output), nl=False)
-    print_summary(client, stored, framework, same_target_flags(namespace, local, context, kubeconfig),
-                  console(stderr=bool(output)), unenforced_options(options), snapshot)
+    print_summary(client, stored, framework, same_target_flags(given["namespace"], local, context, kubeconfig),
+                  console(stderr=bool(output)), unenforced(submission.options), snapshot)
     if follow or wait:
-        from trainctl.cli.logs import follow_logs
-        from trainctl.cli.wait import wait_for
+        watch(client, stored, follow)
 
-        from trainctl.cli.common import watching
 
-        job_name, job_namespace = stored["metadata"]["name"], stored["metadata"].get("namespace")
-        with watching(job_name, job_namespace):  # Ctrl-C leaves the job running, and says so
-            if follow:
-                follow_logs(client, job_name, job_namespace)
-            raise typer.Exit(wait_for(client, job_name, job_namespace))  # a failure ends with its summary
+def option_parameters() -> list[inspect.Parameter]:
+    """Every submit option as a typer parameter, declared as OPTIONS defines it."""
+    return [inspect.Parameter(parameter_name(option), inspect.Parameter.KEYWORD_ONLY, default=None,
+                              annotation=SHARED.get(option.name) or Annotated[
+                                  parameter_type(option), typer.Option(*option.cli_flags, help=option.cli_help)])
+            for option in OPTIONS]
+
+
+def parameter_name(option: Option) -> str:
+    """The Python parameter of an option: its name, with a trailing _ where that would shadow a builtin (set)."""
+    return f"{option.name}_" if keyword.iskeyword(option.name) or hasattr(builtins, option.name) else option.name
+
+
+def given_value(option: Option, given: dict) -> object:
+    """What typer parsed for ``option`` (None, or no list, when the flag is absent)."""
+    value = given[parameter_name(option)]
+    return option.empty if value is None else value
+
+
+def parameter_type(option: Option) -> object:
+    return (list[str] if option.type is list else option.type) | None
+
+
+def with_options(command):
+    """``command`` with the submit options among its parameters, before the front-end's own keywords."""
+    signature = inspect.signature(command, eval_str=True)
+    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    positional = [p for p in fixed if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    own = [p for p in fixed if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    parameters = [*positional, *option_parameters(), *own]
+    command.__signature__ = signature.replace(parameters=parameters)
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    return command
+
+
+def show_dry_run(submission, output: str | None) -> None:
+    """What would be created: every document whole (with -o, or when nothing of trainctl's travels), else the
+    abridged view of a job with code or packages."""
+    code = submission.code
+    if code is not None and code.snapshot is not None:
+        console(stderr=True).print(code.snapshot.summary(), soft_wrap=True, markup=False)
+    if output or code is None:  # asked for, or nothing of trainctl's in it: every document, whole
+        echo_all(dry_run_documents(submission.resource, code), output or "yaml")
+    else:
+        typer.echo(abridged_view(submission.resource, submission.framework, submission.options, code), nl=False)
+
+
+def watch(client, stored: dict, follow: bool) -> None:
+    """``--follow`` and ``--wait``: the logs as they come, then the wait; the exit status is the job's."""
+    from trainctl.cli.common import watching
+    from trainctl.cli.logs import follow_logs
+    from trainctl.cli.wait import wait_for
+
+    job_name, job_namespace = stored["metadata"]["name"], stored["metadata"].get("namespace")
+    with watching(job_name, job_namespace):  # Ctrl-C leaves the job running, and says so
+        if follow:
+            follow_logs(client, job_name, job_namespace)
+        raise typer.Exit(wait_for(client, job_name, job_namespace))  # a failure ends with its summary
 
 
 def warn_about(snapshot) -> None:
@@ -184,11 +181,10 @@ def abridged_view(resource: dict, framework, options, code) -> str:
 
     from trainctl.code.pods import abridged, config_map_names
     from trainctl.code.snapshot import human
-    from trainctl.job import Job, main_container
+    from trainctl.core.job import Job
 
     job = Job(resource)
-    images = sorted({str((main_container(framework, job.template(rtype)["spec"]["containers"]) or {}).get("image"))
-                     for rtype in job.replica_types})
+    images = sorted(set(job.images.values()))
     lines = [f"dry run, nothing created: {framework.singular}/{job.name} ({topology_text(resource, framework)})",
              f"  runs      {shlex.join(options.command)}, in {', '.join(images)}"]
     if code.snapshot is not None:
@@ -234,27 +230,19 @@ def same_target_flags(namespace: str | None, local: bool, context: str | None, k
     return "".join(f" {word}" for word in words)
 
 
-def unenforced_options(options) -> list[str]:
-    """The given options a local run cannot honour: processes share this machine, its scheduler and its /dev/shm."""
-    given = {"--cpu": options.cpu, "--memory": options.memory, "--gang": options.gang,
-             "--priority-class": options.priority_class, "--queue": options.queue,
-             "--node-selector": options.node_selector, "--toleration": options.toleration,
-             "--shm-size": options.shm_size, "--workdir-mount": options.workdir_mount}
-    return [flag for flag, value in given.items() if value]
-
-
 def print_summary(client, resource: dict, framework, flags: str, out, unenforced: list[str],
                   snapshot=None) -> None:
     """What was submitted and the commands to follow it, one per line so they fit 80 columns."""
     from rich.markup import escape
+
+    from trainctl.core.job import Job
 
     name = resource["metadata"]["name"]
     out.print(f"[green]submitted[/] {framework.singular}/[bold]{name}[/] "
               f"([dim]{topology_text(resource, framework)}[/]) on {client.backend.description}")
     out.print(f"  --workers means {framework.workers_help}")
     if client.backend_name == "local":
-        images = sorted({c.get("image") for spec in resource["spec"][framework.replica_spec_field].values()
-                         for c in spec["template"]["spec"]["containers"]} - {None})
+        images = sorted(set(Job(resource).images.values()) - {""})
         where = f"a snapshot of {snapshot.source} (the job's own copy)" if snapshot else os.getcwd()
         out.print(escape(f"  note: replicas run as processes in {where};"), soft_wrap=True)
         out.print(escape(f"        the image ({', '.join(images)}) is not used"), soft_wrap=True)
@@ -295,4 +283,4 @@ class SubmitCommand(TyperCommand):
 
 
 def register(app: typer.Typer) -> None:
-    app.command(help=HELP, cls=SubmitCommand)(submit)
+    app.command(help=HELP, cls=SubmitCommand)(with_options(submit))

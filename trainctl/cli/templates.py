@@ -24,7 +24,7 @@ Example: trainctl templates show pytorch > .trainctl/templates/pytorchjob.yaml.j
 def winning_template(filename: str, skip_stdout: bool = False):
     """The template file that renders: the first found (with ``skip_stdout``: bar the one ``show``
     is writing to, which ``show KIND > .trainctl/templates/FILE`` has just truncated)."""
-    from trainctl.render import template_dirs
+    from trainctl.submit.render import template_dirs
 
     for origin, directory in template_dirs():
         path = directory / filename
@@ -37,7 +37,7 @@ def winning_template(filename: str, skip_stdout: bool = False):
 def list_templates() -> None:
     from trainctl.cli.formatting import print_table
     from trainctl.frameworks import ALL
-    from trainctl.render import template_name
+    from trainctl.submit.render import template_name
 
     kinds = [(framework.name, template_name(framework)) for framework in ALL] + [(SHARED_LAYOUT, "_job.yaml.j2")]
     rows = [[kind, *(str(part) for part in winning_template(filename))] for kind, filename in kinds]
@@ -49,7 +49,7 @@ def show_template(
     kind: Annotated[str, typer.Argument(help="Job kind (pytorch, tf, ...) or _job for the shared layout.")],
 ) -> None:
     from trainctl.frameworks import by_name
-    from trainctl.render import template_name
+    from trainctl.submit.render import template_name
 
     filename = "_job.yaml.j2" if kind in (SHARED_LAYOUT, "job") else template_name(by_name(kind))
     _, path = winning_template(filename, skip_stdout=True)

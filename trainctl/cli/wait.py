@@ -1,11 +1,11 @@
 """``wait``: block until jobs reach a state, with progress on stderr, and say why a job failed.
 
 The spinner shows the state, the time waited and, once a replica reported with ``trainctl.report()``,
-a progress bar (trainctl.progress); a stall is said once, on a line of its own.
+a progress bar (trainctl.sdk.progress); a stall is said once, on a line of its own.
 
 ``--for`` takes a condition type in any case, or kubectl's ``condition=NAME``. Several jobs
 are waited for under one ``--timeout``; the exit status is 0 only when every one reached the
-state. A job that failed instead ends with its failure summary (trainctl/failures.py): which
+state. A job that failed instead ends with its failure summary (trainctl/sdk/failures.py): which
 replica failed first, its exit code and reason, and the last lines of its log. Ctrl-C stops
 the waiting only, and says so (common.watching).
 """
@@ -20,7 +20,8 @@ import typer
 from trainctl.cli import completers
 from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, console, make_client, print_failure,
                                  watching)
-from trainctl.cli.formatting import colored_state, parse_duration
+from trainctl.cli.formatting import colored_state
+from trainctl.submit.options import parse_duration
 
 RESTART_CHECK_S = 5.0  # how often a wait looks at restart counts (one more read of the job's replicas)
 
@@ -34,7 +35,7 @@ def wait(names: Names, namespace: Namespace = None,
                                                          "condition=NAME as in kubectl).")] = "Succeeded",
          timeout: Annotated[str | None, typer.Option(help="Give up after this long (e.g. 10m); exit 1.")] = None,
          local: Local = False, context: Context = None, kubeconfig: Kubeconfig = None) -> None:
-    from trainctl.api import condition_type
+    from trainctl.sdk.client import condition_type
 
     until = condition_type(for_)  # a bad --for fails before anything is read
     seconds = parse_duration(timeout, "--timeout")
@@ -56,8 +57,8 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
     """
     from rich.markup import escape
 
-    from trainctl.api import reached, state_of
-    from trainctl.progress import ProgressPeek, bar_text
+    from trainctl.core.conditions import reached, state_of
+    from trainctl.sdk.progress import ProgressPeek, bar_text
 
     err = console(stderr=True)
     started = time.monotonic()
@@ -92,7 +93,7 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
 
 
 def reported_progress(client, name: str, namespace: str | None):
-    """The job's reported progress (trainctl.reported), None when it cannot be read now (deleted meanwhile)."""
+    """The job's reported progress (trainctl.backends.reported), None when it cannot be read now (deleted meanwhile)."""
     from trainctl.errors import UserError
 
     try:
@@ -110,7 +111,7 @@ class RestartWatch:
         self.next_check, self.said = 0.0, False
 
     def note(self, resource: dict) -> str | None:
-        from trainctl.job import Job
+        from trainctl.core.job import Job
 
         if self.said or time.monotonic() < self.next_check:
             return None

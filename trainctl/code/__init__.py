@@ -13,5 +13,6 @@ replica's own image (with ``python3``) needs nothing from trainctl.
 
 The local backend runs from a snapshot too when ``--workdir`` is given (unpacked in the
 job's state directory, so edits made while it runs do not reach it); see
-docs/code-shipping.md for the defaults.
+docs/code-shipping.md for the defaults. The package may import the core (which container a replica
+wires), the frameworks and the ground floor; the submission, the backends and the SDK use it.
 """

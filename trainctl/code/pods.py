@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainctl.code.snapshot import Snapshot, human
+from trainctl.core.job import main_container
 from trainctl.errors import UserError, option
 from trainctl.frameworks import Framework
 
@@ -46,7 +47,10 @@ DIGEST, SIZE, FILES, SOURCE = ("trainctl.io/code-digest", "trainctl.io/code-size
 GUARD = ('command -v python3 >/dev/null 2>&1 || { echo "trainctl: $0 needs python3 in the image '
          '(it ships code and packages without building one): use an image with python3, or submit with '
          '--no-workdir and no --pip" >&2; exit 127; }; exec python3 -c "$@"')
-ABRIDGED = "left out of this abridged dry run"  # what stands for a program's source in submit --dry-run's view
+ABRIDGED = "left out of this abridged dry run"
+# In a snapshot, relative to where it is unpacked: the stand-in package ``trainctl`` (trainctl.report for
+# images without trainctl), which report_env puts first on the replicas' PYTHONPATH
+REPLICA_LIB = ".trainctl/lib"  # what stands for a program's source in submit --dry-run's view
 
 
 @dataclass(frozen=True)
@@ -132,8 +136,6 @@ def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
     """Give every replica of ``resource`` the snapshot and packages of ``code`` (in place).
 
     A part that is not what a job has (a template's mistake) is passed over: validation names it next."""
-    from trainctl.job import main_container
-
     metadata = resource.get("metadata")
     if code.snapshot is not None and isinstance(metadata, dict):
         entry(metadata, "annotations", {}).update({
@@ -180,7 +182,6 @@ def report_env(container: dict, mount: str, job_name: object) -> None:
     """What ``trainctl.report()`` needs in a pod (see the module docstring); a value the container's env
     already gives wins (``TRAINCTL_PROGRESS=""`` turns reporting off)."""
     from trainctl import reporting
-    from trainctl.code.plan import REPLICA_LIB
 
     env = entry(container, "env", [])
     given = {item.get("name"): item for item in env if isinstance(item, dict)}
@@ -193,6 +194,17 @@ def report_env(container: dict, mount: str, job_name: object) -> None:
     for name, value in ((reporting.ENV, "/dev/stdout"), (reporting.JOB_ENV, job_name)):
         if name not in given and isinstance(value, str):
             env.append({"name": name, "value": value})
+
+
+def replica_library(directory: str) -> dict[str, bytes]:
+    """The files of the stand-in package ``trainctl`` under ``directory`` (path -> content): its
+    ``__init__`` (trainctl/code/replica_package.py, which gives way to an installed trainctl) and
+    :mod:`trainctl.reporting`, whose ``report`` it exports."""
+    from trainctl import reporting
+    from trainctl.code import replica_package
+
+    return {f"{directory}/trainctl/__init__.py": Path(replica_package.__file__).read_bytes(),
+            f"{directory}/trainctl/reporting.py": Path(reporting.__file__).read_bytes()}
 
 
 def wrap_with_pip(pod: dict, container: dict, code: CodeRequest) -> None:

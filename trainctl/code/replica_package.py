@@ -3,7 +3,7 @@
 
 trainctl writes this file, as ``trainctl/__init__.py``, and :mod:`trainctl.reporting` beside it, into a
 directory of the job's own (``.trainctl/lib`` of a pod's code snapshot; the job's state directory
-locally) and puts that directory first on the replicas' PYTHONPATH (trainctl.code.plan.REPLICA_LIB).
+locally) and puts that directory first on the replicas' PYTHONPATH (trainctl.code.pods.REPLICA_LIB).
 Imported there, it first looks for a trainctl installed anywhere else on ``sys.path``: if there is
 one, this import becomes that package, whole (its Client and all), so an image that has trainctl
 runs its own; if not, the package is this stand-in, whose only attribute is ``report``.

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from trainctl.code import credentials, ignore, regular, unpack
 from trainctl.errors import UserError, option, setting
+from trainctl.paths import home
 
 MiB = 1 << 20
 DEFAULT_LIMIT = 32 * MiB  # compressed; a ConfigMap per 900 KiB of it
@@ -76,7 +77,7 @@ def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, byt
     """Pack ``directory``, plus the ``extra`` files trainctl adds (path in the archive -> content: a function
     job's call, under .trainctl/, which the tree itself never ships), and the credential-like files
     ``ship_secrets`` names (paths relative to ``directory``). ``library``: files of trainctl's own that every
-    snapshot carries (trainctl.code.plan.replica_library), packed like ``extra`` but left out of the files and
+    snapshot carries (trainctl.code.pods.replica_library), packed like ``extra`` but left out of the files and
     bytes the summary says travel, which are the user's. A UserError when it is no directory, when a
     ship_secrets path names no held-back file, or past a limit."""
     root, extra = Path(directory).expanduser().resolve(), extra or {}
@@ -167,8 +168,6 @@ class Walk:
     stays home. Past :data:`MAX_FILES` the directory is not a project (``--workdir /``)."""
 
     def __init__(self, root: Path) -> None:
-        from trainctl.backends.local.store import home
-
         self.root, self.device = root, root.stat().st_dev
         self.state = home().resolve()  # local jobs' state, when it lies inside the tree
         self.scope = ignore.scope(root)

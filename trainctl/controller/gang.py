@@ -1,6 +1,7 @@
 """Gang scheduling: one PodGroup per job for Volcano or scheduler-plugins (contract 1.10), or
 YuniKorn's task groups.
 
+:class:`GangScheduler` holds what each scheduler reads; :class:`PodGroups` keeps the objects.
 Enabled by ``--gang-scheduler-name``: ``volcano``, ``yunikorn``, or any other name for the
 scheduler-plugins coscheduling scheduler. The controller creates PodGroups only when
 that PodGroup CRD is installed (it checks at start-up and says so once otherwise).
@@ -15,8 +16,12 @@ import json
 from dataclasses import dataclass
 from decimal import Decimal
 
-from trainctl.job import Job
-from trainctl.kube.client import Resource
+from trainctl.controller.executor import Executor
+from trainctl.controller.pods import owner_reference
+from trainctl.core.conditions import has_finished
+from trainctl.core.job import Job
+from trainctl.kube.client import PRIORITY_CLASSES, ApiError, Client, Resource
+from trainctl.kube.quantities import format_quantity, parse_quantity
 
 VOLCANO = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", kind="PodGroup")
 COSCHEDULING = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", kind="PodGroup")
@@ -27,27 +32,6 @@ YUNIKORN_APP_ID_LABEL = "yunikorn.apache.org/app-id"
 YUNIKORN_QUEUE_LABEL = "yunikorn.apache.org/queue"
 YUNIKORN_TASK_GROUPS = "yunikorn.apache.org/task-groups"
 YUNIKORN_TASK_GROUP_NAME = "yunikorn.apache.org/task-group-name"
-
-SUFFIXES = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-            "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
-            "P": Decimal(10) ** 15, "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20,
-            "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60}
-
-
-def parse_quantity(text: object) -> Decimal:
-    value = str(text).strip()
-    for suffix in sorted(SUFFIXES, key=len, reverse=True):
-        if suffix and value.endswith(suffix):
-            return Decimal(value[: -len(suffix)]) * SUFFIXES[suffix]
-    return Decimal(value)
-
-
-def format_quantity(value: Decimal) -> str:
-    """Whole numbers as they are, fractions in milli-units (``1500m``), like Kubernetes' canonical form."""
-    if value == value.to_integral_value():
-        return str(int(value))
-    return f"{int(value * 1000)}m"
-
 
 @dataclass(frozen=True)
 class GangScheduler:
@@ -116,6 +100,41 @@ class GangScheduler:
         else:
             metadata["labels"] = {**(metadata.get("labels") or {}), COSCHEDULING_LABEL: job.name}
         return warning
+
+
+class PodGroups:
+    """Keeps one PodGroup per job for the gang scheduler, through the executor's expectations; its informers
+    are the cache the controller reads PodGroups from (a PodGroup's status is the scheduler's verdict)."""
+
+    def __init__(self, scheduler: GangScheduler, client: Client, executor: Executor, informers: list) -> None:
+        self.scheduler, self.client, self.executor, self.informers = scheduler, client, executor, informers
+        self.priorities: dict[str, int] = {}  # PriorityClass name -> value, read once each
+
+    def sync(self, key: tuple[str, str, str], job: Job, existing: dict | None) -> bool:
+        """Keep the job's PodGroup (``existing``: the cached one); False while Volcano has not admitted it (create
+        no pods yet)."""
+        resource = self.scheduler.resource
+        if has_finished(job.resource) or job.suspended:
+            if existing is not None:
+                self.executor.delete(key, resource, job.name, job.namespace)
+            return True
+        desired = self.scheduler.pod_group(job, self.priority_values(job), existing)
+        desired["metadata"]["ownerReferences"] = [owner_reference(job)]
+        if existing is None:
+            self.executor.create(key, resource, desired, job.namespace)
+        elif existing.get("spec") != desired["spec"]:
+            self.client.replace(resource, {**existing, "spec": desired["spec"]}, job.namespace)
+        return self.scheduler.admitted(existing)
+
+    def priority_values(self, job: Job) -> dict[str, int]:
+        for rtype in job.replica_types:
+            name = job.template(rtype)["spec"].get("priorityClassName")
+            if name and name not in self.priorities:
+                try:
+                    self.priorities[name] = self.client.get(PRIORITY_CLASSES, name).get("value", 0)
+                except ApiError:
+                    self.priorities[name] = 0
+        return self.priorities
 
 
 def task_groups(job: Job) -> list[dict]:

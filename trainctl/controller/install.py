@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from trainctl import API_GROUP, __version__
 from trainctl.controller.manager import check_image
+from trainctl.core.conditions import reached
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL
 from trainctl.kube import client as kube
@@ -124,7 +125,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang
               **helper_images: str | None) -> list[dict]:
     """Everything the controller needs, in the order it must be created; ``helper_images`` are
     HELPER_IMAGE_FLAGS' keywords (None: upstream's default)."""
-    from trainctl.crds import all_crds
+    from trainctl.core.crds import all_crds
 
     if not DNS_1123_LABEL.fullmatch(namespace):
         raise UserError(f"--install-namespace {namespace!r}: use lower-case letters, digits and '-' "
@@ -194,6 +195,5 @@ def wait_established(client: kube.Client, names: list[str]) -> None:
 
 
 def established(crd: dict) -> bool:
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+    return reached(crd, "Established")
 

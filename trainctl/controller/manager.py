@@ -141,7 +141,7 @@ class Manager:
 
     def served_hpa(self):
         """autoscaling/v2 where served (Kubernetes >= 1.23), else v2beta2."""
-        from trainctl.controller.controller import HPA_V2, HPA_V2BETA2
+        from trainctl.controller.owned import HPA_V2, HPA_V2BETA2
         from trainctl.kube.client import ApiError
 
         try:

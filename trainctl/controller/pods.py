@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from trainctl import API_GROUP
 from trainctl.core.actions import CreateReplica, CreateService
+from trainctl.core.job import Job
 from trainctl.core.observed import PHASES, ObservedReplica
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
-from trainctl.job import Job
+from trainctl.kube.pods import PodStatus, terminated
 
 
 def owner_reference(job: Job) -> dict:
@@ -47,23 +48,19 @@ def service_body(job: Job, action: CreateService) -> dict:
 
 def observe(job: Job, pod: dict) -> ObservedReplica | None:
     """The pod in the core's terms; None when its labels do not name one of the job's replicas."""
-    metadata, status = pod["metadata"], pod.get("status") or {}
+    metadata, status = pod["metadata"], PodStatus.of(pod)
     labels = metadata.get("labels") or {}
     rtype = job.framework.canonical_replica_type(labels.get(LABEL_REPLICA_TYPE, ""))
     index_text = labels.get(LABEL_REPLICA_INDEX, "0")
     if rtype is None or not index_text.isdigit():
         return None
-    phase = status.get("phase") if status.get("phase") in PHASES else "Pending"
-    main_name = (job.main_container(pod["spec"].get("containers") or []) or {}).get("name")
-    statuses = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
-    main = next((c for c in status.get("containerStatuses") or [] if c.get("name") == main_name), {})
-    ended = (main.get("state") or {}).get("terminated") or {}
-    last = (main.get("lastState") or {}).get("terminated") or {}
-    return ObservedReplica(rtype=rtype, index=int(index_text), name=metadata["name"], phase=phase,
-                           exit_code=ended.get("exitCode"), deleting=bool(metadata.get("deletionTimestamp")),
-                           restart_count=sum(s.get("restartCount", 0) for s in statuses),
-                           reason=ended.get("reason") or "",
-                           started_at=status.get("startTime"), finished_at=ended.get("finishedAt"),
+    main = status.container((job.main_container(pod["spec"].get("containers") or []) or {}).get("name"))
+    ended, last = terminated(main), terminated(main, previous=True)
+    return ObservedReplica(rtype=rtype, index=int(index_text), name=metadata["name"],
+                           phase=status.phase if status.phase in PHASES else "Pending",
+                           exit_code=ended.get("exitCode"), deleting=status.deleting,
+                           restart_count=status.restarts(with_init=True), reason=ended.get("reason") or "",
+                           started_at=status.raw.get("startTime"), finished_at=ended.get("finishedAt"),
                            message=ended.get("message") or "", last_exit_code=last.get("exitCode"),
                            last_reason=last.get("reason") or "", last_finished_at=last.get("finishedAt"),
                            last_message=last.get("message") or "")

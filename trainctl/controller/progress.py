@@ -6,7 +6,7 @@ the API server. Every :data:`ROUND_S` seconds this watcher reads, for each runni
 Master before Workers), and, only while that pod has been silent for half the job's stall time, the last
 line of each other running pod. From them:
 
-* the job's progress summary (trainctl.reported), stored in the job's annotation
+* the job's progress summary (trainctl.backends.reported), stored in the job's annotation
   ``trainctl.io/progress`` when it changed, at most once per job every :data:`MIN_WRITE_INTERVAL_S`
   (a merge patch of the annotation; nothing else of the job is written; the last output in it to the
   minute, so a job that prints but does not report is written about once a minute), which is what ``trainctl list``
@@ -25,15 +25,13 @@ import logging
 import threading
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from trainctl.backends.base import ReplicaReports, lines_of
+from trainctl.controller.executor import JobKey
 from trainctl.core import conditions as cond
-from trainctl.job import Job
+from trainctl.core.job import Job
 from trainctl.kube.client import ApiError
-
-if TYPE_CHECKING:
-    from trainctl.controller.controller import Controller, JobKey
+from trainctl.kube.pods import PodStatus
 
 log = logging.getLogger("trainctl.controller")
 
@@ -45,7 +43,8 @@ MAX_READS_PER_S = 20.0
 
 
 class ProgressWatcher:
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller) -> None:
+        """``controller``: the trainctl.controller.controller.Controller whose caches, client and queue it uses."""
         self.controller = controller
         self.activity: dict[JobKey, datetime] = {}  # per job: its last known sign of life
         self.written: dict[JobKey, tuple[float, str]] = {}  # per job: when the annotation was last written, and what
@@ -74,8 +73,7 @@ class ProgressWatcher:
         for kind, informers in self.controller.jobs.items():
             for informer in informers:
                 for resource in informer.items():
-                    conditions = (resource.get("status") or {}).get("conditions") or []
-                    if cond.is_true(conditions, "Running") and not cond.finished(conditions):
+                    if cond.reached(resource, "Running") and not cond.has_finished(resource):
                         found.append(((kind, resource["metadata"].get("namespace", ""),
                                        resource["metadata"]["name"]), resource))
         live = {key for key, _ in found}
@@ -86,7 +84,7 @@ class ProgressWatcher:
 
     def watch(self, key: JobKey, resource: dict) -> None:
         """Read the job's leading pod (and, if it is silent, the others), then store what changed."""
-        from trainctl.reported import points, summary, to_annotation
+        from trainctl.backends.reported import points, summary, to_annotation
 
         job = Job(resource)
         pods = self.running_pods(key, job)
@@ -122,7 +120,7 @@ class ProgressWatcher:
         index = (job.framework.operator_name, key[1], key[2])
         order = job.replica_types
         running = [pod for pod in self.controller.children(self.controller.pods, index)
-                   if pod_objects.controller_uid(pod) == job.uid and (pod.get("status") or {}).get("phase") == "Running"]
+                   if pod_objects.controller_uid(pod) == job.uid and PodStatus.of(pod).phase == "Running"]
 
         def place(pod: dict) -> tuple:
             labels = pod["metadata"].get("labels") or {}
@@ -158,8 +156,8 @@ class ProgressWatcher:
 
     def store(self, key: JobKey, resource: dict, text: str | None) -> None:
         """The job's annotation, when it changed and the job's last write is :data:`MIN_WRITE_INTERVAL_S` old."""
+        from trainctl.backends.reported import PROGRESS_ANNOTATION
         from trainctl.kube import job_resource
-        from trainctl.reported import PROGRESS_ANNOTATION
 
         stored = ((resource["metadata"].get("annotations") or {}).get(PROGRESS_ANNOTATION))
         when, last_text = self.written.get(key, (float("-inf"), stored))
@@ -176,6 +174,6 @@ class ProgressWatcher:
 
 
 def started_at(pod: dict) -> float | None:
-    from trainctl.reported import unix_time
+    from trainctl.backends.reported import unix_time
 
-    return unix_time((pod.get("status") or {}).get("startTime"))
+    return unix_time(PodStatus.of(pod).raw.get("startTime"))

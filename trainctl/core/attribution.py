@@ -21,7 +21,7 @@ evidence each failed run leaves can:
    ("master-0 and worker-0 failed within 0.1 s; no exception found") instead of guessing.
 
 It is pure: the reconcile core uses it on what runtimes observe (exit codes, times, termination
-messages) for the Failed condition's message, and trainctl/failures.py on the replica rows plus
+messages) for the Failed condition's message, and trainctl/sdk/failures.py on the replica rows plus
 each failed run's log for the failure summary, so both tell the same story.
 """
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cache
 
-from trainctl.function_runner import RAISED_MARKER
+from trainctl.functions.runner import RAISED_MARKER
 
 #: the clocks of two machines agree to about this (NTP); on one machine it only widens a window
 CLOCK_SKEW_S = 0.01
@@ -205,7 +205,7 @@ def signatures(kind: str) -> tuple[tuple[str, re.Pattern], ...]:
 
 
 def raised_records(lines: list[str]) -> list[dict]:
-    """The function runner's records (:data:`trainctl.function_runner.RAISED_MARKER` lines), earliest first;
+    """The function runner's records (:data:`trainctl.functions.runner.RAISED_MARKER` lines), earliest first;
     lines that do not parse as one are not records."""
     records = []
     for line in lines:

@@ -1,11 +1,47 @@
-"""Job conditions with the operator's update rules (contract 1.5).
+"""A job's state, read in one place, and its conditions with the operator's update rules (contract 1.5).
 
-Conditions are a list; the last one is the job's state (the ``State`` column).
+Conditions are a list; the last one that is True is the job's state (the ``State`` column), a
+terminal one (Succeeded, Failed) before any other. Everything that asks what became of a job,
+whatever holds it (a job resource, a Kueue Workload, a CRD), reads it through
+:func:`conditions_of` and :func:`state_of` instead of walking ``status.conditions`` itself.
 """
 
 from __future__ import annotations
 
 TERMINAL = ("Succeeded", "Failed")
+PENDING = "Pending"  # the state of a job no condition describes yet
+
+
+def status_of(obj: dict | None) -> dict:
+    """The object's ``status`` ({} before anything wrote one)."""
+    return (obj or {}).get("status") or {}
+
+
+def conditions_of(obj: dict | None) -> list[dict]:
+    """The object's ``status.conditions`` ([] without)."""
+    return status_of(obj).get("conditions") or []
+
+
+def true_types(obj: dict | None) -> list[str]:
+    """The types of the object's conditions that are True, in their order."""
+    return [c.get("type") for c in conditions_of(obj) if c.get("status") == "True"]
+
+
+def state_of(resource: dict | None) -> str:
+    """The job's state: Succeeded or Failed once one is True, else the last True condition (Created, Running,
+    Restarting, Suspended), else Pending."""
+    true = true_types(resource)
+    return next((terminal for terminal in TERMINAL if terminal in true), true[-1] if true else PENDING)
+
+
+def reached(obj: dict | None, ctype: str) -> bool:
+    """Whether the object's condition ``ctype`` is True (a job's, a CRD's Established ...)."""
+    return is_true(conditions_of(obj), ctype)
+
+
+def has_finished(resource: dict | None) -> bool:
+    """Whether the job succeeded or failed."""
+    return finished(conditions_of(resource))
 
 
 def find(conditions: list[dict], ctype: str) -> dict | None:

@@ -1,46 +1,25 @@
 """How replicas address each other: pod DNS names in a cluster, 127.0.0.1 locally.
 
-The per-kind env (MASTER_ADDR, TF_CONFIG, ...) is written once, against this small
-interface, so the same code yields the operator's exact values in a cluster and
-working loopback values for local processes, where every replica listens on its
-own free port because they share one host.
+The per-kind env (MASTER_ADDR, TF_CONFIG, ...) is written once, against a small
+interface (:class:`trainctl.frameworks.base.Network`), and these are its two
+implementations: the same code yields the operator's exact values in a cluster and
+working loopback values for local processes, where every replica listens on its own
+free port because they share one host.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
 
 # upstream's --pytorch-init-container-image default
 PYTORCH_INIT_IMAGE = "alpine:3.10"
 # upstream's --mpi-kubectl-delivery-image default
 MPI_KUBECTL_DELIVERY_IMAGE = "kubeflow/kubectl-delivery:latest"
-
-
-class Network(Protocol):
-    #: True when each replica gets a headless Service and pods wait for DNS (a cluster)
-    cluster: bool
-    #: image of the init container that holds PyTorch workers until the master's name resolves
-    #: (cluster only: it needs sh, seq, sleep and nslookup, as alpine and busybox have)
-    pytorch_init_image: str
-    #: image of the MPI launcher's init container that copies kubectl into it and waits for the workers
-    mpi_kubectl_delivery_image: str
-
-    def host(self, job: Job, rtype: str, index: int) -> str:
-        """Address other replicas use (MASTER_ADDR style)."""
-
-    def qualified_host(self, job: Job, rtype: str, index: int) -> str:
-        """Fully qualified address (TF_CONFIG style)."""
-
-    def port(self, job: Job, rtype: str, index: int) -> int | None:
-        """The framework port that replica listens on."""
-
-    def pod_ip(self) -> str | None:
-        """The value of fieldRef status.podIP, when known in advance (local only)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +51,8 @@ class LocalNetwork:
 
     ports: dict[tuple[str, int], int] = field(default_factory=dict)
     address: str = "127.0.0.1"
-    mpi_config_dir: str = "/etc/mpi"
+    #: the job's directory: where the files a framework's local replicas read are (Framework.local_files)
+    files_dir: str = ""
     cluster: bool = False
     pytorch_init_image: str = ""  # processes need no init container: they start in order
     mpi_kubectl_delivery_image: str = ""  # mpirun starts local ranks itself: no kubectl

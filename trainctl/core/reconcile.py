@@ -27,6 +27,7 @@ import copy
 import math
 import re
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from trainctl.core import conditions as cond
 from trainctl.core.actions import (
@@ -39,10 +40,12 @@ from trainctl.core.actions import (
     RecordEvent,
 )
 from trainctl.core.attribution import Run, attribute, failed_runs_of
-from trainctl.core.network import Network
+from trainctl.core.job import Job
 from trainctl.core.observed import ObservedReplica
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
-from trainctl.job import Job
+
+if TYPE_CHECKING:
+    from trainctl.frameworks.base import Network
 
 RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode
 MISSING_EXIT_CODE = 0xBEEF  # upstream's sentinel when no exit code is known: retryable
@@ -250,7 +253,7 @@ class Reconciler:
             if replica.index >= self.job.replicas(replica.rtype) and not replica.deleting \
                     and replica.name not in self.restarting:
                 self.delete_replica(replica, "ScaleDown")
-        if self.services is not None and self.job.framework.kind != "MPIJob":
+        if self.services is not None and self.job.framework.services:
             self.reconcile_services()
 
     def reconcile_services(self) -> None:
@@ -270,7 +273,7 @@ class Reconciler:
         pod, env = self.pod_template(rtype, index)
         labels = pod["metadata"]["labels"]
         self.actions.append(CreateReplica(rtype, index, name, labels, pod, env))
-        if self.network.cluster and job.framework.kind != "MPIJob":
+        if self.network.cluster and job.framework.services:
             self.create_service(rtype, index)
 
     def create_service(self, rtype: str, index: int) -> None:
@@ -293,38 +296,28 @@ class Reconciler:
             self.event("Warning", "SetPodTemplateRestartPolicy",
                        "Restart policy in pod template will be overwritten by restart policy in replica spec")
         spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
+        self.wire_env(rtype, index, spec)
+        idle = framework.idle_command(rtype)
+        if idle and not spec["containers"][0].get("command"):
+            spec["containers"][0].update(copy.deepcopy(idle))
+        framework.prepare_pod(job, rtype, index, spec, self.network)
+        main = job.main_container(spec["containers"]) or {}
+        return pod, flatten_env(main.get("env") or [], self.network.pod_ip())
+
+    def wire_env(self, rtype: str, index: int, spec: dict) -> None:
+        """Append the operator's env to each wired container (after the user's own, which a kind may let win)."""
+        job, framework = self.job, self.job.framework
         operator_env = framework.env(job, rtype, index, self.network)
         for container in framework.wired_containers(job, rtype, spec["containers"]):
             user_env = container.get("env") or []
             user_names = {entry.get("name") for entry in user_env}
-            extra = [e for e in operator_env if not (e["name"].startswith("I_MPI_") and e["name"] in user_names)]
+            extra = [e for e in operator_env if not (framework.user_env_wins(e["name"]) and e["name"] in user_names)]
             container["env"] = user_env + copy.deepcopy(extra) + (cpu_threads_env(container) if self.network.cluster
                                                                  else [])
-        idle = framework.idle_command(rtype)
-        if idle and not spec["containers"][0].get("command"):
-            spec["containers"][0].update(copy.deepcopy(idle))
-        if framework.kind == "PyTorchJob" and rtype == "Worker" and "Master" in job.replica_types \
-                and self.network.cluster:
-            spec["initContainers"] = (spec.get("initContainers") or []) + [self.pytorch_init(job, self.network)]
-        main = job.main_container(spec["containers"]) or {}
-        return pod, flatten_env(main.get("env") or [], self.network.pod_ip())
-
-    @staticmethod
-    def pytorch_init(job: Job, network: Network) -> dict:
-        master = job.pod_name("Master", 0)
-        # [quirk] upstream's test is nslookup's exit status, which busybox >= 1.28 makes non-zero when
-        # any search-domain candidate is NXDOMAIN, even once the master's own name resolves: wait for
-        # an answer instead. (The master's name is a validated DNS label: safe in the script.)
-        script = (f"err=1;for i in $(seq 100); do if nslookup {master} 2>/dev/null | grep -q '^Name:'; "
-                  "then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err")
-        return {"name": "init-pytorch", "image": network.pytorch_init_image, "imagePullPolicy": "IfNotPresent",
-                "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
-                              "requests": {"cpu": "50m", "memory": "10Mi"}},
-                "command": ["sh", "-c", script]}
 
     def delete_replica(self, replica: ObservedReplica, reason: str) -> None:
         self.actions.append(DeleteReplica(replica.name, replica.rtype, replica.index, reason))
-        if self.network.cluster and self.job.framework.kind != "MPIJob":
+        if self.network.cluster and self.job.framework.services:
             self.actions.append(DeleteService(replica.name))
 
     # ---- conditions (1.7) -------------------------------------------------------------------
@@ -356,7 +349,7 @@ class Reconciler:
     def permanently_failed(self) -> tuple[str, int] | None:
         """The first replica type (in evaluation order) with failed replicas that will not restart."""
         for rtype in self.job.replica_types:
-            if self.job.framework.kind == "TFJob" and rtype == "Worker" and self.job.spec.get("enableDynamicWorker"):
+            if not self.job.framework.failure_ends_job(self.job, rtype):
                 continue
             failed = [r for r in self.observed if r.rtype == rtype and r.phase == "Failed"
                       and not r.deleting and r.name not in self.restarting]
@@ -370,8 +363,9 @@ class Reconciler:
         for replica in self.observed:
             if replica.deleting or replica.name in self.restarting:
                 continue
-            idle_mpi_worker = self.job.framework.kind == "MPIJob" and replica.rtype == "Worker" and not replica.finished
-            if policy == "All" or (policy == "Running" and not replica.finished) or idle_mpi_worker:
+            # a replica that only hosts what another started has nothing left to host
+            idle = self.job.framework.idle_command(replica.rtype) is not None and not replica.finished
+            if policy == "All" or (policy == "Running" and not replica.finished) or idle:
                 self.delete_replica(replica, "Cleanup")
 
     def suspend(self) -> None:

@@ -1,18 +1,40 @@
-"""The registry of frameworks: look a framework up by CLI name, alias or kind."""
+"""The registry of frameworks: every module of this package is one, looked up by CLI name, alias or kind.
+
+A framework is a module here that defines ``FRAMEWORK``, an instance of a
+:class:`~trainctl.frameworks.base.Framework` subclass, plus its template
+``templates/<kind>.yaml.j2``. The registry finds the modules itself: the ones that
+came first keep their place (:data:`LISTED`, the order ``--help`` and every list
+shows), any other follows by name. Nothing else names a framework: the engine asks
+the one a job's ``kind`` picks. The package imports nothing of trainctl's but the ground
+floor (errors and the API group); every layer above may ask it.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
+
 from trainctl import API_GROUP
 from trainctl.errors import UserError
-from trainctl.frameworks import jax, mpi, paddle, pytorch, tensorflow, xgboost
-from trainctl.frameworks.base import Framework
+from trainctl.frameworks.base import Framework, KindOption
 
-ALL: tuple[Framework, ...] = tuple(
-    module.FRAMEWORK for module in (pytorch, tensorflow, xgboost, mpi, paddle, jax)
-)
+LISTED = ("pytorch", "tensorflow", "xgboost", "mpi", "paddle", "jax")
+NOT_FRAMEWORKS = ("base",)  # modules of this package that hold no framework (and those starting with _)
+
+
+def discovered() -> tuple[Framework, ...]:
+    """Each framework module's FRAMEWORK: the listed ones in order, then the others by module name."""
+    found = {entry.name.removesuffix(".py") for directory in __path__ for entry in os.scandir(directory)
+             if entry.name.endswith(".py") and not entry.name.startswith("_")} - set(NOT_FRAMEWORKS)
+    names = [name for name in LISTED if name in found] + sorted(found - set(LISTED))
+    return tuple(importlib.import_module(f"{__name__}.{name}").FRAMEWORK for name in names)
+
+
+ALL: tuple[Framework, ...] = discovered()
 _BY_NAME = {alias: fw for fw in ALL for alias in (*fw.cli_names, fw.kind.lower(), fw.plural)}
 _BY_KIND = {fw.kind: fw for fw in ALL}
 CLI_NAMES = tuple(fw.name for fw in ALL)
+KINDS = tuple(fw.kind for fw in ALL)
 
 
 def by_name(name: str) -> Framework:
@@ -38,4 +60,9 @@ def by_kind(kind: str) -> Framework:
         ) from None
 
 
-__all__ = ["ALL", "CLI_NAMES", "Framework", "by_kind", "by_name"]
+def kind_options() -> dict[str, tuple[Framework, KindOption]]:
+    """Every framework's own submit options by name: ``{"ps": (tensorflow, KindOption(...)), ...}``."""
+    return {option.name: (framework, option) for framework in ALL for option in framework.options}
+
+
+__all__ = ["ALL", "CLI_NAMES", "KINDS", "Framework", "by_kind", "by_name", "kind_options"]

@@ -3,20 +3,23 @@
 A framework module subclasses :class:`Framework` and sets class attributes
 (kind, replica types, default container, port, restart policy) and overrides
 the few methods whose behaviour differs (``topology`` for ``--workers``, the
-per-replica environment, the success rule). Everything else - names, labels,
-defaults, validation, the reconcile loop - is written once, against this
-interface, so adding a framework means one module here plus one template.
+per-replica environment, the success rule, its own admission rules and submit
+options, what a pod or a local process of it needs besides). Everything else -
+names, labels, defaults, validation, rendering, the reconcile loop, both runtimes -
+is written once, against this interface, and asks it instead of testing a kind:
+adding a framework means one module here plus one template
+(``templates/<kind>.yaml.j2``), found by the registry (trainctl/frameworks/__init__.py).
+
+This package is the ground the engine stands on: it imports nothing of trainctl's
+but :mod:`trainctl.errors` (the job view and the network it is handed are types only).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-    from trainctl.core.network import Network
-    from trainctl.job import Job
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 OPERATOR_GROUP = "training.kubeflow.org"
 LABEL_OPERATOR = f"{OPERATOR_GROUP}/operator-name"
@@ -24,8 +27,62 @@ LABEL_JOB_NAME = f"{OPERATOR_GROUP}/job-name"
 LABEL_REPLICA_TYPE = f"{OPERATOR_GROUP}/replica-type"
 LABEL_REPLICA_INDEX = f"{OPERATOR_GROUP}/replica-index"
 LABEL_JOB_ROLE = f"{OPERATOR_GROUP}/job-role"
+JOB_ROLE_MASTER = "master"  # that label's value: the operator's word, whatever a kind calls its leader
 
 PYTHONUNBUFFERED = {"name": "PYTHONUNBUFFERED", "value": "1"}
+
+
+if TYPE_CHECKING:  # what a framework is handed, for type checkers: at run time these are the core's objects
+    class Job(Protocol):
+        """What a framework may ask of a job: the core's view of it, with the operator's defaults applied
+        (trainctl/core/job.py), replica types in their canonical spelling."""
+
+        name: str
+        namespace: str
+        spec: dict
+        resource: dict
+
+        @property
+        def replica_types(self) -> list[str]: ...
+
+        @property
+        def total_replicas(self) -> int: ...
+
+        @property
+        def suspended(self) -> bool: ...
+
+        @property
+        def kueue_queue(self) -> str | None: ...
+
+        def replicas(self, rtype: str) -> int: ...
+
+        def pod_name(self, rtype: str, index: int) -> str: ...
+
+        def template(self, rtype: str) -> dict: ...
+
+    class Network(Protocol):
+        """How replicas address each other, handed to a framework's env: pods by their Services' names in a
+        cluster, 127.0.0.1 and a port each locally (the two are in trainctl/core/network.py)."""
+
+        #: True when each replica gets a headless Service and pods wait for DNS (a cluster)
+        cluster: bool
+        #: image of the init container that holds PyTorch workers until the master's name resolves
+        #: (cluster only: it needs sh, seq, sleep and nslookup, as alpine and busybox have)
+        pytorch_init_image: str
+        #: image of the MPI launcher's init container that copies kubectl into it and waits for the workers
+        mpi_kubectl_delivery_image: str
+
+        def host(self, job: Job, rtype: str, index: int) -> str:
+            """Address other replicas use (MASTER_ADDR style)."""
+
+        def qualified_host(self, job: Job, rtype: str, index: int) -> str:
+            """Fully qualified address (TF_CONFIG style)."""
+
+        def port(self, job: Job, rtype: str, index: int) -> int | None:
+            """The framework port that replica listens on."""
+
+        def pod_ip(self) -> str | None:
+            """The value of fieldRef status.podIP, when known in advance (local only)."""
 
 
 def env_var(name: str, value: object) -> dict:
@@ -44,6 +101,40 @@ class PeerLoss:
 def peer_loss(label: str, *phrases: str) -> PeerLoss:
     """A signature matching any of ``phrases`` (regular expressions, searched anywhere in a line)."""
     return PeerLoss(label, re.compile("|".join(f"(?:{phrase})" for phrase in phrases)))
+
+
+@dataclass(frozen=True)
+class KindOption:
+    """A ``trainctl submit`` option (and ``Client.run`` keyword) that only this kind takes, e.g. ``--ps``.
+
+    The submit options (trainctl/submit/options.py) turn it into a flag and a keyword like every other
+    option; given for another kind it is refused, naming the kind that takes it."""
+
+    name: str  # the Python keyword; the flag is --name with - for _
+    type: type  # int or str
+    help: str  # shown after "<framework name>: " in ``submit --help``
+    minimum: int | None = None  # an int's smallest value
+    #: what is wrong with a value beyond the minimum, or None
+    problem: Callable[[object], str | None] | None = None
+
+
+@dataclass(frozen=True)
+class FunctionLaunch:
+    """How a function job's process knows where it stands, for the stdlib-only runner (trainctl.functions.runner),
+    which receives it as data in call.json: it cannot import this module where trainctl is not installed."""
+
+    #: the first of these variables that is set holds the process's rank ("0" when none is)
+    rank_variables: tuple[str, ...] = ()
+    #: or: a cluster spec in this variable (JSON with "cluster" and "task"), whose rank 0 is index 0 of the
+    #: first of ``leader_tasks`` the cluster has, else of the worker tasks
+    cluster_spec: str | None = None
+    leader_tasks: tuple[str, ...] = ()
+    #: (name, default, variable it copies) set where no launcher set them: what a script expects of a launcher
+    defaults: tuple[tuple[str, str, str | None], ...] = ()
+
+    def as_call(self) -> dict:
+        return {"rank_variables": list(self.rank_variables), "cluster_spec": self.cluster_spec,
+                "leader_tasks": list(self.leader_tasks), "defaults": [list(entry) for entry in self.defaults]}
 
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
@@ -88,6 +179,31 @@ class Framework:
     #: child's own traceback, earlier in the log, names what went wrong
     launcher_reports: ClassVar[tuple[str, ...]] = ()
 
+    # ---- roles and names ---------------------------------------------------
+    #: replica types of the leader role (one replica each): every index of the master role gets the
+    #: ``job-role: master`` label when the role is one of them, else only index 0
+    leader_types: ClassVar[tuple[str, ...]] = ()
+    #: replica types whose one pod is named ``<job>-<type>``, without an index and its label (MPI's launcher)
+    unindexed_types: ClassVar[tuple[str, ...]] = ()
+    #: the operator wires the first container whatever its name, not the one named :attr:`container`
+    wires_first_container: ClassVar[bool] = False
+    #: each replica gets a headless Service named like its pod (in a cluster); False: replicas find each
+    #: other otherwise (MPI's launcher reaches its workers through kubectl exec)
+    services: ClassVar[bool] = True
+
+    # ---- submitting: options, topology, command ---------------------------------
+    #: ``--workers`` when it is not given
+    default_workers: ClassVar[int] = 1
+    #: submit options only this kind takes (``--ps``, ``--nproc-per-node``)
+    options: ClassVar[tuple[KindOption, ...]] = ()
+    #: programs that start the job's command on the other replicas (mpirun): a command behind one is checked
+    #: and run as the launcher's
+    launchers: ClassVar[tuple[str, ...]] = ()
+    #: why ``--pip``/``--requirements`` cannot wrap this kind's command (None: they can)
+    no_packages: ClassVar[str | None] = None
+    #: how a function job's processes know their rank and what a launcher would have told them
+    function_launch: ClassVar[FunctionLaunch] = FunctionLaunch(rank_variables=("RANK",))
+
     # ---- derived names -------------------------------------------------
     @property
     def plural(self) -> str:
@@ -115,10 +231,61 @@ class Framework:
                 return rtype
         return None
 
+    def main_container(self, containers: list[dict]) -> dict | None:
+        """The container the operator wires: named after the framework, else the first (or always the first)."""
+        if not self.wires_first_container:
+            for container in containers:
+                if isinstance(container, dict) and container.get("name") == self.container:
+                    return container
+        return containers[0] if containers and isinstance(containers[0], dict) else None
+
+    def pod_name(self, job_name: str, rtype: str, index: int) -> str:
+        if rtype in self.unindexed_types:
+            return f"{job_name}-{rtype.lower()}"
+        return f"{job_name}-{rtype.lower()}-{index}".replace("/", "-")
+
+    def is_master_role(self, replica_types: list[str], rtype: str, index: int) -> bool:
+        """Whether replica ``rtype``/``index`` gets the ``job-role: master`` label."""
+        role = self.master_role(replica_types)
+        if role is None:
+            return index == 0
+        return rtype == role and (index == 0 or rtype in self.leader_types)
+
     # ---- behaviour that differs -----------------------------------------
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         """Replica counts for ``--workers N`` (and kind options such as --ps)."""
         return {"Worker": workers}
+
+    def command(self, command: list[str], workers: int | None, options: dict) -> list[str]:
+        """The command a rendered replica runs for the one given after ``--`` (``options``: this kind's own)."""
+        return command
+
+    def takes_gpus(self, rtype: str) -> bool:
+        """Whether ``--gpus`` applies to this replica type (a launcher that only starts others needs none)."""
+        return True
+
+    def function_command(self, python: str, runner: str, options: dict) -> list[str]:
+        """A function job's command: the runner under the launcher this kind needs, if any."""
+        return [python, runner]
+
+    def run_policy(self, spec: dict) -> dict:
+        """The spec's runPolicy as the operator reads it (a kind may keep a deprecated twin of a field)."""
+        return dict(spec.get("runPolicy") or {})
+
+    def admission_problems(self, spec: dict) -> Iterator[tuple[str, str]]:
+        """This kind's own admission rules (upstream's webhook, contract section 3): ``(field path, problem)``
+        for each one the spec breaks, the roles first."""
+        return iter(())
+
+    def replica_specs_at(self, spec: dict) -> tuple[dict, str]:
+        """The spec's replica specs as written, and their field path (for admission rules' messages)."""
+        return spec.get(self.replica_spec_field) or {}, f"spec.{self.replica_spec_field}"
+
+    @staticmethod
+    def one_replica(specs: dict, path: str, rtype: str) -> Iterator[tuple[str, str]]:
+        """Upstream's rule for a leader type: when present, it says ``replicas: 1``."""
+        if specs.get(rtype) is not None and specs[rtype].get("replicas") != 1:
+            yield f"{path}.{rtype}.replicas", f"must be 1 (got {specs[rtype].get('replicas')})"
 
     def master_role(self, replica_types: list[str]) -> str | None:
         """Replica type whose pods get the ``job-role: master`` label (None: index 0 of any type)."""
@@ -141,9 +308,31 @@ class Framework:
         its container idles with when its template gives none; None: every replica runs its own."""
         return None
 
+    def user_env_wins(self, name: str) -> bool:
+        """Whether a variable the user set in the container keeps its value over the operator's of that name."""
+        return False
+
+    def prepare_pod(self, job: Job, rtype: str, index: int, spec: dict, network: Network) -> None:
+        """What else a replica's pod spec needs, after the env is wired (both runtimes; ``network.cluster``
+        tells a cluster's pod from a local process)."""
+
     def succeeded(self, job: Job, rtype: str, counts: dict, observed: list) -> bool:
         """Whether the status role's replicas are done (``expected == 0``)."""
         return job.replicas(rtype) - counts.get("succeeded", 0) <= 0
+
+    def failure_ends_job(self, job: Job, rtype: str) -> bool:
+        """Whether a failed replica of ``rtype`` that will not restart fails the job."""
+        return True
+
+    # ---- local processes (the local backend) -----------------------------------------
+    def local_env(self, job: Job, rtype: str, index: int, state_dir: str) -> dict[str, str]:
+        """What a local process of this replica needs that a pod gets from its node or image
+        (``state_dir``: the job's directory, for files of its own)."""
+        return {}
+
+    def local_files(self, job: Job, network: Network) -> dict[str, str]:
+        """Files the local replicas read, by path relative to the job's directory (``network.files_dir``)."""
+        return {}
 
     # ---- cluster-only wiring (the in-cluster controller; the local backend has no cluster) ----
     #: kinds among :meth:`cluster_objects` that the controller deletes once they are no longer wanted

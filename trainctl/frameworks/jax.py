@@ -1,6 +1,6 @@
 """JAXJob: N Worker; jax.distributed reads COORDINATOR_ADDRESS/PORT, PROCESS_ID."""
 
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var, peer_loss
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, FunctionLaunch, env_var, peer_loss
 
 
 class JAX(Framework):
@@ -22,6 +22,8 @@ class JAX(Framework):
                   r"has failed, got preempted, or crashed unexpectedly", r"missing heartbeats",
                   r"[Cc]oordination service.*(?:UNAVAILABLE|heartbeat)"),
     )
+
+    function_launch = FunctionLaunch(rank_variables=("PROCESS_ID",))
 
     def master_role(self, replica_types):
         return None

@@ -4,12 +4,15 @@ Workers only host ranks that the launcher starts (in a cluster through kubectl e
 so they run ``sleep 365d`` unless their template gives a command.
 """
 
-from trainctl.core.network import ClusterNetwork
+import os
+from pathlib import Path
+
 from trainctl.frameworks._schema import INT32, STRING
-from trainctl.frameworks.base import Framework, env_var, peer_loss
+from trainctl.frameworks.base import LABEL_REPLICA_TYPE, Framework, FunctionLaunch, KindOption, env_var, peer_loss
 
 WORKER_IDLE_COMMAND = {"command": ["sleep"], "args": ["365d"]}
-CLUSTER = ClusterNetwork()
+LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
+HOSTFILE = "mpi/hostfile"  # a local job's, under its directory
 CONFIG_DIR, KUBECTL_DIR = "/etc/mpi", "/opt/kube"
 CONFIG_VOLUME, KUBECTL_VOLUME = "mpi-job-config", "mpi-job-kubectl"
 EXECUTABLE, READ_ONLY = 0o555, 0o444
@@ -43,9 +46,39 @@ class MPI(Framework):
         # deprecated top-level twin of runPolicy.cleanPodPolicy (runPolicy wins)
         "cleanPodPolicy": STRING,
     }
+    leader_types = unindexed_types = ("Launcher",)
+    wires_first_container = True
+    services = False  # the launcher reaches its workers through kubectl exec, by pod name
+    options = (KindOption("slots_per_worker", int, "MPI slots (ranks) per worker.", minimum=1),)
+    launchers = LAUNCHERS
+    no_packages = "whose ranks on the workers start over ssh, outside any wrapper"
+    function_launch = FunctionLaunch(rank_variables=("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"))
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Launcher": 1, "Worker": workers}
+
+    def command(self, command, workers, options):
+        """The launcher runs the command under ``mpirun -np <ranks>`` unless it names a launcher itself."""
+        if Path(command[0]).name in LAUNCHERS:
+            return command
+        ranks = (workers or 1) * (options.get("slots_per_worker") or 1)
+        return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--bind-to", "none", *command]
+
+    def takes_gpus(self, rtype):
+        return rtype != "Launcher"
+
+    def run_policy(self, spec):
+        policy = super().run_policy(spec)
+        if "cleanPodPolicy" not in policy and spec.get("cleanPodPolicy"):  # the deprecated top-level twin
+            policy["cleanPodPolicy"] = spec["cleanPodPolicy"]
+        return policy
+
+    def admission_problems(self, spec):
+        specs, path = self.replica_specs_at(spec)
+        if "Launcher" not in specs:
+            yield f"{path}.Launcher", "must be present: the launcher runs mpirun"
+        elif (specs["Launcher"] or {}).get("replicas", 1) != 1:
+            yield f"{path}.Launcher.replicas", "must be 1 (there is exactly one launcher)"
 
     def master_role(self, replica_types):
         return "Launcher"
@@ -59,6 +92,9 @@ class MPI(Framework):
     def wired_containers(self, job, rtype, containers):
         return containers[:1]
 
+    def user_env_wins(self, name):
+        return name.startswith("I_MPI_")  # Intel MPI's bootstrap: a user's own choice stays
+
     def slots(self, job) -> int:
         return job.spec.get("slotsPerWorker") or 1
 
@@ -70,7 +106,7 @@ class MPI(Framework):
     def env(self, job, rtype, index, network):
         if rtype != "Launcher":
             return []
-        hostfile = f"{network.mpi_config_dir}/hostfile" if not network.cluster else "/etc/mpi/hostfile"
+        hostfile = os.path.join(network.files_dir, HOSTFILE) if not network.cluster else f"{CONFIG_DIR}/hostfile"
         if not network.cluster:
             # one host: no kubectl-exec agent; Open MPI 5 (prterun) reads the PRTE twin of the hostfile setting
             return [env_var("OMPI_MCA_orte_default_hostfile", hostfile),
@@ -87,8 +123,20 @@ class MPI(Framework):
         slots, workers = self.slots(job), job.replicas("Worker")
         if not network.cluster:
             return f"{network.host(job, 'Worker', 0)} slots={max(workers, 1) * slots}\n"
+        return self.cluster_hostfile(job)
+
+    def cluster_hostfile(self, job) -> str:
+        slots, workers = self.slots(job), job.replicas("Worker")
         lines = [f"{job.pod_name('Launcher', 0)} slots={slots}\n"] if self.gpu_launcher(job) else []
         return "".join(lines + [f"{job.pod_name('Worker', i)} slots={slots}\n" for i in range(workers)])
+
+    # ---- locally: every rank on this machine ------------------------------------------------
+    def local_env(self, job, rtype, index, state_dir):
+        # Open MPI refuses to run as root unless told twice (a container's user is root)
+        return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"} if os.geteuid() == 0 else {}
+
+    def local_files(self, job, network):
+        return {HOSTFILE: self.hostfile(job, network)}
 
     # ---- in a cluster: the launcher reaches workers with kubectl exec (contract 2.4) ----------
     def cluster_objects(self, job, pods):
@@ -105,7 +153,7 @@ class MPI(Framework):
         return [
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, **meta}},
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{job.name}-config", **meta},
-             "data": {"hostfile": self.hostfile(job, CLUSTER), "kubexec.sh": self.kubexec(job),
+             "data": {"hostfile": self.cluster_hostfile(job), "kubexec.sh": self.kubexec(job),
                       "discover_hosts.sh": self.discover_hosts(job, pods)}},
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
              "metadata": {"name": f"{job.name}-launcher", **meta},
@@ -131,7 +179,7 @@ class MPI(Framework):
         slots = self.slots(job)
         lines = [f"\necho {job.pod_name('Launcher', 0)}:{slots}"] if self.gpu_launcher(job) else []
         running = sorted(p["metadata"]["name"] for p in pods
-                         if p["metadata"].get("labels", {}).get("training.kubeflow.org/replica-type") == "worker"
+                         if p["metadata"].get("labels", {}).get(LABEL_REPLICA_TYPE) == "worker"
                          and (p.get("status") or {}).get("phase") == "Running")
         return "#!/bin/sh" + "".join(lines + [f"\necho {name}:{slots}" for name in running])
 

@@ -1,7 +1,11 @@
 """PaddleJob: N Worker in collective mode; paddle.distributed.launch reads PADDLE_*."""
 
 from trainctl.frameworks._schema import INT32, METRICS, obj
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var, peer_loss
+import os
+
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, FunctionLaunch, env_var, peer_loss
+
+LAUNCHER = ("-m", "paddle.distributed.launch")  # makes the collective ranks of a function job's replica
 
 
 class Paddle(Framework):
@@ -26,6 +30,15 @@ class Paddle(Framework):
     spec_properties = {
         "elasticPolicy": obj(minReplicas=INT32, maxReplicas=INT32, maxRestarts=INT32, metrics=METRICS),
     }
+    leader_types = ("Master",)
+    function_launch = FunctionLaunch(rank_variables=("PADDLE_TRAINER_ID",))
+
+    def function_command(self, python, runner, options):
+        return [python, *LAUNCHER, runner]
+
+    def local_env(self, job, rtype, index, state_dir):
+        # a log directory of its own: paddle's launcher writes workerlog.N files into ./log otherwise
+        return {"PADDLE_LOG_DIR": os.path.join(state_dir, "paddle", job.pod_name(rtype, index))}
 
     def env(self, job, rtype, index, network):
         coordinator = self.status_role(job.replica_types)  # Master in PS mode, else Worker (collective)

@@ -1,7 +1,9 @@
 """PyTorchJob: Master 1 + Worker N-1, torchrun-style env (MASTER_ADDR, RANK, PET_*)."""
 
 from trainctl.frameworks._schema import BOOLEAN, INT32, METRICS, STRING, obj
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var, peer_loss
+from trainctl.frameworks.base import (PYTHONUNBUFFERED, Framework, FunctionLaunch, KindOption, env_var, peer_loss)
+
+TORCHRUN = ("-m", "torch.distributed.run")
 
 
 class PyTorch(Framework):
@@ -32,6 +34,14 @@ class PyTorch(Framework):
         peer_loss("torchrun", r"RendezvousClosedError"),
     )
     launcher_reports = ("ChildFailedError",)
+    leader_types = ("Master",)
+    default_workers = 2
+    options = (KindOption("nproc_per_node", str, "processes per node (int, auto, cpu, gpu)."),)
+    # what torchrun gives each process, for a function job's one process per replica when no torchrun ran it
+    function_launch = FunctionLaunch(rank_variables=("RANK",), defaults=(
+        ("LOCAL_RANK", "0", None), ("LOCAL_WORLD_SIZE", "1", None), ("GROUP_RANK", "0", "RANK"),
+        ("GROUP_WORLD_SIZE", "1", "WORLD_SIZE"), ("ROLE_RANK", "0", "RANK"), ("ROLE_WORLD_SIZE", "1", "WORLD_SIZE"),
+        ("ROLE_NAME", "default", None), ("TORCHELASTIC_RESTART_COUNT", "0", None)))
     spec_properties = {
         "nprocPerNode": STRING,
         "elasticPolicy": obj(
@@ -52,8 +62,39 @@ class PyTorch(Framework):
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Master": 1, "Worker": workers - 1} if workers > 1 else {"Master": 1}
 
+    def function_command(self, python, runner, options):
+        # several processes per node: torchrun starts them; one: the runner sets what torchrun would
+        return [python, *TORCHRUN, runner] if options.get("nproc_per_node") is not None else [python, runner]
+
+    def admission_problems(self, spec):
+        specs, path = self.replica_specs_at(spec)
+        yield from self.one_replica(specs, path, "Master")
+        elastic = spec.get("elasticPolicy")
+        if elastic is not None and "Worker" not in specs:
+            yield f"{path}.Worker", "must be configured if elastic policy is used"
+        if elastic and elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
+            yield "spec.elasticPolicy.nProcPerNode", "must not be used with spec.nprocPerNode"
+
     def master_role(self, replica_types):
         return "Master" if "Master" in replica_types else "Worker"
+
+    def prepare_pod(self, job, rtype, index, spec, network):
+        # in a cluster a worker waits until the master's name resolves (upstream's init container)
+        if rtype == "Worker" and "Master" in job.replica_types and network.cluster:
+            spec["initContainers"] = (spec.get("initContainers") or []) + [self.wait_for_master(job, network)]
+
+    @staticmethod
+    def wait_for_master(job, network) -> dict:
+        master = job.pod_name("Master", 0)
+        # [quirk] upstream's test is nslookup's exit status, which busybox >= 1.28 makes non-zero when
+        # any search-domain candidate is NXDOMAIN, even once the master's own name resolves: wait for
+        # an answer instead. (The master's name is a validated DNS label: safe in the script.)
+        script = (f"err=1;for i in $(seq 100); do if nslookup {master} 2>/dev/null | grep -q '^Name:'; "
+                  "then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err")
+        return {"name": "init-pytorch", "image": network.pytorch_init_image, "imagePullPolicy": "IfNotPresent",
+                "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
+                              "requests": {"cpu": "50m", "memory": "10Mi"}},
+                "command": ["sh", "-c", script]}
 
     def succeeded(self, job, rtype, counts, observed):
         # an elastic worker-only job is done when any worker finishes

@@ -3,7 +3,7 @@
 import json
 
 from trainctl.frameworks._schema import BOOLEAN, STRING
-from trainctl.frameworks.base import Framework, env_var, peer_loss
+from trainctl.frameworks.base import Framework, FunctionLaunch, KindOption, env_var, peer_loss
 
 
 class TensorFlow(Framework):
@@ -28,11 +28,28 @@ class TensorFlow(Framework):
                   r"Socket closed"),
     )
     spec_properties = {"successPolicy": STRING, "enableDynamicWorker": BOOLEAN}
+    leader_types = ("Chief", "Master")
+    options = (
+        KindOption("ps", int, "parameter servers.", minimum=0),
+        KindOption("chief", int, "1 for a Chief replica.", minimum=0,
+                   problem=lambda count: "a TFJob has at most one chief" if count > 1 else None),
+        KindOption("evaluator", int, "evaluator replicas.", minimum=0),
+    )
+    # rank 0 is the chief (or master) if the cluster has one, else worker 0; a single replica has no TF_CONFIG
+    function_launch = FunctionLaunch(cluster_spec="TF_CONFIG", leader_tasks=("chief", "master"))
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         counts = {"Chief": options.get("chief", 0), "Evaluator": options.get("evaluator", 0),
                   "PS": options.get("ps", 0), "Worker": workers}
         return {rtype: n for rtype, n in counts.items() if n > 0}
+
+    def admission_problems(self, spec):
+        specs, path = self.replica_specs_at(spec)
+        if "Chief" in specs and "Master" in specs:
+            yield path, "must not have both Chief and Master (they are the same role)"
+        for role in ("Chief", "Master"):
+            if (specs.get(role) or {}).get("replicas", 1) > 1:
+                yield f"{path}.{role}.replicas", "must be 1"
 
     def master_role(self, replica_types):
         return self.status_role(replica_types)
@@ -48,6 +65,10 @@ class TensorFlow(Framework):
             return False
         return any(r.rtype == "Worker" and r.index == 0 and r.phase == "Succeeded" and r.exit_code == 0
                    for r in observed)
+
+    def failure_ends_job(self, job, rtype):
+        # with dynamic workers, workers come and go: a failed one does not fail the job
+        return not (rtype == "Worker" and job.spec.get("enableDynamicWorker"))
 
     def wired_containers(self, job, rtype, containers):
         return [c for c in containers if c.get("name") == self.container]

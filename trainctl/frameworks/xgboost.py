@@ -22,8 +22,16 @@ class XGBoost(Framework):
                   r"[Rr]abit.*(?:[Cc]onnection (?:closed|reset)|[Ss]ocket (?:closed|error)|Broken pipe)"),
     )
 
+    leader_types = ("Master",)
+
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Master": 1, "Worker": workers - 1} if workers > 1 else {"Master": 1}
+
+    def admission_problems(self, spec):
+        specs, path = self.replica_specs_at(spec)
+        yield from self.one_replica(specs, path, "Master")
+        if specs.get("Master") is None:
+            yield f"{path}.Master", "must be present: XGBoost needs a Master replica to host the tracker"
 
     def env(self, job, rtype, index, network):
         world_size = job.total_replicas

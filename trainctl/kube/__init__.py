@@ -1,13 +1,26 @@
-"""Talking to a Kubernetes API server without the official client (see client.py for why)."""
+"""Kubernetes' own rules and its API, without the official client (see client.py for why).
+
+The rules hold with no cluster at all: names (names.py: DNS labels, label keys and values, env
+names, ports), label selectors (selectors.py), quantities (quantities.py) and the one reader of a
+pod's status (pods.py). The REST client (client.py, config.py, errors.py) is imported only by what
+talks to a cluster: ``import trainctl.kube`` loads no HTTP machinery. The package imports nothing of
+trainctl's but the ground floor (errors); the core, the backends and the controller use it.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trainctl import API_GROUP
-from trainctl.kube.client import Resource
+
+if TYPE_CHECKING:
+    from trainctl.kube.client import Resource
 
 JOB_VERSION = "v1"
 
 
 def job_resource(framework) -> Resource:
     """The REST collection of one job kind: /apis/kubeflow.org/v1/.../pytorchjobs."""
+    from trainctl.kube.client import Resource  # here: the client's imports (http, ssl) stay out of the ground rules
+
     return Resource(API_GROUP, JOB_VERSION, framework.plural, kind=framework.kind)

@@ -45,7 +45,7 @@ DEFAULT_TRAINING = {"num_train_epochs": 1, "per_device_train_batch_size": 8, "le
                     "logging_steps": 10, "save_steps": 50, "save_total_limit": 2, "report_to": "none",
                     "disable_tqdm": True,  # a progress bar per rank garbles logs; rank 0 prints a line per log step
                     "ddp_find_unused_parameters": False}
-RESERVED_TRAINING = {"output_dir": "--output-dir", "deepspeed": "--deepspeed",  # trainctl.finetuning checks them too
+RESERVED_TRAINING = {"output_dir": "--output-dir", "deepspeed": "--deepspeed",  # trainctl.sdk.finetuning checks them too
                      "resume_from_checkpoint": "--resume"}
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text"}
 SAVED_DATASET_FILES = ("dataset_info.json", "state.json", "dataset_dict.json")  # what save_to_disk writes

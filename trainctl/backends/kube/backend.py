@@ -11,16 +11,19 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from trainctl import API_GROUP, selectors
+from trainctl import API_GROUP
 from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
 from trainctl.backends.kube import logs as pod_logs
+from trainctl.core import conditions as cond
+from trainctl.core.job import Job
 from trainctl.errors import NotFound, UserError, setting
 from trainctl.frameworks import ALL, by_kind
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
-from trainctl.job import Job
+from trainctl.kube import selectors
 from trainctl.kube import client as kube
 from trainctl.kube import job_resource
 from trainctl.kube.errors import api_errors
+from trainctl.kube.pods import PodStatus, failed_init
 
 if TYPE_CHECKING:
     from trainctl.code.snapshot import Snapshot
@@ -228,7 +231,7 @@ class KubeBackend(Backend):
                      status: dict | None) -> Iterator[LogChunk]:
         """One replica's log as it stands; a pod held back by a failed init container (``status``: the pod's)
         gives that container's log instead, after a line that says so (else only "(no logs: ...)")."""
-        failed = None if previous else pod_logs.failed_init(status)
+        failed = None if previous else failed_init(status)
         if failed is not None:
             container, previous, code = failed
             yield LogChunk(replica_id, f"(init container {container} exited {code}, so the replica never started; "
@@ -249,8 +252,7 @@ class KubeBackend(Backend):
             resource = self.find(job.name, job.namespace, job.framework.kind)
         except UserError:
             return True
-        conditions = (resource.get("status") or {}).get("conditions") or []
-        return any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True" for c in conditions)
+        return cond.has_finished(resource)
 
     def wait_for_pod(self, job: Job, pod: str) -> bool:
         """Until the operator created the pod; False if the job ended or went away first."""
@@ -299,7 +301,7 @@ class KubeBackend(Backend):
 
     def install_crds(self, dry_run: bool = False) -> list[str]:
         """Create or update trainctl's CRDs; returns their names."""
-        from trainctl.crds import all_crds
+        from trainctl.core.crds import all_crds
 
         names = []
         for crd in all_crds():
@@ -326,63 +328,19 @@ def replica_row(pod: dict, replica_types: list[str]) -> ReplicaRow:
     """A pod as ``status`` shows it, as kubectl would: its phase, or why it waits (CrashLoopBackOff,
     ImagePullBackOff); restarts; its current run's exit code and reason; and, once kubelet restarted
     it in place, the run before (lastState), where a crash-looping replica's failure lives."""
-    meta, status = pod["metadata"], pod.get("status") or {}
+    meta, status = pod["metadata"], PodStatus.of(pod)
+    state, ended = status.shown()
+    last = status.ended(previous=True)
     labels = meta.get("labels") or {}
-    statuses = status.get("containerStatuses") or []
-    ended = telling_termination((s.get("state") or {}).get("terminated") for s in statuses)
-    last = telling_termination((s.get("lastState") or {}).get("terminated") for s in statuses)
-    waiting = init_waiting(status) or next(
-        (w["reason"] for s in statuses if (w := (s.get("state") or {}).get("waiting") or {}).get("reason")), "")
-    state = status.get("phase") or "Pending"
-    if waiting and state in ("Pending", "Running"):
-        state = waiting
-    init_state, init_ended = init_trouble(status.get("initContainerStatuses") or [])
-    if init_state and status.get("phase", "Pending") == "Pending":  # the code snapshot's unpacking failed, say
-        state, ended = init_state, ended or init_ended
-    if meta.get("deletionTimestamp"):
-        state = "Terminating"
     label_type, index = labels.get(LABEL_REPLICA_TYPE, ""), labels.get(LABEL_REPLICA_INDEX)
     return ReplicaRow(name=meta["name"], replica_type=canonical_type(label_type, replica_types),
                       index=int(index) if index and index.isdigit() else None, state=state,
-                      restarts=sum(s.get("restartCount", 0) for s in statuses), exit_code=ended.get("exitCode"),
-                      reason=ended.get("reason") or status.get("reason") or "",
-                      node=(pod.get("spec") or {}).get("nodeName") or "", started=status.get("startTime"),
+                      restarts=status.restarts(), exit_code=ended.get("exitCode"),
+                      reason=ended.get("reason") or status.raw.get("reason") or "",
+                      node=(pod.get("spec") or {}).get("nodeName") or "", started=status.raw.get("startTime"),
                       finished=ended.get("finishedAt"), last_exit_code=last.get("exitCode"),
                       last_reason=last.get("reason") or "", last_finished=last.get("finishedAt"),
                       message=ended.get("message") or "", last_message=last.get("message") or "")
-
-
-def init_trouble(statuses: list[dict]) -> tuple[str, dict]:
-    """kubectl's ``Init:<reason>`` for a pod whose init container failed or waits to run again, with the
-    failed run's termination (its exit code and reason); ``("", {})`` when the init containers are fine."""
-    for container in statuses:
-        state = container.get("state") or {}
-        ended = state.get("terminated") or {}
-        if ended.get("exitCode"):
-            return f"Init:{ended.get('reason') or 'Error'}", ended
-        waiting = (state.get("waiting") or {}).get("reason")
-        if waiting and waiting != "PodInitializing":
-            return f"Init:{waiting}", (container.get("lastState") or {}).get("terminated") or {}
-    return "", {}
-
-
-def init_waiting(status: dict) -> str:
-    """``Init:<reason>`` (as kubectl shows it) for an init container that cannot start or keeps
-    failing, e.g. ``Init:ImagePullBackOff``: the main container then only says PodInitializing."""
-    for init in status.get("initContainerStatuses") or []:
-        state = init.get("state") or {}
-        reason = (state.get("waiting") or {}).get("reason") or ""
-        if reason and reason != "PodInitializing":
-            return f"Init:{reason}"
-        if (state.get("terminated") or {}).get("exitCode"):
-            return f"Init:{state['terminated'].get('reason') or 'Error'}"
-    return ""
-
-
-def telling_termination(terminations) -> dict:
-    """Of the containers' terminations, the one that explains most: a failed one, else any."""
-    ended = [t for t in terminations if t]
-    return next((t for t in ended if t.get("exitCode")), ended[0] if ended else {})
 
 
 def canonical_type(label: str, replica_types: list[str]) -> str:
@@ -397,9 +355,8 @@ def podless_rows(job: Job, pods: list[dict]) -> list[ReplicaRow]:
     why it ended. With the default cleanPodPolicy (None) a finished job keeps every pod.
     """
     present = {pod["metadata"]["name"] for pod in pods}
-    finished = any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
-                   for c in (job.resource.get("status") or {}).get("conditions") or [])
-    state, reason = (("Deleted", f"pod removed (cleanPodPolicy {job.run_policy['cleanPodPolicy']})") if finished
+    state, reason = (("Deleted", f"pod removed (cleanPodPolicy {job.run_policy['cleanPodPolicy']})")
+                     if cond.has_finished(job.resource)
                      else ("Pending", "no pod yet"))
     return [ReplicaRow(name=job.pod_name(rtype, index), replica_type=rtype, index=index, state=state, reason=reason)
             for rtype in job.replica_types for index in range(job.replicas(rtype))

@@ -25,6 +25,7 @@ from operator import itemgetter
 
 from trainctl.backends.base import LogChunk
 from trainctl.kube.client import PODS, ApiError, Client
+from trainctl.kube.pods import PodStatus
 
 POLL_S = 0.5
 JOB_CHECK_S = 1.0  # how often a follow asks whether the job has ended
@@ -167,22 +168,20 @@ def stream_pod(client: Client, namespace: str, pod: str, container: str, replica
             emit(LogChunk(replica, no_logs(error), time.time()))
             return
         status = pod_status(client, namespace, pod)
-        if status is None or status[0] in ("Succeeded", "Failed"):
+        if status is None or status.finished:
             return
-        if status[1] == seen_restarts:
+        if status.restarts() == seen_restarts:
             time.sleep(POLL_S)
-        seen_restarts = status[1]
+        seen_restarts = status.restarts()
         tail, since_seconds = None, None  # after a restart, the new run from its start
 
 
-def pod_status(client: Client, namespace: str, pod: str) -> tuple[str, int] | None:
-    """Phase and restart count; None when the pod does not exist (or cannot be read)."""
+def pod_status(client: Client, namespace: str, pod: str) -> PodStatus | None:
+    """The pod's status; None when the pod does not exist (or cannot be read)."""
     try:
-        obj = client.get(PODS, pod, namespace)
+        return PodStatus.of(client.get(PODS, pod, namespace))
     except (ApiError, OSError):
         return None
-    status = obj.get("status") or {}
-    return status.get("phase", "Pending"), sum(s.get("restartCount", 0) for s in status.get("containerStatuses") or [])
 
 
 def wait_started(client: Client, namespace: str, pod: str) -> bool:
@@ -191,25 +190,6 @@ def wait_started(client: Client, namespace: str, pod: str) -> bool:
         status = pod_status(client, namespace, pod)
         if status is None:
             return False
-        if status[0] != "Pending":
+        if status.phase != "Pending":
             return True
         time.sleep(POLL_S)
-
-
-def failed_init(status: dict | None) -> tuple[str, bool, int] | None:
-    """(name, previous, exit code) of the init container that failed and so kept the pod's main container
-    from ever starting (code shipping's unpack, a --pip install, the wait for the master): then its log
-    is the only one that says why. ``status``: the pod's status (None: no such pod). None when the main
-    container ran, or nothing failed."""
-    status = status or {}
-    if any((s.get("state") or {}).get("running") or (s.get("state") or {}).get("terminated")
-           or (s.get("lastState") or {}).get("terminated") for s in status.get("containerStatuses") or []):
-        return None
-    for init in status.get("initContainerStatuses") or []:
-        ended = ((init.get("state") or {}).get("terminated") or {}).get("exitCode", 0)
-        before = ((init.get("lastState") or {}).get("terminated") or {}).get("exitCode", 0)
-        if ended:  # it failed and stays failed (restartPolicy Never)
-            return init.get("name", ""), False, ended
-        if before and (init.get("state") or {}).get("waiting"):  # failed, and waits to be run again
-            return init.get("name", ""), True, before
-    return None

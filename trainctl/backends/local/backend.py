@@ -19,17 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trainctl
-from trainctl import selectors
-from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaReports, ReplicaRow, pick_replica
+from trainctl.backends.base import CRASH_LOOP, Backend, JobDetails, LogChunk, ReplicaReports, ReplicaRow, pick_replica
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.logs import follow_logs, read_logs, report_lines
 from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files,
                                            stored_window)
 from trainctl.core import conditions as cond
+from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
 from trainctl.core.reconcile import rfc3339
 from trainctl.errors import NotFound, UserError, spelled
-from trainctl.failures import CRASH_LOOP
-from trainctl.job import KUEUE_QUEUE_LABEL, Job
+from trainctl.kube import selectors
 
 if TYPE_CHECKING:
     from trainctl.code.snapshot import Snapshot
@@ -105,7 +104,7 @@ class LocalBackend(Backend):
             events.append({"type": "Warning", "reason": "StateDamaged", "message": damage.message,
                            "time": rfc3339(datetime.now(timezone.utc))})
         resource = with_lost_supervisor(resource, runtime)
-        finished = cond.finished((resource.get("status") or {}).get("conditions") or [])
+        finished = cond.has_finished(resource)
         rows = [replica_row(row, runtime, finished) for row in (runtime.get("replicas") or {}).values()]
         order = Job(resource).replica_types
         rows.sort(key=lambda r: (order.index(r.replica_type) if r.replica_type in order else 99, r.index or 0))
@@ -181,7 +180,7 @@ class LocalBackend(Backend):
                 raise UserError(f'job "{name}" lost its supervisor, so nothing can {"suspend" if suspend else "resume"} '
                                 f"it: {spelled(f'trainctl delete {name}', f'client.delete({name!r})')} stops what is "
                                 "left; then submit it again")
-            if cond.finished((resource.get("status") or {}).get("conditions") or []):
+            if cond.has_finished(resource):
                 raise UserError(f'job "{name}" has already finished: nothing to {"suspend" if suspend else "resume"}')
             resource["spec"].setdefault("runPolicy", {})["suspend"] = suspend
             try:
@@ -232,7 +231,7 @@ def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[
     """Every file a new job starts with, in its draft directory (see JobDir.create); with a snapshot,
     its files unpacked in the job's own workspace (``workspace`` once the draft is in place)."""
     draft.logs.mkdir()
-    from trainctl.code.plan import replica_library
+    from trainctl.code.pods import replica_library
 
     for name, data in replica_library(draft.replica_lib.name).items():  # trainctl.report() in every replica
         (draft.path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -262,7 +261,7 @@ def listed_resource(job_dir: JobDir) -> dict:
                 "metadata": {"name": job_dir.name, "namespace": job_dir.namespace},
                 "status": {"conditions": [{"type": "Damaged", "status": "True", "reason": "StateDamaged",
                                            "message": damage.message}]}}
-    if cond.finished((resource.get("status") or {}).get("conditions") or []):
+    if cond.has_finished(resource):
         return resource  # the common case costs no runtime read
     try:
         return with_lost_supervisor(resource, job_dir.read_runtime())
@@ -272,8 +271,7 @@ def listed_resource(job_dir: JobDir) -> dict:
 
 def note_ignored_images(job_dir: JobDir, job: Job, workdir: str) -> None:
     """Say once, in the job's events, that processes run here instead of the containers' images."""
-    images = sorted({(job.main_container(job.template(t)["spec"]["containers"]) or {}).get("image", "")
-                     for t in job.replica_types} - {""})
+    images = sorted(set(job.images.values()) - {""})
     if images:
         job_dir.append_event({"type": "Normal", "reason": "ImageIgnored", "time": rfc3339(datetime.now(timezone.utc)),
                               "message": f"the local backend runs each replica's command in {workdir} with this "
@@ -348,11 +346,10 @@ def supervisor_lost(resource: dict, runtime: dict) -> bool:
     A suspended job of which nothing runs has nothing to watch: it is not lost, and
     ``resume`` starts a new supervisor for it.
     """
-    conditions = (resource.get("status") or {}).get("conditions") or []
     uid = resource["metadata"].get("uid")
-    if cond.finished(conditions) or supervisor_alive(runtime, uid) or supervisor_starting(resource, runtime):
+    if cond.has_finished(resource) or supervisor_alive(runtime, uid) or supervisor_starting(resource, runtime):
         return False
-    return not (cond.is_true(conditions, "Suspended") and not processes.processes_with(processes.MARKER, uid or "-"))
+    return not (cond.reached(resource, "Suspended") and not processes.processes_with(processes.MARKER, uid or "-"))
 
 
 def with_lost_supervisor(resource: dict, runtime: dict) -> dict:
@@ -372,8 +369,8 @@ def with_lost_supervisor(resource: dict, runtime: dict) -> dict:
     heartbeat = runtime.get("heartbeat")
     seen = datetime.fromtimestamp(heartbeat, timezone.utc) if isinstance(heartbeat, (int, float)) else None
     stamp = rfc3339(seen or datetime.now(timezone.utc))
-    status = dict(resource.get("status") or {})
-    status["conditions"] = cond.set_condition(status.get("conditions") or [], "Failed", "True",
+    status = dict(cond.status_of(resource))
+    status["conditions"] = cond.set_condition(cond.conditions_of(resource), "Failed", "True",
                                               f"{kind}SupervisorLost", message, stamp)
     status.setdefault("completionTime", stamp)
     return {**resource, "status": status}
@@ -424,7 +421,7 @@ def job_is_done(job_dir: JobDir) -> bool:
         runtime = job_dir.read_runtime()
     except DamagedState:
         runtime = {}
-    if not cond.finished((with_lost_supervisor(resource, runtime).get("status") or {}).get("conditions") or []):
+    if not cond.has_finished(with_lost_supervisor(resource, runtime)):
         return False
     return not any(processes.alive(row.get("pid")) and row.get("state") == "Running"
                    for row in (runtime.get("replicas") or {}).values())

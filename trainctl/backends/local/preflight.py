@@ -30,10 +30,12 @@ import re
 import shutil
 from pathlib import Path
 
+from trainctl.core.job import Job
 from trainctl.errors import UserError, setting, spelled
-from trainctl.job import Job
+from trainctl.frameworks import ALL
 
-LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
+# what starts the job's command on other replicas (mpirun): the word after the launcher's options is checked
+LAUNCHERS = frozenset(word for framework in ALL for word in framework.launchers)
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
 SHELLS = ("bash", "sh", "dash", "zsh")
 # torchrun options that take no value; every other ``--option`` without ``=`` consumes the next word.

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainctl.errors import NotFound, UserError, setting, spelled
+from trainctl.paths import functions_dir, home
 
 # One path component that cannot climb out or hide: no '/', no '..', no leading dot (the
 # store's own hidden files), nothing a terminal or rich markup would interpret.
@@ -65,14 +66,6 @@ class AlreadyExists(UserError):
     def __init__(self, job: JobDir) -> None:
         super().__init__(f'job "{job.name}" already exists in namespace "{job.namespace}" (local): '
                          f"delete it first, pick another name, or use {setting('replace')}")
-
-
-def home() -> Path:
-    """$TRAINCTL_HOME, else $XDG_DATA_HOME/trainctl, else ~/.local/share/trainctl."""
-    if os.environ.get("TRAINCTL_HOME"):
-        return Path(os.environ["TRAINCTL_HOME"]).absolute()
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return (Path(data_home) / "trainctl").absolute()
 
 
 def write_json(path: Path, data: object) -> None:
@@ -270,7 +263,7 @@ class JobDir:
 
     @property
     def replica_lib(self) -> Path:
-        """The stand-in package ``trainctl`` the replicas import ``report`` from (trainctl.code.plan)."""
+        """The stand-in package ``trainctl`` the replicas import ``report`` from (trainctl.submit.code_plan)."""
         return self.path / "lib"
 
     def offsets_file(self, replica: str, previous: bool = False) -> Path:
@@ -382,11 +375,10 @@ def remove_abandoned_drafts(namespace_dir: Path) -> None:
 
 
 def remove_function_files(resource: dict | None) -> None:
-    """A function job's shipped files (under trainctl.running.functions_root), which outlive no job."""
-    from trainctl.functions import remove_placed
-    from trainctl.running import functions_root
+    """A function job's shipped files (under trainctl.paths.functions_dir), which outlive no job."""
+    from trainctl.functions.shipping import remove_placed
 
-    remove_placed(resource, functions_root())
+    remove_placed(resource, functions_dir())
 
 
 def copy_with_path(job_dir: JobDir, path: Path) -> JobDir:

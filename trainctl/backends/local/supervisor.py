@@ -32,18 +32,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainctl import reporting
+from trainctl.backends.base import CRASH_LOOP
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files,
                                            stored_window)
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
 from trainctl.core.attribution import Run
+from trainctl.core.job import Job
 from trainctl.core.network import LocalNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile, rfc3339
-from trainctl.failures import CRASH_LOOP
-from trainctl.function_runner import TERMINATION_LOG_ENV
-from trainctl.job import Job
+from trainctl.functions.runner import TERMINATION_LOG_ENV
 
 TICK_SECONDS = 0.1  # how often process exits are noticed; the deadline is met within this
 # Like kubelet's CrashLoopBackOff, but starting small so a flaky replica comes back quickly.
@@ -315,19 +315,16 @@ class Supervisor:
                                              self.dir, self.last_runs.get(action.name))
 
     def extra_env(self, action: CreateReplica, resource: dict) -> dict[str, str]:
-        """What a pod would get from its node and not from the operator: GPUs, a private Paddle log dir, MPI as root,
-        a file for its termination message."""
-        replica_id = Job(resource).replica_id(action.rtype, action.index)
+        """What a pod would get from its node and not from the operator: GPUs, a file for its termination
+        message, its CPU share, and what its kind needs of a machine (Framework.local_env)."""
+        job = Job(resource)
+        replica_id = job.replica_id(action.rtype, action.index)
         env = {"CUDA_VISIBLE_DEVICES": ",".join(self.runtime.get("gpus", {}).get(action.name, [])),
                "TRAINCTL_PIP_CACHE": str(self.dir.path / "pip"),  # --pip installs per job (trainctl.code.pipwrap)
-               TERMINATION_LOG_ENV: str(self.dir.termination_file(replica_id))}  # a pod's /dev/termination-log
-        kind = resource["kind"]
-        if kind == "PaddleJob":
-            env["PADDLE_LOG_DIR"] = str(self.dir.path / "paddle" / action.name)
-        if kind == "MPIJob" and os.geteuid() == 0:
-            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+               TERMINATION_LOG_ENV: str(self.dir.termination_file(replica_id)),  # a pod's /dev/termination-log
+               **job.framework.local_env(job, action.rtype, action.index, str(self.dir.path))}
         if "OMP_NUM_THREADS" not in os.environ:
-            env["OMP_NUM_THREADS"] = str(cpu_share(Job(resource).total_replicas))
+            env["OMP_NUM_THREADS"] = str(cpu_share(job.total_replicas))
         return env
 
     def report_env(self, replica_id: str, resource: dict, env: dict[str, str]) -> dict[str, str]:
@@ -382,11 +379,11 @@ class Supervisor:
         wanted = [f"{rtype}/{index}" for rtype in job.replica_types for index in range(job.replicas(rtype))]
         if job.framework.port is not None and any(key not in ports for key in wanted):
             self.allocate_ports(wanted)
-        mpi_dir = self.dir.path / "mpi"
-        network = LocalNetwork({tuple_key(k): v for k, v in ports.items()}, mpi_config_dir=str(mpi_dir))
-        if job.framework.kind == "MPIJob":
-            mpi_dir.mkdir(exist_ok=True)
-            (mpi_dir / "hostfile").write_text(job.framework.hostfile(job, network))
+        network = LocalNetwork({tuple_key(k): v for k, v in ports.items()}, files_dir=str(self.dir.path))
+        for relative, text in job.framework.local_files(job, network).items():
+            path = self.dir.path / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
         return network
 
     def allocate_ports(self, keys: list[str]) -> None:

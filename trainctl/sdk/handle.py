@@ -4,8 +4,8 @@ A :class:`JobHandle` is a name, a namespace and the client that reaches them: it
 state of its own, so every attribute is read fresh from the backend, and a handle made in
 another process (``client.job("mnist")``) is as good as the one ``run`` returned.
 
-In a notebook a handle shows as a table (trainctl.display), ``wait()`` as a line updated in place
-(trainctl.progress), and Ctrl-C (the stop button) while waiting or following the logs stops only
+In a notebook a handle shows as a table (trainctl.sdk.display), ``wait()`` as a line updated in place
+(trainctl.sdk.progress), and Ctrl-C (the stop button) while waiting or following the logs stops only
 that: :class:`~trainctl.errors.StoppedWatching` says the job keeps running and how to stop it.
 """
 
@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING
 from trainctl.errors import InvalidArgument, StoppedWatching, UserError
 
 if TYPE_CHECKING:
-    from trainctl.api import Client
     from trainctl.backends.base import JobDetails, LogLine, ReplicaRow
-    from trainctl.display import LogLines
-    from trainctl.failures import FailureSummary
-    from trainctl.plotting import Plot
-    from trainctl.reported import JobProgress, Point
+    from trainctl.backends.reported import JobProgress, Point
+    from trainctl.sdk.display import LogLines
+    from trainctl.sdk.failures import FailureSummary
+    from trainctl.sdk.plotting import Plot
 
 
 class JobHandle:
-    def __init__(self, client: Client, name: str, namespace: str, kind: str | None = None) -> None:
+    def __init__(self, client, name: str, namespace: str, kind: str | None = None) -> None:
+        """``client``: the trainctl.sdk.client.Client that reaches the job."""
         self.client, self.name, self.namespace, self.kind = client, name, namespace, kind
 
     def __repr__(self) -> str:
@@ -36,7 +36,7 @@ class JobHandle:
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
         """In IPython: the job's row of ``trainctl list`` (state, replicas, age, duration, progress), read now."""
-        from trainctl.display import table
+        from trainctl.sdk.display import table
 
         return table(self.client, [self.resource])
 
@@ -52,7 +52,7 @@ class JobHandle:
     @property
     def status(self) -> str:
         """Pending, Created, Running, Restarting, Suspended, Succeeded or Failed."""
-        from trainctl.api import state_of
+        from trainctl.core.conditions import state_of
 
         return state_of(self.resource)
 
@@ -81,7 +81,7 @@ class JobHandle:
              replica: str | None = None) -> Plot:
         """The curves of ``metrics`` (default: every one reported) over the steps; shown inline in Jupyter, and
         written to ``path`` (a .png, .svg or .pdf) when given. Needs matplotlib: ``pip install 'trainctl[plot]'``."""
-        from trainctl.plotting import plot
+        from trainctl.sdk.plotting import plot
 
         wanted = [metrics] if isinstance(metrics, str) else metrics
         return plot(self.metrics(replica), wanted, f"{(self.kind or 'job').lower()}/{self.name}", path)
@@ -91,8 +91,8 @@ class JobHandle:
         ends. ``replica``: only ``worker-1``'s. A function job's result line is left out (see :meth:`result`), and so
         are the progress reports a pod writes to its log (:meth:`progress`).
         An iterator; in IPython, shown as the lines' text."""
-        from trainctl.display import LogLines
-        from trainctl.results import without_plumbing
+        from trainctl.functions.results import without_plumbing
+        from trainctl.sdk.display import LogLines
 
         lines = without_plumbing(self.client.logs(self.name, self.namespace, replica=replica, follow=follow,
                                                  tail=tail))
@@ -113,7 +113,7 @@ class JobHandle:
 
     def _latest_line(self) -> str | None:
         """The last line any replica wrote, for a progress display (None when there is none yet, or no log)."""
-        from trainctl.results import without_plumbing
+        from trainctl.functions.results import without_plumbing
 
         try:
             lines = [line.text for line in without_plumbing(self.client.logs(self.name, self.namespace, tail=1))]
@@ -133,8 +133,8 @@ class JobHandle:
         """Until the job succeeds; raises :class:`~trainctl.errors.JobFailed` (with the failure summary) if it
         fails, TimeoutError after ``timeout`` seconds. ``progress``: show its state, the time waited and its
         reported progress as a bar (else the latest log line) while waiting, and say once if it stalls (in a
-        notebook one line updated in place; trainctl.progress)."""
-        from trainctl import progress as shown
+        notebook one line updated in place; trainctl.sdk.progress)."""
+        from trainctl.sdk import progress as shown
 
         label = f"{(self.kind or 'job').lower()}/{self.name}"
         with self._watching(), shown.reporter(label, progress, self._latest_line, self._progress_now) as report:
@@ -148,14 +148,14 @@ class JobHandle:
         ``wait``: wait for the job to end (silently; ``timeout`` seconds at most), else a job that has not
         succeeded yet is a UserError. ``follow_logs``: print every replica's lines as they come until the job
         ends (``master-0 | ...``), then return the value: one call to run and watch. The value travels as one
-        line of tagged JSON in rank 0's log (at most 1 MiB, see :mod:`trainctl.function_runner`), so it is
+        line of tagged JSON in rank 0's log (at most 1 MiB, see :mod:`trainctl.functions.runner`), so it is
         there as long as the job's logs are; reading it never runs code. A job run with ``pickle_result=True``
         returns a pickle, read only with ``allow_pickle=True``: that trusts whoever can write the job
         (docs/python-api.md, "what result() trusts").
         """
-        from trainctl.api import TERMINAL
-        from trainctl.results import value_in
-        from trainctl.running import FUNCTION_ANNOTATION
+        from trainctl.core.conditions import TERMINAL
+        from trainctl.functions.results import value_in
+        from trainctl.functions.shipping import FUNCTION_ANNOTATION
 
         for keyword, value in (("allow_pickle", allow_pickle), ("wait", wait), ("follow_logs", follow_logs)):
             if not isinstance(value, bool):

@@ -3,7 +3,7 @@
 Generated from the per-framework fact modules plus the pod template schema in
 ``schemas/podtemplatespec.json`` (itself generated from the Kubernetes client by
 tools/gen_pod_schema.py), never copied from upstream. The same schemas drive
-:mod:`trainctl.validation`, so what ``trainctl crds`` installs and what the CLI
+:mod:`trainctl.core.validation`, so what ``trainctl crds`` installs and what the CLI
 checks before applying are one thing.
 """
 

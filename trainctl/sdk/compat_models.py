@@ -10,7 +10,7 @@ Kubernetes OpenAPI tooling), ``get_job_conditions`` its condition objects and ``
 
 :class:`Model` reads the same way over the resource dict trainctl already holds, without the
 ``kubernetes`` package (heavy, and a notebook on a laptop has no cluster). The field names come from
-the job kind's schema, the one trainctl's CRDs and validation use (:mod:`trainctl.crds`), so it behaves
+the job kind's schema, the one trainctl's CRDs and validation use (:mod:`trainctl.core.crds`), so it behaves
 as the generated models do where a notebook can tell:
 
 * a field the kind declares but the job lacks reads as None; an undeclared name is an AttributeError
@@ -36,7 +36,7 @@ import pprint
 import re
 from datetime import datetime, timezone
 
-from trainctl.crds import STRING, STRING_MAP, job_schema
+from trainctl.core.crds import STRING, STRING_MAP, job_schema
 from trainctl.frameworks import ALL, by_kind
 from trainctl.frameworks._schema import obj
 

@@ -2,7 +2,7 @@
 plain lines elsewhere.
 
 The live line is the job's state, the time waited, and either its progress, once a replica reported
-with ``trainctl.report()`` (trainctl.reported), as a bar with step/total, ETA and the latest
+with ``trainctl.report()`` (trainctl.backends.reported), as a bar with step/total, ETA and the latest
 metrics, or else the latest line any replica logged:
 ``pytorchjob/mnist: Running (Master 1 active) 42s | ━━━━━━━━━╸━━━━━━ 30/40 75% ETA 5s loss 0.0333``.
 In a Jupyter kernel it is one output updated in place (an IPython display, with an HTML progress
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainctl.reported import JobProgress
+    from trainctl.backends.reported import JobProgress
 
 Reporter = Callable[[dict], None]
 LatestLine = Callable[[], "str | None"]
@@ -41,10 +41,10 @@ ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours and cursor moves: the
 
 def describe(resource: dict) -> str:
     """``Running (Master 1 active, Worker 2 active)``: the state and what the status counts."""
-    from trainctl.api import state_of
+    from trainctl.core.conditions import state_of, status_of
 
     counts = []
-    for rtype, status in ((resource.get("status") or {}).get("replicaStatuses") or {}).items():
+    for rtype, status in (status_of(resource).get("replicaStatuses") or {}).items():
         parts = [f"{status[key]} {key}" for key in ("active", "succeeded", "failed") if status.get(key)]
         if parts:
             counts.append(f"{rtype} {', '.join(parts)}")
@@ -78,7 +78,7 @@ class ProgressPeek:
         self.stall_said = False
 
     def __call__(self, resource: dict) -> JobProgress | None:
-        from trainctl.api import state_of
+        from trainctl.core.conditions import state_of
 
         now, state = time.monotonic(), state_of(resource)
         if self.read is not None and (now - self.read_at >= PROGRESS_PEEK_SECONDS or state != self.state):
@@ -96,7 +96,7 @@ class ProgressPeek:
 
 def bar_text(progress: JobProgress) -> str:
     """``━━━━━━━━━╸━━━━━━ 30/40 75% ETA 5s loss 0.0333``, or ``step 30, loss 0.0333`` without a total."""
-    from trainctl.reported import duration, number
+    from trainctl.backends.reported import duration, number
 
     lead = progress.lead
     if lead is None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import copy
 from functools import cached_property
 
+from trainctl.core.conditions import status_of
 from trainctl.frameworks import Framework, by_kind
 from trainctl.frameworks.base import (
+    JOB_ROLE_MASTER,
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
     LABEL_OPERATOR,
@@ -39,7 +41,7 @@ class Job:
         self.namespace: str = metadata.get("namespace") or "default"
         self.uid: str = metadata.get("uid", "")
         self.spec: dict = resource.get("spec") or {}
-        self.status: dict = resource.get("status") or {}
+        self.status: dict = status_of(resource)
 
     @property
     def stall_after(self) -> int:
@@ -89,7 +91,13 @@ class Job:
         return template
 
     def main_container(self, containers: list[dict]) -> dict | None:
-        return main_container(self.framework, containers)
+        return self.framework.main_container(containers)
+
+    @property
+    def images(self) -> dict[str, str]:
+        """Replica type -> the image of its wired container ("" where it names none)."""
+        return {rtype: str((self.main_container(self.template(rtype)["spec"]["containers"]) or {}).get("image") or "")
+                for rtype in self.replica_types}
 
     def container_port(self, rtype: str) -> int | None:
         container = self.main_container(self.template(rtype)["spec"]["containers"])
@@ -101,9 +109,7 @@ class Job:
     # ---- run policy ---------------------------------------------------------------
     @property
     def run_policy(self) -> dict:
-        policy = dict(self.spec.get("runPolicy") or {})
-        if self.framework.kind == "MPIJob" and "cleanPodPolicy" not in policy and self.spec.get("cleanPodPolicy"):
-            policy["cleanPodPolicy"] = self.spec["cleanPodPolicy"]
+        policy = self.framework.run_policy(self.spec)
         policy.setdefault("cleanPodPolicy", "None")
         return policy
 
@@ -123,9 +129,7 @@ class Job:
 
     # ---- names and labels -------------------------------------------------------------
     def pod_name(self, rtype: str, index: int) -> str:
-        if self.framework.kind == "MPIJob" and rtype == "Launcher":
-            return f"{self.name}-launcher"
-        return f"{self.name}-{rtype.lower()}-{index}".replace("/", "-")
+        return self.framework.pod_name(self.name, rtype, index)
 
     def replica_id(self, rtype: str, index: int) -> str:
         """Short display name, the `master-0 |` log prefix."""
@@ -136,26 +140,19 @@ class Job:
 
     def labels(self, rtype: str, index: int) -> dict[str, str]:
         labels = {**self.selector_labels(), LABEL_REPLICA_TYPE: rtype.lower()}
-        if not (self.framework.kind == "MPIJob" and rtype == "Launcher"):
+        if rtype not in self.framework.unindexed_types:
             labels[LABEL_REPLICA_INDEX] = str(index)
         if self.is_master_role(rtype, index):
-            labels[LABEL_JOB_ROLE] = "master"
+            labels[LABEL_JOB_ROLE] = JOB_ROLE_MASTER
         return labels
 
     def is_master_role(self, rtype: str, index: int) -> bool:
-        role = self.framework.master_role(self.replica_types)
-        if role is None:
-            return index == 0
-        return rtype == role and (index == 0 or rtype in ("Master", "Chief", "Launcher"))
+        return self.framework.is_master_role(self.replica_types, rtype, index)
 
 
 def main_container(framework: Framework, containers: list[dict]) -> dict | None:
-    """The container the operator wires: named after the framework, else the first (MPI: always the first)."""
-    if framework.kind != "MPIJob":
-        for container in containers:
-            if isinstance(container, dict) and container.get("name") == framework.container:
-                return container
-    return containers[0] if containers and isinstance(containers[0], dict) else None
+    """The container the operator wires (see :meth:`Framework.main_container`)."""
+    return framework.main_container(containers)
 
 
 def annotated_seconds(resource: dict, key: str) -> int | None:

@@ -10,6 +10,7 @@ edited resource is validated afterwards like any other.
 
 from __future__ import annotations
 
+import copy
 import re
 
 from trainctl.errors import UserError, option, setting
@@ -45,16 +46,21 @@ def parse_value(text: str, path: str) -> object:
         raise UserError(f"{err.message} (quote strings with special characters)") from None
 
 
-def apply_set(resource: dict, assignment: str) -> None:
+def parse_assignment(assignment: str) -> tuple[str, list[str | int], object]:
+    """``PATH=VALUE`` as (the path as written, its steps, the value), checked before anything renders."""
     path, sep, text = assignment.partition("=")
     if not sep:
         raise UserError(f"{option('set')} {assignment!r}: expected PATH=VALUE")
-    steps = parse_path(path)
-    value = parse_value(text, path)
+    return path, parse_path(path), parse_value(text, path)
+
+
+def apply_set(resource: dict, assignment: tuple[str, list[str | int], object]) -> None:
+    """Set the value of a parsed assignment (:func:`parse_assignment`) in ``resource``."""
+    path, steps, value = assignment
     node: object = resource
     for step, following in zip(steps, steps[1:]):
         node = _child(node, step, following, path)
-    _assign(node, steps[-1], value, path)
+    _assign(node, steps[-1], copy.deepcopy(value), path)
 
 
 def _child(node: object, step: str | int, following: str | int, path: str) -> object:

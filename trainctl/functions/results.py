@@ -1,6 +1,6 @@
 """Reading a function job's result line back: data only, unless the caller trusts the job with pickle.
 
-:mod:`trainctl.function_runner` prints rank 0's return value as tagged JSON (see its docstring).
+:mod:`trainctl.functions.runner` prints rank 0's return value as tagged JSON (see its docstring).
 :func:`value_of` turns such a line back into the value, building only the types the tags name
 (tuples, sets, dicts, bytes, floats, numpy arrays of numbers, torch tensors) from their data:
 whatever the line holds, decoding it never looks up a class by name and never runs code, so a line
@@ -18,15 +18,21 @@ import base64
 import binascii
 import json
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from trainctl.errors import UserError
-from trainctl.function_runner import MARKER, MARKERS, NUMERIC_DTYPE_KINDS, PICKLE_MARKER
+from trainctl.functions.runner import MARKER, MARKERS, NUMERIC_DTYPE_KINDS, PICKLE_MARKER
 from trainctl.reporting import MARKER as PROGRESS_MARKER
 
-if TYPE_CHECKING:
-    from trainctl.backends.base import LogLine
 
+class Line(Protocol):
+    """A log line as a backend reads it (trainctl.backends.base.LogLine): whose, and what it says."""
+
+    replica: str
+    text: str
+
+
+LogLine = TypeVar("LogLine", bound=Line)
 CONTAINERS = {"$tuple": tuple, "$set": set, "$frozenset": frozenset}
 
 

@@ -1,6 +1,6 @@
 """What every replica of a function job runs: ``python trainctl_function.py`` beside ``call.json``.
 
-:mod:`trainctl.functions` writes this file's source next to the call it describes (the
+:mod:`trainctl.functions.shipping` writes this file's source next to the call it describes (the
 function's module source, its name, the pickled arguments) and makes it the replica's
 command. It must run where trainctl is not installed (a cluster image has only Python and
 the framework), so it imports nothing but the standard library, and trainctl imports it
@@ -8,7 +8,8 @@ back for the few facts both sides share (the result line's format).
 
 In the replica it builds the function's module from the shipped source (under the module's
 own name, so pickled arguments that refer to its classes resolve), fills in the launcher
-environment a PyTorch script expects from torchrun when none ran it (``LOCAL_RANK`` ...),
+environment a script expects from its kind's launcher when none ran it (torchrun's ``LOCAL_RANK`` ...:
+call.json's ``launch``, from the kind's framework),
 calls ``func(**args)`` and, on rank 0 only, prints the return value as one line on stdout,
 which the client reads back from the logs (``JobHandle.result``), the same way locally and
 on a cluster. The line starts a line of its own (:func:`on_its_own_line`): what the function
@@ -119,7 +120,7 @@ def numpy_data(array, where: str) -> dict:
 
 def on_its_own_line(line: str) -> str:
     """What rank 0 writes for a result line: a newline first ends whatever line the function left open (the
-    reader drops the empty line this makes after a finished one: trainctl.results.without_plumbing)."""
+    reader drops the empty line this makes after a finished one: trainctl.functions.results.without_plumbing)."""
     return f"\n{line}\n"
 
 
@@ -132,39 +133,29 @@ def print_result(line: str) -> None:
     sys.__stdout__.flush()
 
 
-def is_rank_zero(kind: str, env: os._Environ | dict) -> bool:
-    """Whether this process is the job's rank 0, from the environment each kind's launcher sets."""
-    if kind in ("PyTorchJob", "XGBoostJob"):
-        return env.get("RANK", "0") == "0"
-    if kind == "JAXJob":
-        return env.get("PROCESS_ID", "0") == "0"
-    if kind == "PaddleJob":
-        return env.get("PADDLE_TRAINER_ID", "0") == "0"
-    if kind == "MPIJob":
-        ranks = [env.get(name) for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")]
-        return next((rank for rank in ranks if rank is not None), "0") == "0"
-    if kind == "TFJob":
-        return tf_rank_zero(env.get("TF_CONFIG"))
-    return False
+def is_rank_zero(launch: dict, env: os._Environ | dict) -> bool:
+    """Whether this process is the job's rank 0, by the rule its kind's framework shipped in call.json:
+    the first rank variable set, or rank 0 of a cluster spec (see trainctl.frameworks.base.FunctionLaunch)."""
+    if launch.get("cluster_spec"):
+        return cluster_rank_zero(env.get(launch["cluster_spec"]), launch.get("leader_tasks") or [])
+    ranks = [env.get(name) for name in launch.get("rank_variables") or []]
+    return bool(launch.get("rank_variables")) and next((rank for rank in ranks if rank is not None), "0") == "0"
 
 
-def tf_rank_zero(tf_config: str | None) -> bool:
-    """The chief (or master) if the cluster has one, else worker 0; a single replica has no TF_CONFIG."""
-    if not tf_config:
+def cluster_rank_zero(spec: str | None, leaders: list[str]) -> bool:
+    """Index 0 of the first leader task the cluster has, else of the workers; a single replica has no spec."""
+    if not spec:
         return True
-    config = json.loads(tf_config)
+    config = json.loads(spec)
     task, cluster = config.get("task") or {}, config.get("cluster") or {}
-    leader = next((role for role in ("chief", "master") if cluster.get(role)), "worker")
+    leader = next((role for role in leaders if cluster.get(role)), "worker")
     return task.get("type") == leader and int(task.get("index", 0)) == 0
 
 
-def torchrun_env(env: os._Environ | dict) -> None:
-    """What torchrun gives each process, for one process per replica, unless a launcher gave it."""
-    rank, world = env.get("RANK", "0"), env.get("WORLD_SIZE", "1")
-    for name, value in (("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "1"), ("GROUP_RANK", rank),
-                        ("GROUP_WORLD_SIZE", world), ("ROLE_RANK", rank), ("ROLE_WORLD_SIZE", world),
-                        ("ROLE_NAME", "default"), ("TORCHELASTIC_RESTART_COUNT", "0")):
-        env.setdefault(name, value)
+def launcher_env(launch: dict, env: os._Environ | dict) -> None:
+    """What the kind's launcher would give each process (torchrun's LOCAL_RANK ...), unless a launcher did."""
+    for name, default, source in launch.get("defaults") or []:
+        env.setdefault(name, env.get(source, default) if source else default)
 
 
 def load_module(call: dict, directory: Path) -> types.ModuleType:
@@ -262,8 +253,7 @@ def main(directory: Path) -> int:
     whole_lines()
     call = json.loads((directory / CALL_FILE).read_text())
     sys.path.insert(0, os.getcwd())  # the job's working directory: the user's sibling modules
-    if call["kind"] == "PyTorchJob":
-        torchrun_env(os.environ)
+    launcher_env(call["launch"], os.environ)
     target = load_module(call, directory)
     for part in call["qualname"].split("."):
         target = getattr(target, part)
@@ -276,7 +266,7 @@ def main(directory: Path) -> int:
         print(f"trainctl: {call['qualname']}() raised {described(error)}", file=sys.stderr, flush=True)
         abort_mpi()
         return 1
-    if not is_rank_zero(call["kind"], os.environ):
+    if not is_rank_zero(call["launch"], os.environ):
         return 0
     try:
         line = result_line(value, call["pickle_result"])

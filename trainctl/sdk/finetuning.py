@@ -22,18 +22,20 @@ from trainctl.recipes.finetune import (RESERVED_TRAINING, RESUME_MODES,  # the r
                                        source_problem)
 
 if TYPE_CHECKING:
-    from trainctl.api import Client
-    from trainctl.handle import JobHandle
+    from trainctl.sdk.handle import JobHandle
 
 RECIPE_MODULE = "trainctl.recipes.finetune"
 SNAPSHOT_RECIPE = ".trainctl/recipes/finetune.py"  # relative to the pod's working directory
 KEYWORDS = {"output_dir": "output_dir={!r}", "resume": "resume={!r}"}  # how the recipe's messages name them here
 
 
-def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_column: str,
+def finetune(client, model: str, dataset: str, *, output_dir: str, text_column: str,
              lora: dict | None, training_args: dict | None, max_length: int, merge: bool,
-             deepspeed: str | None, resume: str, recipe: str | None, run_keywords: dict) -> JobHandle | dict:
-    from trainctl.submit_options import generated_name
+             deepspeed: str | None, resume: str, recipe: str | None, framework: str,
+             run_keywords: dict) -> JobHandle | dict:
+    """``client``: the trainctl.sdk.client.Client whose ``finetune`` this is; ``framework``: the one the recipe runs
+    under (Client.finetune's: PyTorch)."""
+    from trainctl.submit.options import generated_name
 
     local = client.backend_name == "local"
     if not local and not on_a_volume(output_dir, run_keywords.get("volume")):
@@ -58,10 +60,10 @@ def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_
         from trainctl.recipes import finetune as shipped
 
         command, extra = ["python3", SNAPSHOT_RECIPE], {SNAPSHOT_RECIPE: Path(shipped.__file__).read_bytes()}
-    from trainctl.running import run
+    from trainctl.sdk.running import run
 
     switches = {key: keywords.pop(key) for key in ("packages", "replace", "preflight", "dry_run") if key in keywords}
-    return run(client, command + arguments, framework="pytorch", args=None, packages=switches.get("packages"),
+    return run(client, command + arguments, framework=framework, args=None, packages=switches.get("packages"),
                replace=switches.get("replace", False), preflight=switches.get("preflight", True),
                dry_run=switches.get("dry_run", False), keywords=keywords, extra=extra)
 
@@ -69,7 +71,7 @@ def finetune(client: Client, model: str, dataset: str, *, output_dir: str, text_
 def on_a_volume(output_dir: object, volume: object) -> bool:
     """Whether ``output_dir`` lies on a writable volume of the job's ``volume=`` keyword."""
     from trainctl.errors import UserError
-    from trainctl.submit_options import volumes
+    from trainctl.submit.options import volumes
 
     items = [volume] if isinstance(volume, str) else volume or []
     try:

@@ -1,7 +1,7 @@
 """Functions as jobs: what of a Python function travels to its replicas, and the rules for it.
 
 ``Client.run(train, args={...})`` turns ``train`` into three files (a :class:`Shipment`):
-:mod:`trainctl.function_runner` as ``trainctl_function.py``, ``call.json`` (the source to run,
+:mod:`trainctl.functions.runner` as ``trainctl_function.py``, ``call.json`` (the source to run,
 the function's name, the job kind, whether the result is pickled), ``globals.pickle`` and
 ``args.pickle``. Each replica runs the runner, which rebuilds the module and calls ``train(**args)``. What source travels:
 
@@ -42,18 +42,16 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainctl import function_runner as runner
 from trainctl.errors import InvalidArgument
+from trainctl.frameworks import Framework
+from trainctl.functions import runner
 
+FUNCTION_ANNOTATION = "trainctl.io/function"  # on a function job: module:qualname of its function
 RUNNER_FILE = "trainctl_function.py"
 # In a cluster's code snapshot: under .trainctl/, which a project's own tree never ships (trainctl.code.ignore),
 # relative to the working directory the snapshot is unpacked into.
 SNAPSHOT_DIR = ".trainctl/function"
 SNAPSHOT_RUNNER = f"{SNAPSHOT_DIR}/{RUNNER_FILE}"
-# The launcher in front of the runner, per kind, where the kind's processes need one: Paddle's
-# collective ranks are made by its launcher; PyTorch gets torchrun only for several processes per node.
-PADDLE_LAUNCHER = ("-m", "paddle.distributed.launch")
-TORCHRUN = ("-m", "torch.distributed.run")
 
 
 class CannotShip(InvalidArgument):
@@ -76,16 +74,17 @@ class Shipment:
         return sha.hexdigest()[:24]
 
 
-def ship(func: object, args: dict | None, kind: str, pickle_result: bool = False) -> Shipment:
+def ship(func: object, args: dict | None, framework: Framework, pickle_result: bool = False) -> Shipment:
     """Everything a replica needs to call ``func(**args)``; :class:`CannotShip` if it cannot travel.
-    ``pickle_result``: rank 0 prints its return value pickled, not as data (trainctl.function_runner)."""
+    ``pickle_result``: rank 0 prints its return value pickled, not as data (trainctl.functions.runner).
+    The framework tells the runner how its processes know their rank (call.json's ``launch``)."""
     function = plain_function(func)
     args = checked_args(function, args)
     if function.__module__ == "__main__":
         source, filename, imports, values = main_sources(function)
     else:
         source, filename, imports, values = module_source(function), module_filename(function), {}, {}
-    call = {"kind": kind, "module": function.__module__, "qualname": function.__qualname__, "filename": filename,
+    call = {"kind": framework.kind, "launch": framework.function_launch.as_call(), "module": function.__module__, "qualname": function.__qualname__, "filename": filename,
             "source": source, "imports": imports, "pickle_result": pickle_result,
             "submission": secrets.token_hex(8),  # no secret: two runs of one call get directories of their own
             "package": getattr(sys.modules[function.__module__], "__package__", None)}  # for relative imports
@@ -209,13 +208,9 @@ def referenced_names(source: str) -> set[str]:
 
 # ---- where the files go ----------------------------------------------------------------------
 
-def command(kind: str, python: str, runner_path: str, nproc_per_node: str | None) -> list[str]:
-    """The replica's command: the runner under the launcher its kind needs."""
-    if kind == "PaddleJob":
-        return [python, *PADDLE_LAUNCHER, runner_path]
-    if kind == "PyTorchJob" and nproc_per_node is not None:
-        return [python, *TORCHRUN, runner_path]
-    return [python, runner_path]
+def command(framework: Framework, python: str, runner_path: str, options: dict) -> list[str]:
+    """The replica's command: the runner under the launcher its kind needs (``options``: the kind's own)."""
+    return framework.function_command(python, runner_path, options)
 
 
 def snapshot_files(shipment: Shipment) -> dict[str, bytes]:

@@ -2,7 +2,7 @@
 
     from trainctl import Client
     client = Client()                     # local, or Kubernetes when a kubeconfig exists
-    job = client.run(train, args={"lr": 0.1}, workers=4)   # a JobHandle (trainctl.handle)
+    job = client.run(train, args={"lr": 0.1}, workers=4)   # a JobHandle (trainctl.sdk.handle)
     job.wait(); job.result()
     client.submit(resource)               # a whole kubeflow.org/v1 resource, by name from then on
 
@@ -21,20 +21,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainctl.backends.base import Backend, JobDetails, LogChunk, LogLine
+from trainctl.core import conditions as cond
 from trainctl.errors import InvalidArgument, UserError, option, setting
 
 if TYPE_CHECKING:
+    from trainctl.backends.reported import JobProgress, Point
     from trainctl.code.pods import CodeRequest
-    from trainctl.failures import FailureSummary
-    from trainctl.handle import JobHandle
-    from trainctl.reported import JobProgress, Point
+    from trainctl.sdk.failures import FailureSummary
+    from trainctl.sdk.handle import JobHandle
 
 BACKENDS = ("local", "kubernetes")  # the names trainctl.backends.load() knows
-TERMINAL = ("Succeeded", "Failed")
 WAIT_CONDITIONS = ("Succeeded", "Failed", "Running", "Suspended")
 WAIT_POLL_SECONDS = 0.2
 LOG_READERS = 8  # failed runs' logs read at once for a failure summary
 CHOSEN_BY_CALLER = ("asked for", "TRAINCTL_BACKEND")  # the reasons backend_choice gives for what it was told
+DEFAULT_FRAMEWORK = "pytorch"  # run()'s when none is named, and finetune()'s: its recipe is a PyTorch DDP program
 
 
 def choose_backend(backend: str | None, context: str | None, kubeconfig: str | None) -> str:
@@ -96,7 +97,7 @@ class Client:
         return self.backend.default_namespace()
 
     def _ns(self, namespace: str | None) -> str:
-        from trainctl.validation import check_namespace
+        from trainctl.core.validation import check_namespace
 
         return check_namespace(self.default_namespace() if namespace is None else namespace, option("namespace"))
 
@@ -104,9 +105,9 @@ class Client:
                code: CodeRequest | None = None, dry_run: bool = False) -> dict:
         """Create the job. ``preflight=False`` skips the checks that it can run at all (locally: that its
         executable and script exist; on a cluster: that its CRD and namespace do), for when you know better.
-        ``code``: what :func:`trainctl.code.plan.request` decided travels, the resource rendered with it.
+        ``code``: what :func:`trainctl.submit.code_plan.request` decided travels, the resource rendered with it.
         ``dry_run``: make every check the create would (on a cluster the API server's too), create nothing."""
-        from trainctl.validation import validate
+        from trainctl.core.validation import validate
 
         validate(resource)
         metadata = resource["metadata"]
@@ -148,7 +149,7 @@ class Client:
         """
         until = condition_type(until)
         resource = self._poll(name, namespace, until, timeout, on_progress)
-        if raise_on_failure and until != "Failed" and state_of(resource) == "Failed":
+        if raise_on_failure and until != "Failed" and cond.state_of(resource) == "Failed":
             from trainctl.errors import JobFailed
 
             raise JobFailed(self.failure_summary(name, namespace))
@@ -161,24 +162,24 @@ class Client:
             resource = self.get(name, namespace).resource
             if on_progress:
                 on_progress(resource)
-            if reached(resource, until) or state_of(resource) in TERMINAL:
+            if cond.reached(resource, until) or cond.has_finished(resource):
                 return resource
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"job {name} did not reach {until} within {timeout:g}s (now {state_of(resource)})")
+                raise TimeoutError(f"job {name} did not reach {until} within {timeout:g}s (now {cond.state_of(resource)})")
             time.sleep(WAIT_POLL_SECONDS)
 
     def failure_summary(self, name: str, namespace: str | None = None, *,
                         details: JobDetails | None = None) -> FailureSummary | None:
         """Why the job failed, or which replicas failed although it succeeded; None when nothing failed.
 
-        It names the replica whose failure caused the others' (trainctl/failures.py: by its exception
+        It names the replica whose failure caused the others' (trainctl/sdk/failures.py: by its exception
         and the time it raised, not by who exited first), how it ended, and ends with the last lines of
         that run's log (the previous run's when the replica was restarted since). ``details``: what
         :meth:`get` just returned, so it is not read again.
         """
         from concurrent.futures import ThreadPoolExecutor
 
-        from trainctl import failures
+        from trainctl.sdk import failures
 
         def read_log(run: failures.FailedRun) -> list[str]:
             try:
@@ -197,18 +198,18 @@ class Client:
     def progress(self, name: str, namespace: str | None = None, *,
                  details: JobDetails | None = None) -> JobProgress:
         """How far the job got by what its replicas reported with ``trainctl.report()``: its leading replica's
-        step, total, rate, ETA and latest metrics, every replica's, and whether it stalled (trainctl.reported).
+        step, total, rate, ETA and latest metrics, every replica's, and whether it stalled (trainctl.backends.reported).
         ``details``: what :meth:`get` just returned, so it is not read again."""
-        from trainctl.reported import job_progress
+        from trainctl.backends.reported import job_progress
 
         return job_progress(self.backend, details or self.get(name, namespace))
 
     def metrics(self, name: str, namespace: str | None = None, *, replica: str | None = None) -> list[Point]:
         """Every point a replica reported with metrics (time, step, total, metrics), oldest first, at most
-        trainctl.reported.MAX_POINTS (evenly thinned past that). ``replica``: ``worker-1``; by default the
+        trainctl.backends.reported.MAX_POINTS (evenly thinned past that). ``replica``: ``worker-1``; by default the
         first, in replica order (Master before Workers), whose reports hold metrics."""
         from trainctl.backends.base import pick_replica
-        from trainctl.reported import in_replica_order, metrics
+        from trainctl.backends.reported import in_replica_order, metrics
 
         details = self.get(name, namespace)
         found = in_replica_order(details.resource, self.backend.reports(name, self._ns(namespace), whole=True))
@@ -227,7 +228,7 @@ class Client:
         return self.backend.set_suspended(name, self._ns(namespace), False)
 
     # ---- the data scientist's API: jobs as handles ----------------------------------------------
-    def run(self, target: Callable | list[str], *, framework: str = "pytorch", workers: int | None = None,
+    def run(self, target: Callable | list[str], *, framework: str = DEFAULT_FRAMEWORK, workers: int | None = None,
             gpus: int | None = None, args: dict | None = None, packages: list[str] | None = None,
             env: dict | list[str] | None = None, name: str | None = None, namespace: str | None = None,
             replace: bool = False, preflight: bool = True, dry_run: bool = False, pickle_result: bool = False,
@@ -241,7 +242,7 @@ class Client:
         before anything is created. docs/python-api.md says what of a function travels. ``pickle_result``:
         rank 0 returns any picklable value, read back with ``result(allow_pickle=True)``, instead of data only.
         """
-        from trainctl.running import run
+        from trainctl.sdk.running import run
 
         keywords = {"workers": workers, "gpus": gpus, "env": env, "name": name, "namespace": namespace,
                     **submit_options}
@@ -264,15 +265,16 @@ class Client:
         is :meth:`run`'s (gpus, volume, packages, env, name ...). ``recipe``: your own copy of the recipe.
         docs/finetuning.md walks through it.
         """
-        from trainctl.finetuning import finetune
+        from trainctl.sdk.finetuning import finetune
 
         return finetune(self, model, dataset, output_dir=output_dir, text_column=text_column, lora=lora,
                         training_args=training_args, max_length=max_length, merge=merge, deepspeed=deepspeed,
-                        resume=resume, recipe=recipe, run_keywords={"workers": workers, **run_keywords})
+                        resume=resume, recipe=recipe, framework=DEFAULT_FRAMEWORK,
+                        run_keywords={"workers": workers, **run_keywords})
 
     def job(self, name: str, namespace: str | None = None) -> JobHandle:
         """The handle of an existing job (NotFound if there is none by that name)."""
-        from trainctl.handle import JobHandle
+        from trainctl.sdk.handle import JobHandle
 
         resource = self.get(name, namespace).resource
         return JobHandle(self, name, resource["metadata"]["namespace"], resource["kind"])
@@ -281,8 +283,8 @@ class Client:
              selector: str | None = None) -> list[JobHandle]:
         """A handle per job (in the namespace, or all), optionally only those matching a label ``selector``;
         in a notebook the list shows as the table ``trainctl list`` prints."""
-        from trainctl.display import Jobs
-        from trainctl.handle import JobHandle
+        from trainctl.sdk.display import Jobs
+        from trainctl.sdk.handle import JobHandle
 
         resources = self.list(namespace, all_namespaces, selector)
         return Jobs(self, [JobHandle(self, r["metadata"]["name"], r["metadata"]["namespace"], r["kind"])
@@ -291,7 +293,7 @@ class Client:
 
 def checked_selector(selector: object) -> None:
     """A label selector as the Python keyword names it: a string that parses, else one InvalidArgument line."""
-    from trainctl import selectors
+    from trainctl.kube import selectors
 
     if selector is not None and not isinstance(selector, str):
         raise InvalidArgument(f"selector={selector!r}: give a label selector string, e.g. selector='team=vision'")
@@ -311,20 +313,3 @@ def condition_type(text: str) -> str:
             return ctype
     raise UserError(f"{option('until')} {text!r}: use one of {', '.join(WAIT_CONDITIONS)} "
                     "(any case, or condition=NAME)")
-
-
-def conditions_of(resource: dict) -> list[dict]:
-    return (resource.get("status") or {}).get("conditions") or []
-
-
-def reached(resource: dict, ctype: str) -> bool:
-    return any(c.get("type") == ctype and c.get("status") == "True" for c in conditions_of(resource))
-
-
-def state_of(resource: dict) -> str:
-    """The job's state: the last condition that is True (Created, Running, Succeeded ...)."""
-    true = [c["type"] for c in conditions_of(resource) if c.get("status") == "True"]
-    for terminal in TERMINAL:
-        if terminal in true:
-            return terminal
-    return true[-1] if true else "Pending"

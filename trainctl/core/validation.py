@@ -9,7 +9,7 @@ Three layers, all run on every submit, apply and dry-run (and ``Client.submit``)
    levels. The walk is iterative with that budget, so a cyclic or exponentially shared
    structure handed to the Python API is refused instead of hanging.
 1. **Schema**: the resource is walked against the project's own CRD schema
-   (:mod:`trainctl.crds`): unknown fields, types, enums, int-or-string values.
+   (:mod:`trainctl.core.crds`): unknown fields, types, enums, int-or-string values.
    A small walker of our own keeps the CLI fast (no jsonschema at run time) and
    names the exact field path in its message. Integers are held to their CRD
    ``format`` (int32 or int64), as the API server would.
@@ -21,7 +21,7 @@ Three layers, all run on every submit, apply and dry-run (and ``Client.submit``)
    extended resources (``nvidia.com/gpu``) that are not whole numbers.
 3. **Pods**: what the API server's own validation of a pod refuses, checked on each replica's
    template because the operator's pods would otherwise never appear (Kubernetes' rules, in
-   :mod:`trainctl.k8s_names`): labels and annotations of the job and of each template,
+   :mod:`trainctl.kube.names`): labels and annotations of the job and of each template,
    container and volume names, unique names, ``containerPort`` 1..65535, port names and
    protocols, env names and ``value`` with ``valueFrom``, volume mounts of undeclared
    volumes, requests above limits. Plus one rule a node enforces only when it starts the
@@ -41,8 +41,8 @@ from typing import Any
 
 from trainctl import API_VERSION
 from trainctl.errors import UserError
-from trainctl.frameworks import Framework, by_kind
-from trainctl.k8s_names import (
+from trainctl.frameworks import ALL, KINDS, Framework, by_kind
+from trainctl.kube.names import (
     DNS_1123_LABEL,
     TAINT_EFFECTS,
     dns_label_problem,
@@ -59,8 +59,8 @@ WHOLE_NUMBER = re.compile(r"\d+")
 SURROGATE = re.compile("[\ud800-\udfff]")  # what undecodable bytes become in Python strings
 INTEGER_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?")
-# Room left in a 63-character pod name for "-<replica type>-<index>".
-LONGEST_SUFFIX = len("-evaluator-99")
+# Room left in a 63-character pod name for "-<replica type>-<index>" (up to 99 replicas of the longest type).
+LONGEST_SUFFIX = max(len(f"-{rtype}-99") for framework in ALL for rtype in framework.replica_types)
 JSON_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "number": (int, float)}
 ANNOTATIONS_MAX_BYTES = 256 * 1024  # the API server's limit on an object's annotations, keys and values
 PORT_PROTOCOLS = ("TCP", "UDP", "SCTP")
@@ -95,7 +95,7 @@ def _framework_of(resource: dict, prefix: str) -> Framework:
     if api_version != API_VERSION:
         raise UserError(f"{prefix}apiVersion: must be {API_VERSION} (got {api_version!r})")
     if not isinstance(kind, str):
-        raise UserError(f"{prefix}kind: missing; use one of PyTorchJob, TFJob, XGBoostJob, MPIJob, PaddleJob, JAXJob")
+        raise UserError(f"{prefix}kind: missing; use one of {', '.join(KINDS)}")
     try:
         return by_kind(kind)
     except UserError as err:
@@ -183,7 +183,7 @@ METADATA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
 
 @functools.cache
 def _schema(kind: str) -> dict:
-    from trainctl.crds import job_schema
+    from trainctl.core.crds import job_schema
 
     schema = job_schema(by_kind(kind))
     schema["properties"]["metadata"] = METADATA
@@ -277,10 +277,9 @@ def check_admission(resource: dict, framework: Framework) -> None:
         raise Invalid(f"spec.{field}", f"must list at least one replica type ({', '.join(framework.replica_types)})")
     for key, replica_spec in replica_specs.items():
         check_replica_spec(framework, key, replica_spec or {}, f"spec.{field}.{key}")
-    check_roles(framework, replica_specs, f"spec.{field}")
+    for path, problem in framework.admission_problems(spec):
+        raise Invalid(path, problem)
     check_run_policy(spec.get("runPolicy") or {})
-    if framework.kind == "PyTorchJob":
-        check_pytorch(spec, replica_specs)
 
 
 def check_name(metadata: dict) -> None:
@@ -311,7 +310,7 @@ def check_replica_spec(framework: Framework, key: str, replica_spec: dict, path:
     if not containers:
         raise Invalid(f"{path}.template.spec.containers", f"must have at least one container named {framework.container!r}")
     check_pod_spec(pod_spec, f"{path}.template.spec")
-    if framework.kind != "MPIJob" and not any(c.get("name") == framework.container for c in containers):
+    if not framework.wires_first_container and not any(c.get("name") == framework.container for c in containers):
         raise Invalid(f"{path}.template.spec.containers",
                       f"must have a container named {framework.container!r} (the one the operator wires)")
 
@@ -450,7 +449,7 @@ def check_volume_mounts(mounts: list[dict], volumes: set[str], path: str) -> Non
 def check_requests_within_limits(resources: dict, path: str) -> None:
     """A request above its limit is refused; an extended resource (vendor.com/gpu) is requested as much as
     its limit, as Kubernetes requires of resources it cannot overcommit."""
-    from trainctl.controller.gang import parse_quantity
+    from trainctl.kube.quantities import parse_quantity
 
     limits = resources.get("limits") or {}
     for resource_name, request in (resources.get("requests") or {}).items():
@@ -481,25 +480,6 @@ def _is_extended(resource_name: str) -> bool:
     return bool(domain) and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
 
 
-def check_roles(framework: Framework, replica_specs: dict, path: str) -> None:
-    master = replica_specs.get("Master")
-    if framework.kind in ("PyTorchJob", "XGBoostJob") and master is not None and (master or {}).get("replicas") != 1:
-        raise Invalid(f"{path}.Master.replicas", f"must be 1 (got {(master or {}).get('replicas')})")
-    if framework.kind == "XGBoostJob" and master is None:
-        raise Invalid(f"{path}.Master", "must be present: XGBoost needs a Master replica to host the tracker")
-    if framework.kind == "TFJob" and "Chief" in replica_specs and "Master" in replica_specs:
-        raise Invalid(path, "must not have both Chief and Master (they are the same role)")
-    if framework.kind == "TFJob":
-        for role in ("Chief", "Master"):
-            if (replica_specs.get(role) or {}).get("replicas", 1) > 1:
-                raise Invalid(f"{path}.{role}.replicas", "must be 1")
-    if framework.kind == "MPIJob":
-        if "Launcher" not in replica_specs:
-            raise Invalid(f"{path}.Launcher", "must be present: the launcher runs mpirun")
-        if (replica_specs["Launcher"] or {}).get("replicas", 1) != 1:
-            raise Invalid(f"{path}.Launcher.replicas", "must be 1 (there is exactly one launcher)")
-
-
 def check_run_policy(run_policy: dict) -> None:
     for field in ("ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit"):
         value = run_policy.get(field)
@@ -509,11 +489,3 @@ def check_run_policy(run_policy: dict) -> None:
     allowed = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
     if managed_by is not None and managed_by not in allowed:
         raise Invalid("spec.runPolicy.managedBy", f"unsupported value {managed_by!r}: use one of {', '.join(allowed)}")
-
-
-def check_pytorch(spec: dict, replica_specs: dict) -> None:
-    elastic = spec.get("elasticPolicy")
-    if elastic is not None and "Worker" not in replica_specs:
-        raise Invalid("spec.pytorchReplicaSpecs.Worker", "must be configured if elastic policy is used")
-    if elastic and elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
-        raise Invalid("spec.elasticPolicy.nProcPerNode", "must not be used with spec.nprocPerNode")

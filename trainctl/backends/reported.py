@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from trainctl.core.conditions import status_of
 from trainctl.reporting import points_of
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ def points(reports: ReplicaReports) -> list[Point]:
 
 def job_progress(backend: Backend, details: JobDetails, now: float | None = None) -> JobProgress:
     """The job's progress now, from its replicas' recent reports and output (see the module docstring)."""
-    from trainctl.api import state_of
+    from trainctl.core.conditions import state_of
     from trainctl.errors import UserError
 
     resource = details.resource
@@ -184,7 +185,7 @@ def job_progress(backend: Backend, details: JobDetails, now: float | None = None
 
 
 def in_replica_order(resource: dict, found: dict[str, ReplicaReports]) -> list[ReplicaReports]:
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     job = Job(resource)
     order = [job.replica_id(t, i) for t in job.replica_types for i in range(job.replicas(t))]
@@ -222,7 +223,7 @@ def rate(series: list[Point], now: float) -> float | None:
 
 def judged(progress: JobProgress, details: JobDetails, outputs: list[float | None], now: float) -> JobProgress:
     """``progress`` with the stall, if the job runs and nothing was heard from it for its stall time."""
-    from trainctl.job import Job
+    from trainctl.core.job import Job
 
     job = Job(details.resource)
     stall_after = job.stall_after
@@ -230,7 +231,7 @@ def judged(progress: JobProgress, details: JobDetails, outputs: list[float | Non
         return replace(progress, stall_after=stall_after)
     heard = [t for t in outputs if t] + [t for t in map(unix_time, [row.started for row in details.replicas])
                                          if t is not None]
-    started = unix_time((details.resource.get("status") or {}).get("startTime"))
+    started = unix_time(status_of(details.resource).get("startTime"))
     last = max(heard + ([started] if started is not None else []), default=None)
     silent = None if last is None else now - last
     return replace(progress, stall_after=stall_after,
@@ -277,7 +278,7 @@ def to_annotation(lead: Progress | None, last_output: float | None) -> str | Non
 
 def from_annotation(details: JobDetails, now: float | None = None) -> JobProgress | None:
     """The progress the controller stored in the job's annotation, judged for a stall now; None without one."""
-    from trainctl.api import state_of
+    from trainctl.core.conditions import state_of
 
     resource = details.resource
     text = ((resource.get("metadata") or {}).get("annotations") or {}).get(PROGRESS_ANNOTATION)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from trainctl.errors import InvalidArgument, UserError, option, spelled
 
 if TYPE_CHECKING:
-    from trainctl.reported import Point
+    from trainctl.backends.reported import Point
 
 FORMATS = ("png", "svg", "pdf")
 PANEL_INCHES = (8.0, 2.6)

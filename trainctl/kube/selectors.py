@@ -129,9 +129,10 @@ class _Parser:
 
     def key(self) -> str:
         key = self.expect_word("a label key")
-        from trainctl.submit_options import check_label_key
+        from trainctl.kube.names import label_key_problem
 
-        check_label_key(key, "selector")
+        if problem := label_key_problem(key):
+            raise UserError(f"{option('selector')} {key!r}: {problem}")
         return key
 
     def value(self) -> str:
@@ -139,7 +140,7 @@ class _Parser:
         if token is None or token[0] == "symbol":
             return ""  # key= selects an empty value, as in Kubernetes
         value = self.take()[1]
-        from trainctl.k8s_names import label_value_problem
+        from trainctl.kube.names import label_value_problem
 
         if problem := label_value_problem(value):
             raise self.fail(f"{value!r} is {problem}")

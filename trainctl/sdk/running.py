@@ -1,13 +1,14 @@
-"""``Client.run``: a function or a command line becomes a job, through ``trainctl submit``'s own checks.
+"""``Client.run``: a function or a command line becomes a job, through ``trainctl submit``'s own pipeline.
 
-Every keyword of ``run`` but :data:`RUN_ONLY` is a field
-of :class:`~trainctl.submit_options.SubmitOptions`, the one parsed form of every ``trainctl submit``
-option, and the job is rendered by the same :func:`~trainctl.render.render`: a keyword means what
-its option means and is refused for what the option is refused for. Python values are converted as
-a values file's are (``env={"LR": 0.1}`` is ``-e LR=0.1``; ``workers="3"`` is an error, not 3).
-Every refusal is one :class:`~trainctl.errors.InvalidArgument` naming the keyword (the shared checks name
-options through :func:`trainctl.errors.option`, which spells keywords outside the CLI), raised before
-anything is written or created.
+Every keyword of ``run`` but :data:`RUN_ONLY` is a submit option (trainctl.submit.options.OPTIONS,
+the one definition of every ``trainctl submit`` option), and the job goes through the same pipeline
+(:mod:`trainctl.submit.pipeline`): a keyword means what its option means and is refused for what the
+option is refused for. Python values are converted as a values file's are (``env={"LR": 0.1}`` is
+``-e LR=0.1``; ``workers="3"`` is an error, not 3). Every refusal is one
+:class:`~trainctl.errors.InvalidArgument` naming the keyword (the shared checks name options through
+:func:`trainctl.errors.option`, which spells keywords outside the CLI), raised before anything is
+written or created. This module only translates: keywords into options, a function into its command
+and files (trainctl.functions.shipping).
 """
 
 from __future__ import annotations
@@ -17,19 +18,19 @@ import difflib
 import shutil
 import sys
 import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainctl.errors import InvalidArgument, UserError
+from trainctl.paths import functions_dir
+from trainctl.submit.options import BY_NAME, SubmitOptions, coerce
+from trainctl.submit.pipeline import prepare
 
 if TYPE_CHECKING:
-    from trainctl.api import Client
     from trainctl.code.pods import CodeRequest
-    from trainctl.functions import Shipment
-    from trainctl.handle import JobHandle
-    from trainctl.submit_options import SubmitOptions
+    from trainctl.frameworks import Framework
+    from trainctl.functions.shipping import Shipment
+    from trainctl.sdk.handle import JobHandle
 
-FUNCTION_ANNOTATION = "trainctl.io/function"  # module:qualname of a function job
 # A function job's restart policy unless restart_policy= says otherwise. An exception in the user's code
 # (the runner then exits 1) is not transient: restarting it only makes the notebook wait backoffLimit times
 # the run for the same traceback. ExitCode fails the job at once on exit codes 1-127 and restarts on 128+
@@ -40,12 +41,12 @@ NOT_KEYWORDS = ("command",)  # run()'s first argument
 RUN_ONLY = ("framework", "args", "packages", "pickle_result", "replace", "preflight", "dry_run")
 
 
-def run(client: Client, target: object, *, framework: str, args: dict | None, packages: list[str] | None,
+def run(client, target: object, *, framework: str, args: dict | None, packages: list[str] | None,
         replace: bool, preflight: bool, dry_run: bool, keywords: dict, pickle_result: bool = False,
         extra: dict[str, bytes] | None = None) -> JobHandle | dict:
-    """``extra``: files a command needs beside the working directory's (path in the snapshot -> content),
+    """``client``: the trainctl.sdk.client.Client whose ``run`` this is. ``extra``: files a command needs beside the working directory's (path in the snapshot -> content),
     e.g. a recipe of trainctl's; they travel only where a snapshot does (clusters, or --workdir)."""
-    from trainctl.handle import JobHandle
+    from trainctl.sdk.handle import JobHandle
 
     if packages is not None:  # the data scientist's name for --pip
         if keywords.get("pip") is not None:
@@ -62,13 +63,11 @@ def run(client: Client, target: object, *, framework: str, args: dict | None, pa
     return JobHandle(client, stored["metadata"]["name"], stored["metadata"]["namespace"], stored["kind"])
 
 
-def planned(client: Client, target: object, framework: str, args: dict | None, keywords: dict,
+def planned(client, target: object, framework: str, args: dict | None, keywords: dict,
             extra: dict[str, bytes] | None = None,
             pickle_result: bool = False) -> tuple[dict, CodeRequest | None, Shipment | None]:
-    """The job's resource, the code that travels with it (trainctl.code.plan, as for submit) and, for a
-    function on the local backend, the files to write before it runs. Nothing is written here."""
-    from trainctl.code import plan
-
+    """The job's resource, the code that travels with it (as for submit) and, for a function on the local
+    backend, the files to write before it runs. Nothing is written here."""
     kind = checked(framework_named, framework)
     if not isinstance(target, (list, tuple)):
         return planned_function(client, kind, target, args, keywords, pickle_result)
@@ -77,41 +76,41 @@ def planned(client: Client, target: object, framework: str, args: dict | None, k
     if args is not None:
         raise InvalidArgument("args= is for functions: put a command's arguments in its list, "
                               "e.g. ['python', 'train.py', '--lr', '0.1']")
-    options = options_from(keywords, checked_command(target))
-    code = checked(plan.request, options, client.backend_name, kind.kind, extra)
-    return rendered(kind, options, code), code, None
+    submission = checked(prepare, kind, options_from(keywords, checked_command(target)), client.backend_name, extra)
+    return submission.resource, submission.code, None
 
 
-def planned_function(client: Client, kind, func: object, args: dict | None, keywords: dict,
+def planned_function(client, kind: Framework, func: object, args: dict | None, keywords: dict,
                      pickle_result: bool) -> tuple[dict, CodeRequest | None, Shipment | None]:
     """:func:`planned` for a function: its files are written beside the local jobs' state, or travel in a
     cluster's code snapshot; the job's annotation names the function."""
-    from trainctl import functions
-    from trainctl.code import plan
+    from trainctl.functions import shipping
 
-    shipment = functions.ship(func, args, kind.kind, pickle_result)
+    shipment = shipping.ship(func, args, kind, pickle_result)
     if keywords.get("restart_policy") is None:
         keywords = {**keywords, "restart_policy": FUNCTION_RESTART_POLICY}
     local = client.backend_name == "local"
-    runner = functions_root() / shipment.digest / functions.RUNNER_FILE if local else functions.SNAPSHOT_RUNNER
-    options = options_from(keywords, functions.command(kind.kind, sys.executable if local else "python3",
-                                                       str(runner), keywords.get("nproc_per_node")))
+    options = options_from(keywords, [])
     if not local and options.no_workdir:
         raise InvalidArgument("no_workdir: a function travels to a cluster in the code snapshot; leave it out")
-    options.annotation += [f"{FUNCTION_ANNOTATION}={shipment.function}"]
-    extra = None if local else functions.snapshot_files(shipment)
-    code = checked(plan.request, options, client.backend_name, kind.kind, extra)
-    return rendered(kind, options, code), code, shipment if local else None
+    runner = functions_dir() / shipment.digest / shipping.RUNNER_FILE if local else shipping.SNAPSHOT_RUNNER
+    own = {kind_option.name: getattr(options, kind_option.name) for kind_option in kind.options}
+    options = dataclasses.replace(
+        options, command=shipping.command(kind, sys.executable if local else "python3", str(runner), own),
+        annotation=[*options.annotation, f"{shipping.FUNCTION_ANNOTATION}={shipment.function}"])
+    extra = None if local else shipping.snapshot_files(shipment)
+    submission = checked(prepare, kind, options, client.backend_name, extra)
+    return submission.resource, submission.code, shipment if local else None
 
 
-def submitted(client: Client, resource: dict, code: CodeRequest | None, local_files: Shipment | None,
+def submitted(client, resource: dict, code: CodeRequest | None, local_files: Shipment | None,
               replace: bool, preflight: bool) -> dict:
     """Write a local function's files, then create the job; a failed create leaves no files behind."""
-    from trainctl import functions
+    from trainctl.functions import shipping
 
     if local_files is None:
         return client.submit(resource, replace=replace, preflight=preflight, code=code)
-    directory = functions.place_locally(local_files, functions_root())
+    directory = shipping.place_locally(local_files, functions_dir())
     try:
         return client.submit(resource, replace=replace, preflight=preflight, code=code)
     except BaseException:
@@ -119,18 +118,11 @@ def submitted(client: Client, resource: dict, code: CodeRequest | None, local_fi
         raise
 
 
-def functions_root() -> Path:
-    """Where a local job's function files live (one directory per submission, beside the jobs' state)."""
-    from trainctl.backends.local.store import home
-
-    return home() / "functions"
-
-
-def framework_named(name: str):
-    from trainctl.frameworks import by_name
+def framework_named(name: str) -> Framework:
+    from trainctl.frameworks import CLI_NAMES, by_name
 
     if not isinstance(name, str):
-        raise UserError(f"framework={name!r}: give a name such as 'pytorch'")
+        raise UserError(f"framework={name!r}: give one of {', '.join(CLI_NAMES)}")
     return by_name(name)
 
 
@@ -152,10 +144,8 @@ def checked_command(words: list | tuple) -> list[str]:
 
 def options_from(keywords: dict, command: list[str]) -> SubmitOptions:
     """The options ``keywords`` give, each converted as a values file's value is; None means "not given"."""
-    from trainctl.submit_options import SubmitOptions, coerce
-
-    known = {field.name: field for field in dataclasses.fields(SubmitOptions) if field.name not in NOT_KEYWORDS}
-    options = SubmitOptions(command=command)
+    known = [field.name for field in dataclasses.fields(SubmitOptions) if field.name not in NOT_KEYWORDS]
+    given = {}
     for key, value in keywords.items():
         if key not in known:
             guess = difflib.get_close_matches(key, [*known, *RUN_ONLY], n=1)
@@ -163,14 +153,8 @@ def options_from(keywords: dict, command: list[str]) -> SubmitOptions:
             raise InvalidArgument(f"run() got an unknown keyword {key!r}: {hint}the keywords are the long options "
                                   "of `trainctl submit --help` with _ for - (workers, gpus, env, backoff_limit ...)")
         if value is not None:
-            setattr(options, key, checked(coerce, value, known[key].type, key))
-    return options
-
-
-def rendered(kind, options: SubmitOptions, code: CodeRequest | None) -> dict:
-    from trainctl.render import render
-
-    return checked(render, kind, options, code)
+            given[key] = checked(coerce, value, BY_NAME[key].type, key)
+    return SubmitOptions(command=command, **given)
 
 
 def checked(step, *arguments):

@@ -31,15 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from trainctl.backends.base import JobDetails, ReplicaRow
+from trainctl.backends.base import CRASH_LOOP, JobDetails, ReplicaRow
+from trainctl.core import conditions as cond
 from trainctl.core.attribution import Attribution, Judged, Run, attribute, failed_runs_of, join_names, signal_name
 
 LOG_TAIL_LINES = 20  # shown of the cause's log
 EVIDENCE_LINES = 100  # read of each failed run's log: a traceback, or an abort's C++ report, must fit
 MISSING_ENV = re.compile(r"KeyError: '(?P<name>[A-Z][A-Z0-9_]*)'")  # os.environ["RANK"] where nothing set it
 LISTED = 5  # replicas named per line of consequences or other failures; the rest are counted
-#: states a replica can be in while kubelet (or the local supervisor) waits to restart it
-CRASH_LOOP = "CrashLoopBackOff"
 
 FailedRun = Run  # one run of a replica that ended badly (the name the Python API has documented)
 __all__ = ["CRASH_LOOP", "FailedRun", "FailureSummary", "failed_runs", "signal_name", "summarize"]
@@ -115,7 +114,7 @@ class FailureSummary:
 def env_hint(exception: str | None, kind: str) -> str | None:
     """For ``KeyError: 'TF_CONFIG'`` and its kin, read from os.environ: what the job's kind does set, and which
     kind sets the missing name (a script written for another framework), or who sets LOCAL_RANK."""
-    from trainctl.frameworks import ALL, by_kind
+    from trainctl.frameworks import ALL
 
     found = MISSING_ENV.search(exception or "")
     if found is None or not any(framework.kind.lower() == kind for framework in ALL):
@@ -197,9 +196,8 @@ def summarize(details: JobDetails,
     log when ``run.previous``), [] when it cannot be read; asked once, for every failed run.
     """
     resource = details.resource
-    conditions = {c.get("type"): c for c in (resource.get("status") or {}).get("conditions") or []
-                  if c.get("status") == "True"}
-    state = "Failed" if "Failed" in conditions else "Succeeded" if "Succeeded" in conditions else ""
+    # Failed first: a job the controller gave up on after it succeeded has both
+    state = next((ctype for ctype in ("Failed", "Succeeded") if cond.reached(resource, ctype)), "")
     runs = failed_runs(details)
     if not state or (state == "Succeeded" and not runs):
         return None
@@ -211,5 +209,5 @@ def summarize(details: JobDetails,
     metadata = resource["metadata"]
     return FailureSummary(job=f"{resource['kind'].lower()}/{metadata['name']}", name=metadata["name"],
                           namespace=metadata.get("namespace") or "default", state=state,
-                          message=conditions[state].get("message", ""), first=culprit.run if culprit else None,
+                          message=cond.find(cond.conditions_of(resource), state).get("message", ""), first=culprit.run if culprit else None,
                           attribution=found, log_tail=list(culprit.run.log[-LOG_TAIL_LINES:]) if culprit else [])

@@ -1,0 +1,134 @@
+"""Doing what the reconcile core asked, against the API server: creates and deletes, events, status writes.
+
+The core (trainctl/core/reconcile.py) returns actions; :class:`Executor` turns each into API calls.
+Every create and delete is first written down as an expectation (trainctl/controller/expectations.py)
+and met when the informer shows it, so a reconcile that runs before the cache caught up waits
+instead of creating a pod twice. Names are deterministic, so a create that lost a race with a
+restarted controller answers 409, which is what was wanted; a delete of what is gone already
+answers 404, which is what was wanted too. An event that cannot be written is a log line, never
+a failed reconcile.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from trainctl import API_GROUP
+from trainctl.controller import pods as pod_objects
+from trainctl.controller.expectations import Expectations
+from trainctl.controller.metrics import Metrics
+from trainctl.core import conditions as cond
+from trainctl.core.actions import CreateReplica, CreateService, DeleteJob, DeleteReplica, DeleteService, RecordEvent
+from trainctl.core.job import Job
+from trainctl.core.reconcile import rfc3339
+from trainctl.kube import job_resource
+from trainctl.kube.client import EVENTS, PODS, SERVICES, ApiError, Client, Resource
+
+if TYPE_CHECKING:
+    from trainctl.frameworks.base import Network
+
+log = logging.getLogger("trainctl.controller")
+
+COMPONENT = "trainctl-controller"
+JobKey = tuple[str, str, str]  # (kind, namespace, name)
+#: a gang scheduler's mark on a pod before it is created; returns a warning for the job's events, or None
+Decorate = Callable[[Job, str, dict], "str | None"]
+
+
+class Executor:
+    def __init__(self, client: Client, network: Network, metrics: Metrics, identity: str,
+                 decorate: Decorate | None = None) -> None:
+        self.client, self.network, self.metrics, self.identity = client, network, metrics, identity
+        self.decorate = decorate
+        self.expectations = Expectations()
+
+    def execute(self, key: JobKey, job: Job, action: object) -> None:
+        if isinstance(action, CreateReplica):
+            self.create_pod(key, job, action)
+        elif isinstance(action, CreateService):
+            self.create(key, SERVICES, pod_objects.service_body(job, action), job.namespace)
+        elif isinstance(action, DeleteReplica):
+            self.delete(key, PODS, action.name, job.namespace)
+            if action.reason == "Restart":
+                self.metrics.restarted.inc(job.namespace, job.framework.name)
+        elif isinstance(action, DeleteService):
+            self.delete(key, SERVICES, action.name, job.namespace)
+        elif isinstance(action, RecordEvent):
+            self.record_event(job, action.type, action.reason, action.message)
+        elif isinstance(action, DeleteJob):
+            self.delete_job(job)
+
+    def create_pod(self, key: JobKey, job: Job, action: CreateReplica) -> None:
+        body = pod_objects.pod_body(job, action)
+        job.framework.decorate_pod(job, action.rtype, body, self.network)
+        if self.decorate and (warning := self.decorate(job, action.rtype, body)):
+            self.record_event(job, "Warning", "SetPodTemplateSchedulerName", warning)
+        try:
+            self.create(key, PODS, body, job.namespace)
+        except ApiError as error:
+            self.metrics.pod_create_failures.inc(job.framework.kind)
+            self.record_event(job, "Warning", "FailedCreatePod", f"Error creating pod {action.name}: {error.message}")
+            raise
+
+    def create(self, key: JobKey, resource: Resource, body: dict, namespace: str) -> None:
+        name = body["metadata"]["name"]
+        self.expectations.expect(key, "create", resource.plural, name)
+        try:
+            self.client.create(resource, body, namespace)
+        except ApiError as error:
+            self.expectations.observe(key, "create", resource.plural, name)
+            if error.status != 409:  # already exists: what we wanted
+                raise
+
+    def delete(self, key: JobKey, resource: Resource, name: str, namespace: str, uid: str | None = None) -> None:
+        self.expectations.expect(key, "delete", resource.plural, name)
+        try:
+            self.client.delete(resource, name, namespace, uid=uid)
+        except ApiError as error:
+            self.expectations.observe(key, "delete", resource.plural, name)
+            if error.status not in (404, 409):  # gone already, or a newer object of that name
+                raise
+
+    def delete_job(self, job: Job) -> None:
+        try:
+            self.client.delete(job_resource(job.framework), job.name, job.namespace, propagation="Background",
+                               uid=job.uid)
+            self.metrics.deleted.inc(job.namespace, job.framework.name)
+            log.info("deleted %s %s/%s: ttlSecondsAfterFinished expired", job.framework.kind, job.namespace, job.name)
+        except ApiError as error:
+            if error.status not in (404, 409):
+                raise
+
+    def write_status(self, job: Job, status: dict, cached: Callable[[dict], None]) -> None:
+        """Replace the job's status; ``cached`` shows the written job in the informer's cache at once, so the next
+        pass does not act on the old status."""
+        updated = self.client.replace(job_resource(job.framework), {**job.resource, "status": status}, job.namespace,
+                                      subresource="status")
+        cached(updated)
+        self.count_transitions(job, status)
+
+    def count_transitions(self, job: Job, status: dict) -> None:
+        before, after = cond.conditions_of(job.resource), status.get("conditions") or []
+        for ctype, counter in (("Succeeded", self.metrics.successful), ("Failed", self.metrics.failed)):
+            if cond.is_true(after, ctype) and not cond.is_true(before, ctype):
+                counter.inc(job.namespace, job.framework.name)
+
+    def record_event(self, job: Job, etype: str, reason: str, message: str) -> None:
+        now = rfc3339(datetime.now(timezone.utc))
+        metadata = job.resource["metadata"]
+        event = {"apiVersion": "v1", "kind": "Event",
+                 "metadata": {"name": f"{job.name}.{uuid.uuid4().hex[:16]}", "namespace": job.namespace},
+                 "involvedObject": {"apiVersion": f"{API_GROUP}/v1", "kind": job.framework.kind, "name": job.name,
+                                    "namespace": job.namespace, "uid": job.uid,
+                                    "resourceVersion": metadata.get("resourceVersion", "")},
+                 "type": etype, "reason": reason, "message": message, "count": 1,
+                 "firstTimestamp": now, "lastTimestamp": now, "source": {"component": COMPONENT},
+                 "reportingComponent": COMPONENT, "reportingInstance": self.identity}
+        try:
+            self.client.create(EVENTS, event, job.namespace)
+        except (ApiError, OSError) as error:  # an event is worth a log line, not a failed reconcile
+            log.warning("event %s for %s/%s not recorded: %s", reason, job.namespace, job.name, error)
