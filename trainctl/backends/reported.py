@@ -78,14 +78,21 @@ class Progress:
             return None
         return max(0.0, (self.total - self.step) / self.rate)
 
+    def eta_text(self) -> str:
+        """``ETA 5s`` while steps are left; "" without an ETA or at the last step, where "ETA 0s" says nothing
+        (and a display that showed it just before the job ended would keep it as its last word)."""
+        if self.eta is None or self.step >= self.total:
+            return ""
+        return f"ETA {duration(self.eta)}"
+
     def text(self, now: float, finished: bool = False) -> str:
         """``30/40 (75%), 2.1 steps/s, ETA 5s, loss 0.0333, 2s ago``."""
         parts = [self.where()]
         if not finished:
             if self.rate:
                 parts.append(f"{self.rate:.3g} steps/s")
-            if self.eta is not None:
-                parts.append(f"ETA {duration(self.eta)}")
+            if self.eta_text():
+                parts.append(self.eta_text())
         parts += [f"{name} {number(value)}" for name, value in list(self.metrics.items())[:SHOWN_METRICS]]
         if self.time is not None and not finished:
             parts.append(f"{duration(max(0.0, now - self.time))} ago")
