@@ -16,7 +16,7 @@ from tests.conftest import REPO
 from trainctl import reporting
 from trainctl.backends.base import JobDetails, ReplicaReports, ReplicaRow
 from trainctl.backends.reported import (MAX_POINTS, JobProgress, Point, Progress, from_annotation, job_progress, summary,
-                               thinned, to_annotation)
+                                       stamped, stored_fields, thinned, to_annotation)
 from trainctl.code.pods import replica_library
 
 
@@ -176,9 +176,10 @@ def test_the_default_stall_time_is_ten_minutes():
 def test_the_controllers_annotation_reads_back_with_its_stall():
     lead = Progress("master-0", step=3, total=9, time=START + 1, metrics={"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0,
                                                                         "e": 5.0}, rate=0.5)
-    text = to_annotation(lead, START + 2)
+    text = stamped(to_annotation(lead, START + 2), written=START + 3)
     assert len(json.loads(text)["metrics"]) == 4
     details = JobDetails(running(**{"trainctl.io/progress": text}))
+    assert stored_fields(details.resource) == (to_annotation(lead, START + 2), START + 3)  # the write bound's clock
     progress = from_annotation(details, now=START + 10)
     assert (progress.step, progress.total, progress.rate, progress.cell()) == (3, 9, 0.5, "3/9 33%")
     assert from_annotation(details, now=START + 2 + 600).cell() == "stalled 10m"
