@@ -50,11 +50,11 @@ def test_any_tree_under_any_ignore_file_snapshots_the_same_and_unpacks_to_its_li
         written.add(name)
     first, second = snapshot.take(root), snapshot.take(root)
     assert first.digest == second.digest
-    with tarfile.open(fileobj=io.BytesIO(first.archive), mode="r:gz") as tar:
+    with tarfile.open(fileobj=io.BytesIO(bytes(first.archive)), mode="r:gz") as tar:
         listed = tar.getnames()
     assert listed == sorted(listed) and set(listed) <= written | {".gitignore", ".trainctlignore"}
     into = tmp_path_factory.mktemp("into")
-    assert unpack.extract(first.archive, str(into)) == len(listed)
+    assert unpack.extract(bytes(first.archive), str(into)) == len(listed)
     assert sorted(str(p.relative_to(into)) for p in into.rglob("*") if p.is_file()) == sorted(listed)
 
 
@@ -157,7 +157,7 @@ def test_gitignore_rules_select_what_git_selects(tmp_path_factory, gitignore, fi
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     listed = subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "-z"], cwd=root,
                             capture_output=True, check=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(snapshot.take(root).archive), mode="r:gz") as tar:
+    with tarfile.open(fileobj=io.BytesIO(bytes(snapshot.take(root).archive)), mode="r:gz") as tar:
         assert set(tar.getnames()) == {name.decode() for name in listed.split(b"\0") if name}, gitignore
 
 
@@ -223,7 +223,7 @@ def test_generated_workdirs_ship_what_git_lists_less_credentials_and_links_whose
               and os.path.realpath(root / name).startswith(f"{root}/")
               and os.path.relpath(os.path.realpath(root / name), root) in regular}
     taken = snapshot.take(root)
-    with tarfile.open(fileobj=io.BytesIO(taken.archive), mode="r:gz") as tar:
+    with tarfile.open(fileobj=io.BytesIO(bytes(taken.archive)), mode="r:gz") as tar:
         shipped = set(tar.getnames())
     assert shipped == regular | linked, (sorted(shipped), sorted(regular | linked))
     assert not shipped & NEVER  # and no service-account key (recognised in .json files, by content):

@@ -149,5 +149,5 @@ def test_a_symlink_ships_only_what_its_targets_own_path_would(tmp_path):
         (warning,) = [w for w in snap.warnings if w.startswith(f"skipped symlink {name}: ")]
         assert f"it points at {links[name]}, which does not travel itself" in warning
     assert "skipped symlink lib2: it points at a directory" in "\n".join(snap.warnings)
-    with tarfile.open(fileobj=io.BytesIO(snap.archive), mode="r:gz") as tar:
+    with tarfile.open(fileobj=io.BytesIO(bytes(snap.archive)), mode="r:gz") as tar:
         assert tar.extractfile("main.py").read() == b"print(1)\n"

@@ -4,11 +4,14 @@ container's unpack program run for real, as the pod runs it, against real chunk 
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import os
+import stat
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,7 +34,7 @@ def tree(root: Path, files: dict[str, str | bytes]) -> Path:
 
 
 def names_in(snap: snapshot.Snapshot) -> list[str]:
-    with tarfile.open(fileobj=io.BytesIO(snap.archive), mode="r:gz") as tar:
+    with tarfile.open(fileobj=io.BytesIO(bytes(snap.archive)), mode="r:gz") as tar:
         return tar.getnames()
 
 
@@ -100,11 +103,11 @@ def test_same_tree_same_hash_wherever_and_whenever(tmp_path):
     os.chmod(two / "run.sh", 0o700)  # only the executable bit counts
     os.utime(two / "train.py", (1, 1))
     first, second = snapshot.take(one), snapshot.take(two)
-    assert first.digest == second.digest and first.archive == second.archive
+    assert first.digest == second.digest and bytes(first.archive) == bytes(second.archive)
     assert (first.files, first.unpacked_bytes) == (4, 25)
     (two / "pkg" / "m.py").write_text("y = 3\n")
     assert snapshot.take(two).digest != first.digest
-    with tarfile.open(fileobj=io.BytesIO(first.archive), mode="r:gz") as tar:
+    with tarfile.open(fileobj=io.BytesIO(bytes(first.archive)), mode="r:gz") as tar:
         members = {m.name: m for m in tar}
     assert members["run.sh"].mode == 0o755 and members["train.py"].mode == 0o644
     assert {(m.mtime, m.uid, m.uname) for m in members.values()} == {(0, 0, "")}
@@ -120,6 +123,27 @@ def test_over_the_limit_is_one_line_naming_the_largest_files(tmp_path):
     assert "\n" not in message and "weights.bin (293.0 KiB), data.bin (97.7 KiB)" in message
     assert ".trainctlignore" in message and "--no-workdir" in message and "--workdir-limit" in message
 
+
+
+def test_the_archive_lives_in_a_private_file_that_has_no_name(tmp_path, monkeypatch):
+    """Past a MiB the archive leaves memory for a temporary file: mode 0600, and unlinked from the start, so
+    nothing of it is left behind however the process ends. Its readers get it back piece by piece."""
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    code = tree(tmp_path / "code", {"train.py": "", "weights.bin": os.urandom(3 << 20)})
+    snap = snapshot.take(code)
+    assert snap.archive.file._rolled  # in a file now (fileno() would make it one: asked only after this)
+    status = os.fstat(snap.archive.file.fileno())
+    assert status.st_nlink == 0 and stat.S_IMODE(status.st_mode) == 0o600 and os.listdir(spool) == []
+    assert len(snap.archive) > 3 << 20
+    whole = bytes(snap.archive)
+    assert snap.digest == f"sha256:{hashlib.sha256(whole).hexdigest()}"
+    pieces = list(pods.chunks(snap.archive))
+    assert b"".join(pieces) == whole and max(len(piece) for piece in pieces) == pods.CHUNK_BYTES
+    assert len(pieces) == len(pods.config_map_names(snap))
+    small = snapshot.take(tree(tmp_path / "small", {"train.py": "print(1)\n"}))
+    assert small.archive.file._rolled is False  # a project's code alone stays in memory
 
 def test_a_file_over_10_mib_is_warned_about(tmp_path):
     tree(tmp_path, {"ckpt.pt": b"\0" * (snapshot.LARGE_FILE + 1), "train.py": ""})
@@ -172,7 +196,7 @@ def test_a_5_mib_archive_is_chunked_under_the_configmap_limit(big):
         assert len(base64.b64decode(body["binaryData"]["chunk"])) <= pods.CHUNK_BYTES < 1 << 20
         assert len(json.dumps(body)) < 1_500_000  # what etcd stores per object
     joined = b"".join(base64.b64decode(body["binaryData"]["chunk"]) for body in maps)
-    assert joined == code.snapshot.archive
+    assert joined == bytes(code.snapshot.archive)
     volume = resource["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["volumes"][0]
     assert [s["configMap"]["name"] for s in volume["projected"]["sources"]] == [m["metadata"]["name"] for m in maps]
     assert [s["configMap"]["items"][0]["path"] for s in volume["projected"]["sources"]] == \

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainctl.code.archive import Archive
 from trainctl.code.snapshot import Snapshot, human
 from trainctl.core.job import main_container
 from trainctl.errors import UserError, option
@@ -73,14 +74,15 @@ def describe(annotations: dict) -> str | None:
             f"from {annotations.get(SOURCE, '?')}")
 
 
-def chunks(archive: bytes) -> list[memoryview]:
-    """The archive in ConfigMap-sized pieces: views of it, not copies."""
-    view = memoryview(archive)
-    return [view[start:start + CHUNK_BYTES] for start in range(0, len(archive), CHUNK_BYTES)] or [view]
+def chunks(archive: Archive) -> Iterator[bytes]:
+    """The archive in ConfigMap-sized pieces, read one at a time (an empty archive is one empty chunk)."""
+    if not len(archive):
+        yield b""
+    yield from archive.pieces(CHUNK_BYTES)
 
 
 def config_map_names(snapshot: Snapshot) -> list[str]:
-    count = len(chunks(snapshot.archive))
+    count = max(1, -(-len(snapshot.archive) // CHUNK_BYTES))
     return [f"{PREFIX}-{snapshot.hex[:20]}-{index}" for index in range(count)]
 
 
@@ -89,8 +91,9 @@ def labels(snapshot: Snapshot) -> dict[str, str]:
 
 
 def config_maps(snapshot: Snapshot, namespace: str | None) -> Iterator[dict]:
-    """The ConfigMaps holding ``snapshot``, without owners (the backend adds the jobs), one at a time: all of
-    them at once would hold the archive again, a third larger in base64."""
+    """The ConfigMaps holding ``snapshot``, without owners (the backend adds the jobs), one at a time, each
+    chunk read from the archive's file as its ConfigMap is made: all of them at once would hold the archive in
+    memory, a third larger in base64."""
     for name, chunk in zip(config_map_names(snapshot), chunks(snapshot.archive)):
         metadata = {"name": name, **({"namespace": namespace} if namespace else {}), "labels": labels(snapshot),
                     "annotations": {DIGEST: snapshot.digest}}
