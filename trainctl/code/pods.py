@@ -11,7 +11,8 @@ pod template gains, as plain kubeflow.org/v1 pod fields any operator honours:
 * what ``trainctl.report()`` needs (trainctl.reporting): the snapshot's stand-in package ``trainctl``
   first on PYTHONPATH (in front of a PYTHONPATH the container's env gives; an image's own ENV
   PYTHONPATH is replaced, as any container variable replaces the image's), reports to
-  ``/dev/stdout`` (``TRAINCTL_PROGRESS``) and the job's name (``TRAINCTL_JOB``),
+  ``/dev/stdout`` (``TRAINCTL_PROGRESS``), the job's name (``TRAINCTL_JOB``) and the kind's launch facts
+  (``TRAINCTL_LAUNCH``: which of its processes reports),
 * with ``--pip``/``--requirements``: an emptyDir for the packages and the main container's
   command wrapped by :mod:`trainctl.code.pipwrap`.
 
@@ -156,7 +157,8 @@ def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
             continue
         if code.snapshot is not None:
             ship_snapshot(pod, container, code)
-            report_env(container, code.mount, metadata.get("name") if isinstance(metadata, dict) else None)
+            report_env(container, code.mount, metadata.get("name") if isinstance(metadata, dict) else None,
+                       framework)
         if code.pip or code.requirements is not None:
             wrap_with_pip(pod, container, code)
 
@@ -181,9 +183,11 @@ def ship_snapshot(pod: dict, container: dict, code: CodeRequest) -> None:
     container["workingDir"] = code.mount
 
 
-def report_env(container: dict, mount: str, job_name: object) -> None:
+def report_env(container: dict, mount: str, job_name: object, framework: Framework) -> None:
     """What ``trainctl.report()`` needs in a pod (see the module docstring); a value the container's env
     already gives wins (``TRAINCTL_PROGRESS=""`` turns reporting off)."""
+    import json
+
     from trainctl import reporting
 
     env = entry(container, "env", [])
@@ -194,7 +198,8 @@ def report_env(container: dict, mount: str, job_name: object) -> None:
         env.append({"name": "PYTHONPATH", "value": library})
     elif isinstance(path.get("value"), str):
         path["value"] = f"{library}:{path['value']}" if path["value"] else library
-    for name, value in ((reporting.ENV, "/dev/stdout"), (reporting.JOB_ENV, job_name)):
+    launch = json.dumps(framework.function_launch.as_call(), separators=(",", ":"))
+    for name, value in ((reporting.ENV, "/dev/stdout"), (reporting.JOB_ENV, job_name), (reporting.LAUNCH_ENV, launch)):
         if name not in given and isinstance(value, str):
             env.append({"name": name, "value": value})
 
