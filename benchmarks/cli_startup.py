@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.record import ROOT, Row, median, time_command, write_section
+from benchmarks.record import ROOT, Row, median, table, time_command, write_section
 
 TARGET_S = 0.150
 
@@ -83,8 +83,7 @@ def compare(befores: list[Path], runs: int) -> None:
                         "pairs per command, each a run of this tree then one of the other's, after two warm-up runs "
                         "of each; the ratio is the median of the pairs' ratios (after/before), so a load that comes "
                         "and goes weighs on both sides alike.")
-    for row in rows:
-        print(f"{row.what:44s} {row.median * 1000:8.1f} ms" + (f"  ({row.ratio:.2f}x)" if row.ratio else ""))
+    print(table(rows))
 
 if __name__ == "__main__":
     main()
