@@ -288,6 +288,9 @@ def test_list_of_a_namespace_without_jobs_says_which_namespaces_have_them(kube):
 def test_preflight_names_the_fix(kube):
     missing_ns = kube("submit", "jax", "--name", "pf", "-n", "no-such-namespace", "--", "python", "t.py")
     assert missing_ns.returncode == 2 and "namespace \"no-such-namespace\" does not exist" in missing_ns.stderr
+    # a dry run makes the same checks on the same backend, in the same words (issue 32)
+    dry = kube("submit", "jax", "--name", "pf", "-n", "no-such-namespace", "--dry-run", "--", "python", "t.py")
+    assert (dry.returncode, dry.stderr) == (2, missing_ns.stderr), dry.stdout + dry.stderr
     missing_pc = kube("submit", "jax", "--name", "pf", "-n", kube.namespace, "--priority-class", "gold", "--",
                       "python", "t.py")
     assert missing_pc.returncode == 2 and 'PriorityClass "gold" does not exist' in missing_pc.stderr
