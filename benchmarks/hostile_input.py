@@ -31,6 +31,7 @@ FILES = {  # name -> content of a file the cases below read
     "bigint.yaml": "workers: " + "9" * 4301 + "\n",
     "env20k.yaml": "env:\n" + "".join(f"  - K{i}=v\n" for i in range(20_000)),
     "latin1.yaml": "name: café\n".encode("latin-1"),
+    "x": "",  # the legal job's script: its dry run checks, as the submit does, that it is there
 }
 SUBMIT = ["submit", "pytorch", "--dry-run"]
 CASES = [  # (what, arguments, text on stdin)

@@ -48,6 +48,13 @@ class CLI:
         return subprocess.run([sys.executable, "-m", "trainctl", *args], cwd=self.cwd, env=self.env, input=input,
                               capture_output=True, text=True, timeout=timeout)
 
+    def without_gpus(self) -> None:
+        """Run as on a machine without GPUs: no $CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH (the local
+        backend's two ways of finding them)."""
+        self.env.pop("CUDA_VISIBLE_DEVICES", None)
+        self.env["PATH"] = os.pathsep.join(directory for directory in self.env["PATH"].split(os.pathsep)
+                                           if not (Path(directory) / "nvidia-smi").exists())
+
     def popen(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "trainctl", *args], cwd=self.cwd, env=self.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

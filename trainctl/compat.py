@@ -21,8 +21,9 @@ and ``delete_job``. Where upstream returns Kubernetes client models (``KubeflowO
 package. Upstream parameters mapped onto ``run``'s keywords: ``num_workers`` -> workers,
 ``num_procs_per_worker`` -> nproc_per_node (torchrun, as upstream), ``resources_per_worker`` cpu/memory/gpu
 -> cpu/memory/gpus, ``base_image`` -> image, ``env_vars``, ``labels``, ``annotations``,
-``num_chief_replicas``/``num_ps_replicas`` -> chief/ps, ``queue_name`` -> the Kueue queue label, as
-upstream. ``packages_to_install`` goes to ``run``'s packages. Kubernetes objects
+``num_chief_replicas``/``num_ps_replicas`` -> chief/ps, ``queue_name`` -> local_queue (``submit --local-queue``:
+Kueue's queue label and ``runPolicy.suspend: true``, so a local run refuses it as it refuses --local-queue).
+``packages_to_install`` goes to ``run``'s packages. Kubernetes objects
 (V1ResourceRequirements, V1Volume ...) are refused with what to pass instead: trainctl does not import
 the Kubernetes client for a notebook. ``train`` (the LLM fine-tuning with storage initializers) is
 refused in favour of :meth:`trainctl.Client.finetune`.
@@ -36,12 +37,13 @@ import time
 from collections.abc import Callable
 
 from trainctl.core.conditions import true_types
-from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
+from trainctl.core.job import Job
 from trainctl.core.validation import validate
 from trainctl.errors import InvalidArgument, JobFailed
 from trainctl.sdk.client import Client
 from trainctl.sdk.compat_models import Model, job_model, pod_model, resource_of
 from trainctl.sdk.running import checked
+from trainctl.submit.options import local_queue
 
 FUNCTION_KINDS = ("PyTorchJob", "TFJob")  # the kinds upstream builds from a function or an image
 JOB_CONDITIONS = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
@@ -95,7 +97,7 @@ class TrainingClient:
             args=positional_parameters(train_func, parameters),
             workers=num_workers, nproc_per_node=None if num_procs_per_worker is None else str(num_procs_per_worker),
             chief=num_chief_replicas, ps=num_ps_replicas, packages=packages_to_install, image=base_image,
-            env=env_dict(env_vars), annotation=annotations, label=with_queue(labels, queue_name),
+            env=env_dict(env_vars), annotation=annotations, label=labels, local_queue=queue_name or None,
             **resources(resources_per_worker))
 
     def submit_dict(self, job: object, namespace: str | None, labels: dict | None, annotations: dict | None) -> None:
@@ -255,6 +257,7 @@ def check_common_arguments(labels: object, annotations: object, parameters: obje
                               "or 'auto', 'cpu' or 'gpu' (as torchrun's --nproc-per-node)")
     if queue_name is not None and not isinstance(queue_name, str):
         raise InvalidArgument(f"queue_name={queue_name!r}: give the Kueue LocalQueue's name")
+    checked(local_queue, queue_name or None, "queue_name")  # submit --local-queue's rule, spelled queue_name
 
 
 def check_function_job(kind: str, name: str | None, train_func: object, kubernetes_objects: bool,
@@ -333,8 +336,3 @@ def env_dict(env_vars: dict | list | None) -> dict | None:
     except (AttributeError, TypeError):
         raise InvalidArgument("env_vars: give a dict or a list of V1EnvVar (name and value)") from None
 
-
-def with_queue(labels: dict | None, queue_name: str | None) -> dict | None:
-    if not queue_name or not queue_name.strip():
-        return labels
-    return {**(labels or {}), KUEUE_QUEUE_LABEL: queue_name}

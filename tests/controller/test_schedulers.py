@@ -100,7 +100,8 @@ def test_yunikorn_pods_carry_scheduler_labels_and_task_groups(rest, start_contro
 
 
 def test_queued_elastic_job_gets_no_hpa(rest, start_controller, managed_namespace):
-    """An HPA would change the Worker count, and Kueue stops an admitted job whose counts change."""
+    """An HPA would change the Worker count, and Kueue stops an admitted job whose counts change: none is made.
+    A scale by hand is not refused (docs/schedulers.md says why and what Kueue then does)."""
     from trainctl.kube.client import Resource
 
     ns = managed_namespace
@@ -116,6 +117,13 @@ def test_queued_elastic_job_gets_no_hpa(rest, start_controller, managed_namespac
     wait_for(lambda: any(h["metadata"]["name"] == "free" for h in rest.list(hpa, ns)["items"]), what="HPA of free")
     running(rest, ns, "queued", 2)
     assert [h["metadata"]["name"] for h in rest.list(hpa, ns)["items"]] == ["free"]
+    # nothing short of a webhook can refuse a person's scale of it (docs/schedulers.md): the Scale the API server
+    # admits for a custom resource carries no label to tell a queued job by, and the count changes
+    scale = rest.get(PYTORCH, "queued", ns, subresource="scale")
+    assert scale["kind"] == "Scale" and set(scale["metadata"]) <= {"name", "namespace", "uid", "resourceVersion",
+                                                                   "creationTimestamp"}, scale
+    rest.patch(PYTORCH, "queued", {"spec": {"replicas": 3}}, ns, subresource="scale")
+    assert get_job(rest, "PyTorchJob", ns, "queued")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
 
 
 WORKLOAD_CRD = {  # the test's own minimal stand-in for Kueue's Workload CRD: only what status reads

@@ -135,7 +135,9 @@ def private_state():
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     with tempfile.TemporaryDirectory(prefix="trainctl-fuzz-") as scratch:
         home = Path(scratch) / "home"
-        os.environ.update(TRAINCTL_HOME=str(home), KUBECONFIG="/nonexistent", TRAINCTL_BACKEND="local")
+        os.environ.update(TRAINCTL_HOME=str(home), KUBECONFIG="/nonexistent", TRAINCTL_BACKEND="local",
+                          # the commands' python is this one, as for a user with the venv active (and the CLI fixture)
+                          PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
         os.chdir(scratch)
         try:
             yield Path(scratch), home

@@ -80,7 +80,8 @@ def test_code_flag_values_end_in_one_line_or_land_whole(mount, pip, limit, requi
     arguments += [word for spec in pip for word in ("--pip", spec)]
     arguments += ["--workdir-limit", limit] if limit is not None else []
     arguments += ["--requirements", requirements] if requirements is not None else []
-    result = run("submit", "pytorch", "--name", "code", "--dry-run", "-o", "json", *arguments, "--", "python", "t.py")
+    result = run("submit", "pytorch", "--name", "code", "--dry-run", "-o", "json", *arguments, "--", "python",
+                 "train.py")
     if result.code:
         return
     config_map, job = json_documents(result)

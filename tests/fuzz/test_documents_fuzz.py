@@ -8,6 +8,7 @@ other encodings. Apply documents are mutations of the shipped examples (examples
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import yaml
@@ -68,6 +69,7 @@ _paths: list[str] = []
 
 def known_paths() -> list[str]:
     if not _paths:
+        Path("train.py").write_text("")  # the dry run checks, as the submit does, that it is there
         job = json_documents(run(*BASE, "--", "python", "train.py"))[0]
         _paths.extend(sorted(set_path(path) for path in shape(job) if path))
     return _paths
@@ -80,6 +82,7 @@ def test_set(data):
         lambda p: p + ".extra"), text_values))
     value = data.draw(st.one_of(text_values, st.sampled_from(SNIPPETS), json_values.map(
         lambda v: yaml.safe_dump(v, default_flow_style=True).strip())))
+    Path("train.py").write_text("")
     result = run(*BASE, "--set", f"{path}={value}", "--", "python", "train.py")
     if result.code == 0:
         validate(json_documents(result)[0])
@@ -103,6 +106,7 @@ def test_values_files(data):
     with private_state() as (scratch, _):
         path = scratch / "values.yaml"
         path.write_bytes(content)
+        (scratch / "train.py").write_text("")
         result = run("submit", "pytorch", "--dry-run", "-o", "json", "-f", str(path), "--", "python", "train.py")
     if result.code == 0:
         validate(json_documents(result)[0])

@@ -2,7 +2,10 @@
 
 Every SubmitOptions field is a keyword (read from the dataclass, so a new option is fuzzed without
 touching this file). The promise, with ``dry_run=True``: a resource that passes validation and
-serializes, or one InvalidArgument of one line; never another exception, and nothing written.
+serializes, or one InvalidArgument of one line, or, once every argument passed, the backend's own
+refusal in one line (a dry run makes the create's checks: locally that the job can start here; the
+cluster here is never there, so its resource is checked as the pipeline renders it); never another
+exception, and nothing written.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,10 +36,10 @@ from tests.fuzz.harness import (
     process_text,
     text_values,
 )
-from trainctl import Client, InvalidArgument
+from trainctl import Client, InvalidArgument, UserError
 from trainctl.core.validation import validate
 from trainctl.frameworks import CLI_NAMES
-from trainctl.sdk.running import NOT_KEYWORDS, RUN_ONLY
+from trainctl.sdk.running import NOT_KEYWORDS, RUN_ONLY, planned
 from trainctl.submit.options import SubmitOptions
 
 pytestmark = pytest.mark.fuzz
@@ -81,17 +85,31 @@ def test_run_keywords(call, framework, keywords, on_cluster):
     target, args = call
     home = Path(os.environ["TRAINCTL_HOME"])
     COUNTS["cases"] += 1
-    # a cluster client is never reached by a dry run: there a function goes into the code snapshot instead
+    # on a cluster a function goes into the code snapshot instead
     client = Client("kubernetes", kubeconfig=str(home.parent / "none")) if on_cluster else Client("local")
     try:
         resource = client.run(target, framework=framework, args=args, dry_run=True, **keywords)
     except InvalidArgument as refused:
         COUNTS["run() refused"] += 1
         assert "\n" not in str(refused) and str(refused).strip(), repr(refused)
+    except UserError as checked:  # past every argument check: the backend's own, on the same backend
+        COUNTS["run() refused by the backend"] += 1
+        backend_refused(checked, on_cluster, home)
+        if on_cluster:  # what the unreachable cluster would have been given
+            resource = planned(client, target, framework, args, keywords)[0]
+            assert validate(json.loads(json.dumps(resource))) == resource
     else:
         COUNTS["run() rendered"] += 1
         assert validate(json.loads(json.dumps(resource))) == resource
     assert not home.exists(), "a dry run wrote something"
+
+
+def backend_refused(error: UserError, on_cluster: bool, home: Path) -> None:
+    """One line; on a cluster the one that is not there (its kubeconfig), locally that the job cannot start here."""
+    assert "\n" not in str(error) and str(error).strip(), repr(error)
+    assert not isinstance(error, InvalidArgument)
+    if on_cluster:
+        assert str(home.parent / "none") in str(error), repr(error)
 
 
 @fuzz(300)
@@ -112,10 +130,17 @@ def test_run_labels_env_and_command_follow_kubernetes_rules(labels, env, words, 
                 and all(kubernetes_env_name(name) and process_text(name) and process_text(value)
                         for name, value in env.items())
                 and all(process_text(word) for word in words))
+    Path("t.py").write_text("")  # a dry run checks, as the create does, that the script is there
     try:
-        resource = client.run(["python", "t.py", *words], label=given_labels, env=given_env, dry_run=True)
+        resource = client.run([sys.executable, "t.py", *words], label=given_labels, env=given_env, dry_run=True)
     except InvalidArgument as refused:
         assert not expected and "\n" not in str(refused), (labels, env, words, str(refused))
+    except UserError as unreachable:  # every argument passed: the cluster that is not there
+        assert expected and on_cluster, (labels, env, words, str(unreachable))
+        backend_refused(unreachable, on_cluster, home)
+        resource = planned(client, [sys.executable, "t.py", *words], "pytorch", None,
+                           {"label": given_labels, "env": given_env})[0]
+        assert resource["metadata"].get("labels", {}) == labels
     else:
         assert expected, (labels, env, words)
         assert resource["metadata"].get("labels", {}) == labels
@@ -198,8 +223,6 @@ sources = mostly(st.sampled_from(["model", "data.jsonl", "org/name", "/abs/model
 @given(model=sources, dataset=sources, keywords=finetune_keywords, on_cluster=st.booleans())
 def test_finetune_keywords(model, dataset, keywords, on_cluster, tmp_path_factory):
     """Client.finetune: a resource whose recipe flags carry each value back unchanged, or one line refused."""
-    from trainctl.sdk.finetuning import SNAPSHOT_RECIPE
-
     home = Path(os.environ["TRAINCTL_HOME"])
     project = tmp_path_factory.mktemp("project")
     for name in ("model", "data.jsonl", "ds.json", "ckpt/trainer_state.json", "out/checkpoint-3/trainer_state.json"):
@@ -215,6 +238,10 @@ def test_finetune_keywords(model, dataset, keywords, on_cluster, tmp_path_factor
         COUNTS["finetune() refused"] += 1
         assert "\n" not in str(refused) and str(refused).strip(), repr(refused)
         return
+    except UserError as checked:  # past every argument check: the backend's own (a cluster: the one not there)
+        COUNTS["finetune() refused by the backend"] += 1
+        backend_refused(checked, on_cluster, home)
+        return
     finally:
         os.chdir(cwd)
     COUNTS["finetune() rendered"] += 1
@@ -227,6 +254,5 @@ def test_finetune_keywords(model, dataset, keywords, on_cluster, tmp_path_factor
     assert "output_dir" not in json.loads(flags["training-args"])
     assert flags["resume"] == os.fspath(keywords.get("resume", "auto"))
     assert flags["run-name"] == resource["metadata"]["name"]  # only this job's restarts continue its checkpoints
-    if on_cluster and keywords.get("recipe") is None:
-        assert command[:2] == ["python3", SNAPSHOT_RECIPE]
+    assert command[0] == sys.executable  # locally (on a cluster the recipe travels: tests/k8s)
     assert not home.exists(), "a dry run wrote something"

@@ -144,7 +144,7 @@ def free_text_run(kind: str, slot: str, value: str):
     arguments = [flag, template.format(value)]
     if flag != "--":
         arguments += ["--", "python"]
-    return run("submit", kind, "--name", "shape", "--dry-run", "-o", "json", *arguments)
+    return run("submit", kind, "--name", "shape", "--dry-run", "--no-preflight", "-o", "json", *arguments)
 
 
 @fuzz(250)
@@ -184,14 +184,20 @@ queue_names = st.one_of(text_values, st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,70}[a
 @fuzz(200)
 @given(kind=st.sampled_from(CLI_NAMES), queue=queue_names)
 def test_local_queue_is_refused_or_labels_the_job_suspended(kind, queue):
-    """Kueue reads the label and admits by unsuspending: a queued job is both, or not made at all."""
+    """Kueue reads the label and admits by unsuspending: a queued job is both, or not made at all. Locally it is
+    never made (no Kueue admits it there), the dry run as the submit: what a cluster would get is rendered here."""
     from trainctl.core.job import KUEUE_QUEUE_LABEL
+    from trainctl.frameworks import by_name
+    from trainctl.submit.options import SubmitOptions
+    from trainctl.submit.pipeline import prepare
 
     result = run("submit", kind, "--dry-run", "-o", "json", "--no-workdir", "--local-queue", queue, "--", "python")
-    if result.code:
-        assert result.code == 2 and "--local-queue" in result.stderr, result.stderr
+    assert result.code == 2, result.stdout
+    if "--local-queue" in result.stderr:  # not a LocalQueue's name
         return
-    (job,) = json_documents(result)
+    assert f"waits for Kueue (label {KUEUE_QUEUE_LABEL}={queue}, runPolicy.suspend: true)" in result.stderr
+    job = prepare(by_name(kind), SubmitOptions(command=["python"], no_workdir=True, local_queue=queue),
+                  "kubernetes").resource
     assert job["metadata"]["labels"][KUEUE_QUEUE_LABEL] == queue and len(queue) <= 63
     assert job["spec"]["runPolicy"]["suspend"] is True
 
@@ -238,7 +244,8 @@ def test_label_flags_accept_exactly_what_kubernetes_accepts(flag, key, value):
 @given(name=env_names.filter(lambda name: "=" not in name), value=env_values, word=env_values)
 def test_env_flags_and_command_words_accept_exactly_what_a_process_can_receive(name, value, word):
     """In this process an argument can hold a NUL, as a values file or --set can put one in an option."""
-    result = run("submit", "pytorch", "--dry-run", "-o", "json", "-e", f"{name}={value}", "--", "python", word)
+    result = run("submit", "pytorch", "--dry-run", "--no-preflight", "-o", "json", "-e", f"{name}={value}", "--",
+                 "python", word)  # the word as text, not as a script to find
     expected = kubernetes_env_name(name) and process_text(name) and process_text(value) and process_text(word)
     assert (result.code == 0) == expected, (name, value, word, result.stderr)
 

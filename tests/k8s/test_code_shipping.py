@@ -112,7 +112,10 @@ def test_what_dry_run_prints_creates_on_the_server_as_is(k8s_cluster, kube, proj
     client.CustomObjectsApi(api).create_namespaced_custom_object("kubeflow.org", "v1", kube.namespace,
                                                                  "xgboostjobs", documents[1])
     assert list(config_maps(k8s_cluster, kube.namespace)) == [documents[0]["metadata"]["name"]]
-    listed = json.loads(kube("submit", "xgboost", "--name", "ship-dry", "-n", kube.namespace, "--workdir",
+    again = kube("submit", "xgboost", "--name", "ship-dry", "-n", kube.namespace, "--workdir", str(project),
+                 "--dry-run", "--", "python", "train.py")  # the submit's checks: the name is taken now
+    assert again.returncode == 2 and 'xgboostjob "ship-dry" already exists' in again.stderr, again.stderr
+    listed = json.loads(kube("submit", "xgboost", "--name", "ship-dry-json", "-n", kube.namespace, "--workdir",
                              str(project), "--dry-run", "-o", "json", "--", "python", "train.py").stdout)
     assert listed["kind"] == "List" and [i["kind"] for i in listed["items"]] == ["ConfigMap", "XGBoostJob"]
 

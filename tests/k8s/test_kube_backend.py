@@ -273,9 +273,24 @@ def test_list_all_namespaces_and_selector(kube):
     assert "ls" not in kube("list", "-A", "-l", "team=other").stdout
 
 
+def test_list_of_a_namespace_without_jobs_says_which_namespaces_have_them(kube):
+    import uuid
+
+    marker = f"hint={uuid.uuid4().hex[:8]}"  # other tests' jobs live in this cluster too
+    assert kube("submit", "jax", "--name", "hint", "-n", kube.namespace, "--label", marker, "--no-workdir", "--",
+                "python", "t.py").returncode == 0
+    listed = kube("list", "-n", "default", "-l", marker)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip() == (f"no jobs in namespace default (kubernetes (context test)); 1 in "
+                                     f"{kube.namespace}: use -n {kube.namespace} or -A")
+
+
 def test_preflight_names_the_fix(kube):
     missing_ns = kube("submit", "jax", "--name", "pf", "-n", "no-such-namespace", "--", "python", "t.py")
     assert missing_ns.returncode == 2 and "namespace \"no-such-namespace\" does not exist" in missing_ns.stderr
+    # a dry run makes the same checks on the same backend, in the same words (issue 32)
+    dry = kube("submit", "jax", "--name", "pf", "-n", "no-such-namespace", "--dry-run", "--", "python", "t.py")
+    assert (dry.returncode, dry.stderr) == (2, missing_ns.stderr), dry.stdout + dry.stderr
     missing_pc = kube("submit", "jax", "--name", "pf", "-n", kube.namespace, "--priority-class", "gold", "--",
                       "python", "t.py")
     assert missing_pc.returncode == 2 and 'PriorityClass "gold" does not exist' in missing_pc.stderr
@@ -307,6 +322,10 @@ def test_the_cli_role_is_enough_and_no_rights_is_one_line(k8s_cluster, kube):
     assert len(denied.stderr.strip().splitlines()) == 1 and "forbidden" in denied.stderr
     assert "Traceback" not in denied.stderr
     assert bob("list", "-n", kube.namespace).returncode == 2
+    # alice may not list jobs across namespaces: no hint, and no error for it
+    none = alice("list", "-n", kube.namespace, "-l", "no-such-label")
+    assert none.returncode == 0 and none.stdout.strip() == f"no jobs in namespace {kube.namespace} " \
+        "(kubernetes (context test))", none.stdout + none.stderr
 
 
 def test_unreachable_cluster_is_one_line(tmp_path):

@@ -93,3 +93,24 @@ def test_a_function_runs_from_the_snapshot_and_returns_through_the_log(  # noqa:
     assert [str(line) for line in job.logs()] == ["master-0 | rank 0 of 1, local_rank 0",
                                                   "master-0 | \rstep 1/2\rstep 2/2\repoch done"]
     job.delete()
+
+
+def test_compat_queue_name_writes_what_submit_local_queue_writes(k8s_cluster, kube, tmp_path, monkeypatch):
+    """Upstream's queue_name= and trainctl's --local-queue: one piece of code, the same two fields on the stored
+    job (Kueue's queue label, runPolicy.suspend: true), so neither starts before Kueue admits it."""
+    from trainctl.compat import TrainingClient
+
+    (tmp_path / "queuedfn.py").write_text("def train(parameters):\n    print(parameters)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import queuedfn
+
+    compat = TrainingClient(config_file=str(k8s_cluster.kubeconfig("admin")), namespace=kube.namespace)
+    compat.create_job(name="compat-queued", train_func=queuedfn.train, parameters={"lr": 1}, queue_name="team-a")
+    flag = kube("submit", "pytorch", "--name", "flag-queued", "-n", kube.namespace, "--no-workdir", "--local-queue",
+                "team-a", "--", "python", "t.py")
+    assert flag.returncode == 0, flag.stderr
+    for name in ("compat-queued", "flag-queued"):
+        stored = compat.get_job(name)
+        assert stored.metadata.labels["kueue.x-k8s.io/queue-name"] == "team-a", name
+        assert stored.spec.run_policy.suspend is True, name

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -77,11 +78,11 @@ def test_ship_secret_from_the_cli_a_values_file_and_the_python_api(cli):
         ".env; ship one on purpose with --ship-secret PATH" in held.stderr
     refused = cli("submit", "jax", "--no-workdir", "--ship-secret", ".env", "--dry-run", "--", "python", "train.py")
     assert refused.returncode == 2 and refused.stderr.startswith("error: --ship-secret .env: no code snapshot")
-    resource = Client(backend="local").run(["python", "train.py"], framework="jax", workdir=str(cli.cwd / "src"),
-                                           ship_secret=[".env"], dry_run=True)
+    resource = Client(backend="local").run([sys.executable, "train.py"], framework="jax",
+                                           workdir=str(cli.cwd / "src"), ship_secret=[".env"], dry_run=True)
     assert resource["metadata"]["annotations"]["trainctl.io/code-files"] == "2"
     with speaking(PYTHON), pytest.warns(UserWarning, match=r"held back .* with ship_secret=\['PATH'\]"):
-        Client(backend="local").run(["python", "train.py"], framework="jax", workdir=str(cli.cwd / "src"),
+        Client(backend="local").run([sys.executable, "train.py"], framework="jax", workdir=str(cli.cwd / "src"),
                                     dry_run=True)
 
 

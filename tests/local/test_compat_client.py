@@ -14,7 +14,7 @@ import importlib.util
 import pytest
 
 from tests.local import function_jobs
-from trainctl import InvalidArgument
+from trainctl import InvalidArgument, UserError
 from trainctl.compat import TrainingClient
 
 pytestmark = [pytest.mark.framework, pytest.mark.timeout(180)]
@@ -32,11 +32,11 @@ def test_an_upstream_notebook_runs_with_one_changed_import(training_client):
         pytest.skip("torch is not installed here")
     training_client.create_job(name="compat", train_func=function_jobs.upstream_style, parameters={"lr": 0.5},
                                num_workers=2, resources_per_worker={"cpu": "1", "memory": "1Gi"},
-                               env_vars={"STAGE": "test"}, queue_name="team-a")
+                               env_vars={"STAGE": "test"}, labels={"team": "ml"})
     polled = []
     job = training_client.wait_for_job_conditions("compat", wait_timeout=150, polling_interval=1,
                                                   callback=lambda job: polled.append(job.metadata.name))
-    assert job.kind == "PyTorchJob" and job.metadata.labels["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert job.kind == "PyTorchJob" and job.metadata.labels["team"] == "ml"
     assert polled and set(polled) == {"compat"}
     master_logs, events = training_client.get_job_logs("compat")
     assert list(master_logs) == ["compat-master-0"] and events == {}
@@ -44,6 +44,20 @@ def test_an_upstream_notebook_runs_with_one_changed_import(training_client):
     every_pod, _ = training_client.get_job_logs("compat", is_master=False)
     assert "rank 1 local_rank 0 total 1.5" in every_pod["compat-worker-0"]
     training_client.delete_job("compat")
+
+
+def test_queue_name_is_refused_locally_as_submit_local_queue_is(training_client, cli):
+    """queue_name= is --local-queue (Kueue's label and runPolicy.suspend: true): a job held for an admission no
+    local run ever gets is refused, in the same words, and nothing is left behind."""
+    with pytest.raises(UserError) as refused:
+        training_client.create_job(name="queued", train_func=function_jobs.upstream_style, parameters={"lr": 0.5},
+                                   queue_name="team-a")
+    flag = cli("submit", "pytorch", "--name", "queued", "--local-queue", "team-a", "--", "python", "-c", "pass")
+    assert flag.returncode == 2 and str(refused.value) in flag.stderr, (refused.value, flag.stderr)
+    assert "kueue.x-k8s.io/queue-name=team-a, runPolicy.suspend: true" in str(refused.value)
+    assert training_client.list_jobs() == [] and not list(cli.home.rglob("trainctl_function.py"))
+    with pytest.raises(InvalidArgument, match="queue_name ' ': not a LocalQueue name"):
+        training_client.create_job(name="queued", train_func=function_jobs.upstream_style, queue_name=" ")
 
 
 def test_the_job_reads_as_upstreams_objects_and_every_reading_call_answers(training_client):

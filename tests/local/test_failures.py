@@ -149,8 +149,9 @@ def test_ctrl_c_stops_watching_only_and_says_how_to_stop_the_job(raises, watch):
 
 # ---- which replica caused it (issue 31): real gloo, TensorFlow and MPI jobs -------------------------------------
 
-#: how often each variant of the rank-1-raises job runs: 5 makes the issue's 20 runs; CI runs 2 of each
-REPEAT = int(os.environ.get("TRAINCTL_ATTRIBUTION_REPEAT", "2"))
+#: how often each variant of the rank-1-raises job runs: 5, the issue's 20 runs, in the README's test command too
+#: (about 1.5 minutes on 2 cores; README.md and docs/local-backend.md say so)
+REPEAT = int(os.environ.get("TRAINCTL_ATTRIBUTION_REPEAT", "5"))
 # exit code 143 when the rank raised but its shutdown hung (torch's process group) until the job stopped it
 RANK1_HEADLINE = re.compile(r"worker-0 raised RuntimeError: deliberate failure on rank 1; (exit code 1 \(Error\)|"
                             r"stopped when the job failed: exit code 143 \(Terminated, SIGTERM\)), "

@@ -257,6 +257,20 @@ def test_each_replica_gets_its_own_gpus_and_too_many_is_refused(cli, scripts):
     assert cli("status", "greedy").returncode == 2  # nothing half-created
 
 
+def test_a_replica_that_asks_for_no_gpu_sees_none_and_on_a_cpu_only_machine_no_variable_at_all(cli, scripts):
+    """As a pod: without a GPU limit it sees none, and on a node without GPUs it has no CUDA_VISIBLE_DEVICES at all.
+    Paddle's launcher takes even an empty one for a GPU machine, and its collective then fails (issue 32)."""
+    (cli.cwd / "cuda.py").write_text("import os\nprint('cuda', repr(os.environ.get('CUDA_VISIBLE_DEVICES')))\n")
+    cli.env["CUDA_VISIBLE_DEVICES"] = "0,1"  # a machine with two GPUs
+    submit(cli, "hidden", "--workers", "1", "--", "python", "cuda.py")
+    assert wait(cli, "hidden") == 0
+    assert cli("logs", "hidden").stdout.split("| ")[1].strip() == "cuda ''"
+    cli.without_gpus()  # and a machine without
+    submit(cli, "cpu-only", "--workers", "1", "--", "python", "cuda.py")
+    assert wait(cli, "cpu-only") == 0
+    assert cli("logs", "cpu-only").stdout.split("| ")[1].strip() == "cuda None"
+
+
 def test_ttl_after_finished_removes_the_job_and_its_logs(cli, scripts):
     submit(cli, "shortlived", "--workers", "1", "--ttl-after-finished", "1", "--", "python", "flaky.py", "0", "0")
     job_dir = cli.home / "jobs" / "default" / "shortlived"

@@ -82,7 +82,8 @@ def test_apply_checks_too_and_takes_no_preflight(cli):
 def test_the_python_api_checks_and_takes_a_keyword(cli, monkeypatch):
     monkeypatch.setenv("TRAINCTL_HOME", str(cli.home))
     monkeypatch.chdir(cli.cwd)
-    rendered = cli("submit", "jax", "--name", "api", "--dry-run", "-o", "json", "--", "python", "nope.py")
+    rendered = cli("submit", "jax", "--name", "api", "--dry-run", "--no-preflight", "-o", "json", "--", "python",
+                   "nope.py")
     resource = json.loads(rendered.stdout)
     client = Client(backend="local")
     with pytest.raises(UserError, match="nope.py"):
@@ -189,5 +190,42 @@ def test_a_job_held_for_kueue_is_refused_locally_and_leaves_nothing(cli):
     one_line_error(cli("submit", "pytorch", "--local-queue", "team-a", "--", "python", "train.py"),
                    "kueue.x-k8s.io/queue-name=team-a", "Kubernetes only")
     assert no_jobs(cli)
-    dry_run = cli("submit", "pytorch", "--local-queue", "team-a", "--dry-run", "--", "python", "train.py")
-    assert dry_run.returncode == 0 and "kueue.x-k8s.io/queue-name: team-a" in dry_run.stdout
+    # the dry run makes the real submit's checks on the same backend: refused in the same words
+    (cli.cwd / "train.py").write_text("")
+    real = one_line_error(cli("submit", "pytorch", "--name", "q", "--local-queue", "team-a", "--", "python",
+                              "train.py"), "Kubernetes only")
+    dry = one_line_error(cli("submit", "pytorch", "--name", "q", "--local-queue", "team-a", "--dry-run", "--",
+                             "python", "train.py"))
+    assert dry == real and no_jobs(cli)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--", "python", "/opt/nope.py"], "no file /opt/nope.py on this machine"),
+    (["--", "pyhton", "train.py"], "'pyhton' is not a command"),
+    (["--gpus", "1", "--", "python", "train.py"], "the job asks for 2 GPUs (nvidia.com/gpu per replica) but this "
+                                                  "machine has 0"),
+])
+def test_a_dry_run_refuses_what_the_submit_refuses_in_the_same_words(cli, args, expected):
+    """Issue 32's rule: a dry run makes every check the real one makes, on the same backend."""
+    (cli.cwd / "train.py").write_text("")
+    cli.env["CUDA_VISIBLE_DEVICES"] = ""  # this machine offers no GPU, whatever it has
+    real = one_line_error(cli("submit", "pytorch", "--name", "same", *args), expected)
+    for dry in (["--dry-run"], ["--dry-run", "-o", "yaml"]):
+        assert one_line_error(cli("submit", "pytorch", "--name", "same", *dry, *args)) == real
+    assert no_jobs(cli)
+
+
+def test_a_python_dry_run_refuses_what_run_refuses(cli, monkeypatch):
+    monkeypatch.setenv("TRAINCTL_HOME", str(cli.home))
+    monkeypatch.chdir(cli.cwd)
+    client = Client(backend="local")
+    with pytest.raises(UserError, match="no file nope.py") as refused:
+        client.run([sys.executable, "nope.py"], framework="jax", dry_run=True)
+    with pytest.raises(UserError) as real:
+        client.run([sys.executable, "nope.py"], framework="jax")
+    assert str(refused.value) == str(real.value)
+    with pytest.raises(UserError, match="waits for Kueue"):
+        client.run([sys.executable, "-c", "pass"], local_queue="team-a", dry_run=True)
+    resource = client.run([sys.executable, "nope.py"], framework="jax", name="unchecked", dry_run=True,
+                          preflight=False)
+    assert resource["metadata"]["name"] == "unchecked" and client.list() == [] and not cli.home.exists()

@@ -6,8 +6,10 @@ JAX's COORDINATOR_ADDRESS for jax.distributed.initialize).
 Two tests per kind, in the ``python-frameworks`` image (tests/cluster/images.py), which the node
 imports only when these tests first ask for it:
 
-* trainctl's training: the repository's example ships with the job (trainctl's code snapshot, not
-  the copy in the image) and each replica reports its collective's result; every rank must agree.
+* trainctl's training, on a pod of each of the kind's replica types where it has two (XGBoost and
+  Paddle: Master and Worker; JAX: two Workers): the training script ships with the job (trainctl's
+  code snapshot, not the copy in the image) and each rank reports its collective's result; every rank
+  must agree.
 * the upstream example from ../shared/kubeflow-v1/examples, as a user applies it with kubectl, with
   only what a local image needs changed: the image, its pull policy (nothing can be pulled here),
   the command, and the namespace (each test has its own).
@@ -15,9 +17,11 @@ imports only when these tests first ask for it:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -41,6 +45,11 @@ def submit_shipped_example(trainctl, tmp_path, kind: str, name: str, namespace: 
     submitted = project("submit", kind, "--name", name, "-n", namespace, "--workers", "2", "--image", image,
                         "--", "python3", *launcher, script)
     assert submitted.returncode == 0, submitted.stderr
+    return agreed_results(project, name, namespace)
+
+
+def agreed_results(project, name: str, namespace: str) -> list[dict]:
+    """Once the job succeeded, the result lines of its two ranks, which must agree."""
     waited = project("wait", name, "-n", namespace, "--timeout", str(JOB_TIMEOUT_S), timeout=JOB_TIMEOUT_S + 30)
     logs = project("logs", name, "-n", namespace)
     assert waited.returncode == 0, waited.stdout + waited.stderr + logs.stdout
@@ -70,15 +79,35 @@ def test_xgboost_job_trains_collectively_with_the_tracker_on_the_master(real_nod
     assert {pod["RANK"] for pod in env.values()} == {"0", "1"}
 
 
-def test_paddle_job_trains_through_paddle_distributed_launch(real_node, trainctl, namespace, frameworks_image,
-                                                             tmp_path):
-    submit_shipped_example(trainctl, tmp_path, "paddle", "pdl", namespace, frameworks_image,
-                           "paddle/train_collective.py", launcher=("-m", "paddle.distributed.launch"))
+def test_paddle_job_of_a_master_and_a_worker_trains_through_paddle_distributed_launch(
+        real_node, trainctl, namespace, frameworks_image, tmp_path):
+    """Both of PaddleJob's replica types, as a user adds a Master: render the job with submit --dry-run, give it
+    the Worker's template as its Master, apply it (the code snapshot's ConfigMaps with it). With a Master the
+    operator's env is parameter-server mode, from which paddle's launcher starts a server and a trainer in each
+    pod; the trainers, one per pod, train together (tests/realnode/paddle_with_master.py says why not the
+    parameter server itself)."""
+    for source in (REPO / "examples" / "result.py", Path(__file__).with_name("paddle_with_master.py")):
+        shutil.copy(source, tmp_path / source.name)
+    project = dataclasses.replace(trainctl, cwd=tmp_path)
+    rendered = project("submit", "paddle", "--name", "pdl", "-n", namespace, "--workers", "1", "--image",
+                       frameworks_image, "--dry-run", "-o", "yaml", "--", "python3", "-m", "paddle.distributed.launch",
+                       "paddle_with_master.py")
+    assert rendered.returncode == 0, rendered.stderr
+    *config_maps, job = yaml.safe_load_all(rendered.stdout)
+    assert config_maps, "the code travels with the job"
+    specs = job["spec"]["paddleReplicaSpecs"]
+    specs["Master"] = copy.deepcopy(specs["Worker"])
+    (tmp_path / "pdl.yaml").write_text(yaml.safe_dump_all([*config_maps, job]))
+    applied = project("apply", "-f", "pdl.yaml")
+    assert applied.returncode == 0, applied.stderr
+    found = agreed_results(project, "pdl", namespace)
+    assert sorted(record["pod"] for record in found) == ["master", "worker"]  # one trainer in each pod
     env = pod_env(real_node, namespace)
-    assert sorted(env) == ["pdl-worker-0", "pdl-worker-1"]
-    # worker 0 hosts the master on its own pod IP, the other reaches it through its Service name
-    assert env["pdl-worker-0"]["PADDLE_MASTER"].startswith("$(POD_IP_DUMMY):")
-    assert env["pdl-worker-1"]["PADDLE_MASTER"].partition(":")[0] == "pdl-worker-0"
+    assert sorted(env) == ["pdl-master-0", "pdl-worker-0"]
+    # the Master hosts paddle's rendezvous on its own pod IP, the Worker reaches it through its Service name
+    assert env["pdl-master-0"]["PADDLE_MASTER"].startswith("$(POD_IP_DUMMY):")
+    assert env["pdl-worker-0"]["PADDLE_MASTER"].partition(":")[0] == "pdl-master-0"
+    assert (env["pdl-master-0"]["PADDLE_SERVER_NUM"], env["pdl-worker-0"]["PADDLE_TRAINER_NUM"]) == ("1", "1")
 
 
 def test_jax_job_trains_with_jax_distributed_initialize(real_node, trainctl, namespace, frameworks_image,

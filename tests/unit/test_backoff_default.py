@@ -10,11 +10,12 @@ import shlex
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import CLI, REPO
 from trainctl.submit.render import DEFAULT_BACKOFF_LIMIT
 
 
 def backoff_limit(cli, *args: str):
+    (cli.cwd / "train.py").write_text("")  # a dry run checks, as the submit does, that the script is there
     result = cli("submit", "pytorch", "--dry-run", "-o", "json", "--name", "job", *args, "--", "python", "train.py")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)["spec"].get("runPolicy", {}).get("backoffLimit")
@@ -54,10 +55,11 @@ def test_apply_keeps_a_yaml_without_backoff_limit_as_written(cli):
 
 @pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*/job.yaml")), ids=lambda p: p.parent.name)
 def test_example_job_files_are_what_their_first_line_renders(cli, path):
-    """Each examples/*/job.yaml starts with the submit command that renders it; rerunning it gives the same file."""
+    """Each examples/*/job.yaml starts with the submit command that renders it; rerunning it (from the repository's
+    root, where the dry run finds its script) gives the same file."""
     first, _, body = path.read_text().partition("\n")
     assert first.startswith("# trainctl submit ") and "--dry-run" in first, first
-    result = cli(*shlex.split(first.removeprefix("# trainctl ")), timeout=60)
+    result = CLI(cli.home, REPO)(*shlex.split(first.removeprefix("# trainctl ")), timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout == body
     assert yaml.safe_load(body)["spec"]["runPolicy"]["backoffLimit"] == DEFAULT_BACKOFF_LIMIT

@@ -307,7 +307,7 @@ YAML_BREAKS = "a\x85b\u2028c\u2029d\x7fe\ufefff\x9fg"  # YAML line breaks, DEL, 
 
 
 def test_yaml_line_breaks_in_values_survive_exactly(cli):
-    result = cli("submit", "jax", "--name", "exact", "--dry-run", "-o", "json", "-e", f"V={YAML_BREAKS}",
+    result = cli("submit", "jax", "--name", "exact", "--dry-run", "--no-preflight", "-o", "json", "-e", f"V={YAML_BREAKS}",
                  "--annotation", f"note={YAML_BREAKS}", "--", "python", YAML_BREAKS)
     assert result.returncode == 0, result.stderr
     job = json.loads(result.stdout)

@@ -350,18 +350,20 @@ def test_values_file_keys_and_flags_reach_the_same_options(cli):
     tree(cli.cwd / "src", {"train.py": "", "reqs.txt": "einops\n"})
     (cli.cwd / "values.yaml").write_text("workdir: src\nworkdir-mount: /code\npip: [numpy, einops]\n"
                                          "requirements: src/reqs.txt\nworkdir-limit: 1Mi\n")
-    from_file = cli("submit", "jax", "--name", "v", "-f", "values.yaml", "--dry-run", "-o", "json", "--", "python", "t.py")
+    from_file = cli("submit", "jax", "--name", "v", "-f", "values.yaml", "--dry-run", "-o", "json", "--", "python",
+                    "train.py")
     from_flags = cli("submit", "jax", "--name", "v", "--workdir", "src", "--workdir-mount", "/code", "--pip", "numpy",
-                     "--pip", "einops", "--requirements", "src/reqs.txt", "--dry-run", "-o", "json", "--", "python", "t.py")
+                     "--pip", "einops", "--requirements", "src/reqs.txt", "--dry-run", "-o", "json", "--", "python",
+                     "train.py")
     assert from_file.returncode == 0, from_file.stderr
     assert json.loads(from_file.stdout) == json.loads(from_flags.stdout)
     config_map, job = json.loads(from_file.stdout)["items"]
     main = job["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert main["workingDir"] == "/code" and main["command"][5:] == [
-        "--pip=numpy", "--pip=einops", "--requirements-text=einops\n", "--", "python", "t.py"]
+        "--pip=numpy", "--pip=einops", "--requirements-text=einops\n", "--", "python", "train.py"]
     assert "code: 2 files" in from_file.stderr
     (cli.cwd / "values.yaml").write_text("no-workdir: yes please\n")
-    refused = cli("submit", "jax", "-f", "values.yaml", "--dry-run", "--", "python", "t.py")
+    refused = cli("submit", "jax", "-f", "values.yaml", "--dry-run", "--", "python", "train.py")
     assert refused.returncode == 2 and "no-workdir: must be true or false" in refused.stderr
 
 

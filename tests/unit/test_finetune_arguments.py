@@ -47,11 +47,12 @@ def test_locally_the_installed_recipe_runs_with_every_value_as_its_own_flag(proj
     assert not (project / "home").exists()
 
 
-def test_on_a_cluster_the_recipe_travels_in_the_code_snapshot(project, monkeypatch):
+@pytest.mark.k8s
+def test_on_a_cluster_the_recipe_travels_in_the_code_snapshot(project, monkeypatch, k8s_cluster, kubeflow_crds):
     from trainctl.recipes import finetune as recipe
     from trainctl.sdk import running
 
-    client = Client("kubernetes", kubeconfig=str(project / "no-such-kubeconfig"))
+    client = Client("kubernetes", kubeconfig=str(k8s_cluster.kubeconfig("admin")))  # a dry run makes its checks
     resource = client.finetune("model", "data.jsonl", name="ft", dry_run=True)
     assert command_of(resource)[:2] == ["python3", SNAPSHOT_RECIPE]
     # the archive that would become the ConfigMaps, taken where the job would be created
@@ -131,10 +132,11 @@ def test_a_mistyped_path_is_refused_not_taken_for_a_hub_id(tiny_project, keyword
     assert not (tiny_project / "home").exists()
 
 
+@pytest.mark.k8s
 @pytest.mark.filterwarnings("ignore:output_dir=")
-def test_hub_ids_and_a_clusters_own_paths_still_pass(tiny_project):
+def test_hub_ids_and_a_clusters_own_paths_still_pass(tiny_project, k8s_cluster, kubeflow_crds):
     assert Client("local").finetune("org/model-1.5", "org/rows", dry_run=True)
-    on_cluster = Client("kubernetes", kubeconfig=str(tiny_project / "none"))
+    on_cluster = Client("kubernetes", kubeconfig=str(k8s_cluster.kubeconfig("admin")))  # a dry run makes its checks
     assert on_cluster.finetune("/models/base", "~/rows.jsonl", dry_run=True)
 
 
@@ -177,10 +179,11 @@ def test_the_pins_the_image_and_the_docs_use_are_the_requirements_file():
     ({"output_dir": "/ckptx/run", "volume": ["pvc:ckpt:/ckpt"]}, True),
     ({"output_dir": "ckpt/run", "volume": ["host:/data:/ckpt"]}, True),     # relative: the working directory
 ])
-def test_on_a_cluster_an_output_dir_on_no_volume_is_warned_about(project, keywords, warned):
+@pytest.mark.k8s
+def test_on_a_cluster_an_output_dir_on_no_volume_is_warned_about(project, keywords, warned, k8s_cluster, kubeflow_crds):
     import warnings
 
-    client = Client("kubernetes", kubeconfig=str(project / "no-such-kubeconfig"))
+    client = Client("kubernetes", kubeconfig=str(k8s_cluster.kubeconfig("admin")))  # a dry run makes its checks
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         client.finetune("model", "data.jsonl", dry_run=True, **keywords)

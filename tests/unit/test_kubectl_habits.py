@@ -119,6 +119,19 @@ def test_set_based_selectors_on_the_local_backend(cli, jobs):
     assert len(cli("list", "-A", "-o", "name").stdout.split()) == 2  # the bad delete removed nothing
 
 
+def test_list_of_a_namespace_without_jobs_says_which_namespaces_have_them(cli, jobs):
+    """Upstream YAML often names its own namespace: a plain list must not end the search with "no jobs"."""
+    def listed(*args):
+        result = cli("list", *args)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    assert listed() == "no jobs in namespace default (local); 1 in other, 1 in team1: use -n NAMESPACE or -A"
+    assert listed("-l", "team=cv") == "no jobs in namespace default (local); 1 in other: use -n other or -A"
+    assert listed("-n", "nothing-here", "-l", "team=none") == "no jobs in namespace nothing-here (local)"
+    assert listed("-A", "-l", "team=none") == "no jobs (local)"
+
+
 def test_list_watch_prints_changes_until_ctrl_c(cli, jobs):
     import signal
 

@@ -93,15 +93,18 @@ def test_refused_before_anything_is_created(client, tmp_path, target, keywords, 
 
 
 @pytest.fixture
-def cluster_client(tmp_path, monkeypatch) -> Client:
-    """A Kubernetes client whose cluster is never reached: dry runs and refusals need none."""
+def cluster_client(k8s_cluster, kubeflow_crds, tmp_path, monkeypatch) -> Client:
+    """A client of the real API server with trainctl's CRDs: a dry run makes the create's checks there (the CRD,
+    the namespace, the server's own validation with dryRun=All), and stores nothing."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "helper.py").write_text("HELP = 1\n")
-    return Client("kubernetes", kubeconfig=str(tmp_path / "no-such-kubeconfig"))
+    return Client("kubernetes", kubeconfig=str(k8s_cluster.kubeconfig("admin")))
 
 
+@pytest.mark.k8s
 def test_on_a_cluster_a_function_travels_in_the_code_snapshot(cluster_client):
     resource = cluster_client.run(function_jobs.torch_allreduce, workers=2, name="fn", dry_run=True)
+    assert "fn" not in [job["metadata"]["name"] for job in cluster_client.list(all_namespaces=True)]
     for spec in resource["spec"]["pytorchReplicaSpecs"].values():
         container = spec["template"]["spec"]["containers"][0]
         assert container["command"] == ["python3", ".trainctl/function/trainctl_function.py"]

@@ -67,8 +67,8 @@ def test_plain_conversion_keeps_one_line_errors_and_typer_keeps_ranges():
     out_of_range = run("controller", "run", "--concurrency", "0")  # min=1: typer's own check
     assert out_of_range.returncode == 2 and "--concurrency" in out_of_range.stderr
     assert "greater than or equal to 1" in out_of_range.stderr
-    good = run("submit", "pytorch", "--workers", "3", "--env", "A=1", "--env", "B=2", "--dry-run", "-o", "json",
-               "--", "python", "t.py")
+    good = run("submit", "pytorch", "--workers", "3", "--env", "A=1", "--env", "B=2", "--dry-run", "--no-preflight",
+               "-o", "json", "--", "python", "t.py")
     resource = json.loads(good.stdout)
     assert resource["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     env = resource["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]

@@ -15,6 +15,10 @@ from tests.conftest import REPO
 
 
 def dry_run(cli, *args):
+    """The job as the local backend would create it here: a dry run makes the submit's checks, so the script
+    exists and the machine offers the GPUs asked for."""
+    (cli.cwd / "train.py").write_text("")
+    cli.env["CUDA_VISIBLE_DEVICES"] = "0,1,2,3,4,5,6,7"
     result = cli("submit", *args, "--dry-run", "-o", "json", "--name", "job", "--", "python", "train.py")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
@@ -70,7 +74,8 @@ def test_mpi_launcher_runs_mpirun_with_all_slots_and_workers_idle(cli):
 
 
 def test_every_option_lands_where_documented(cli, tmp_path):
-    job = dry_run(cli, "pytorch", "--workers", "2", "-n", "team", "--image", "me/img:1", "--cpu", "2", "--memory", "4Gi",
+    job = dry_run(cli, "pytorch", "--no-preflight",  # a PVC exists only on a cluster
+                  "--workers", "2", "-n", "team", "--image", "me/img:1", "--cpu", "2", "--memory", "4Gi",
                   "-e", "A=1", "--label", "team=nlp", "--annotation", "note=hi there", "--volume", "pvc:data:/data:ro",
                   "--volume", "host:/scratch:/scratch", "--shm-size", "1Gi", "--node-selector", "gpu=a100",
                   "--toleration", "dedicated=ml:NoSchedule", "--priority-class", "high", "--queue", "q1", "--gang",
@@ -142,9 +147,11 @@ def test_wheel_ships_templates_and_schemas_and_runs_from_a_plain_install(tmp_pat
     assert "trainctl/schemas/podtemplatespec.json" in names
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=300)
+    (tmp_path / "train.py").write_text("")  # what the dry run checks locally: the script, and 4 GPUs on offer
     result = subprocess.run([sys.executable, "-m", "trainctl", "submit", "pytorch", "--workers", "4", "--gpus", "1",
-                             "--dry-run", "--", "python", "train.py"], cwd=tmp_path, capture_output=True, text=True,
-                            env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+                             "--dry-run", "--", sys.executable, "train.py"], cwd=tmp_path, capture_output=True,
+                            text=True, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                            "CUDA_VISIBLE_DEVICES": "0,1,2,3"})
     assert result.returncode == 0, result.stderr
     job = yaml.safe_load(result.stdout)
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3

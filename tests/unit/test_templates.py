@@ -16,6 +16,7 @@ def project(cli):
 
 
 def submit_dry_run(cli) -> subprocess.CompletedProcess:
+    (cli.cwd / "train.py").write_text("")  # a dry run checks, as the submit does, that the script is there
     return cli("submit", "pytorch", "--name", "t", "--dry-run", "--", "python", "train.py")
 
 

@@ -34,6 +34,7 @@ CHANGING_COLUMNS = ("AGE", "DURATION", "PROGRESS")  # a clock tick or a step is 
 # Waiting reasons of a container whose image the node does not have and cannot get.
 IMAGE_PULL_STATES = ("ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName")
 STOPPED = "Stopped (job ended)"
+MAX_NAMESPACES_NAMED = 3  # when the namespace asked about has no jobs, those that have some, by name
 KUEUE_WORKLOAD_GRACE_S = 60  # Kueue makes a Workload within seconds of seeing a queued job
 
 
@@ -193,11 +194,38 @@ def list_jobs(namespace: Namespace = None,
     elif output in OUTPUT_FORMATS:
         typer.echo(dump({"apiVersion": "v1", "kind": "List", "items": jobs}, output), nl=False)
     elif not jobs:
-        console().print(f"no jobs ({client.backend.description})")
+        console().print(no_jobs_line(client, None if all_namespaces else namespace or client.default_namespace(),
+                                     selector))
     else:
         print_table(list_columns(output == "wide"), [job_row(resource, output == "wide", progress_cell(client, resource))
                                                      for resource in jobs])
         console(stderr=True).print(f"[dim]{len(jobs)} job(s) on {client.backend.description}[/]")
+
+
+def no_jobs_line(client, namespace: str | None, selector: str | None) -> str:
+    """``no jobs``, and where there are some when ``namespace`` has none: upstream YAML often names a namespace of
+    its own (``kubeflow``), where a plain ``list`` does not look."""
+    from collections import Counter
+
+    from trainctl.errors import UserError
+
+    where = client.backend.description
+    if namespace is None:
+        return f"no jobs ({where})"
+    try:
+        elsewhere = Counter(job["metadata"].get("namespace", "") for job in client.list(all_namespaces=True,
+                                                                                          selector=selector))
+    except UserError:  # listing every namespace may be forbidden on a cluster: no hint then
+        elsewhere = Counter()
+    line = f"no jobs in namespace {namespace} ({where})"
+    if not elsewhere:
+        return line
+    shown = sorted(elsewhere.items())[:MAX_NAMESPACES_NAMED]
+    counts = ", ".join(f"{count} in {other}" for other, count in shown)
+    if len(elsewhere) > len(shown):
+        counts += f" and more in {len(elsewhere) - len(shown)} other namespaces"
+    flag = f"-n {shown[0][0]}" if len(elsewhere) == 1 else "-n NAMESPACE"
+    return f"{line}; {counts}: use {flag} or -A"
 
 
 def watch_jobs(fetch, jobs: list[dict], output: str | None, cell) -> None:

@@ -10,6 +10,7 @@ typer parameters (:func:`option_parameters`), gathers what was given into ``Subm
 from __future__ import annotations
 
 import builtins
+import copy
 import inspect
 import keyword
 import os
@@ -56,7 +57,8 @@ def submit(
     command: Annotated[list[str] | None, typer.Argument(help="The command after --.", show_default=False)] = None,
     *,
     values: Annotated[Path | None, typer.Option("--values", "-f", help="YAML file of option values (keys as the long options).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resource; apply nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Make every check the submit would and print the resource; "
+                                          "create nothing.")] = False,
     output: Output = None,
     replace: Annotated[bool, typer.Option("--replace", help="Replace a job of the same name.")] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the job ends; exit 1 if it failed.")] = False,
@@ -82,7 +84,9 @@ def submit(
     snapshot = code.snapshot if code else None
     if snapshot is not None:  # once the options are all good: a refusal stays one line
         warn_about(snapshot)
-    if dry_run:
+    if dry_run:  # every check the real submit makes, on the same backend: what it refuses, so does this
+        client.submit(copy.deepcopy(submission.resource), replace=replace, preflight=not no_preflight, code=code,
+                      dry_run=True)
         show_dry_run(submission, output)
         return
     if snapshot is not None:  # before the upload, beside the summary: stderr keeps only an error's one line

@@ -234,7 +234,7 @@ class Client:
             replace: bool = False, preflight: bool = True, dry_run: bool = False, pickle_result: bool = False,
             **submit_options) -> JobHandle | dict:
         """Run a function (``train(**args)`` in every replica) or a command list as a job; returns its handle
-        (with ``dry_run``: the resource it would create, creating nothing).
+        (with ``dry_run``: the resource it would create, creating nothing, after every check the create makes).
 
         ``framework``: pytorch, tensorflow, xgboost, mpi, paddle or jax. Every other keyword is the
         ``trainctl submit`` option of that name (``backoff_limit=0`` is ``--backoff-limit 0``) with its

@@ -13,6 +13,7 @@ and files (trainctl.functions.shipping).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import shutil
@@ -57,7 +58,8 @@ def run(client, target: object, *, framework: str, args: dict | None, packages: 
     resource, code, local_files = planned(client, target, framework, args, keywords, extra, pickle_result)
     for warning in code.snapshot.warnings if code and code.snapshot else []:  # what submit prints in yellow
         warnings.warn(warning, stacklevel=3)
-    if dry_run:
+    if dry_run:  # every check the create makes, on the same backend (a local function's files are trainctl's own)
+        client.submit(copy.deepcopy(resource), replace=replace, preflight=preflight, code=code, dry_run=True)
         return resource
     stored = submitted(client, resource, code, local_files, replace, preflight)
     return JobHandle(client, stored["metadata"]["name"], stored["metadata"]["namespace"], stored["kind"])

@@ -67,12 +67,12 @@ class LocalBackend(Backend):
             checks.check(job, snapshot.source if snapshot else os.getcwd())
         if job_dir.path.exists() and not replace:
             raise AlreadyExists(job_dir)
+        gpus = assign_gpus(job)  # too few GPUs here: refused, dry run or not, before a replaced job goes
         if dry_run:
             return resource
         if replace and job_dir.path.exists():  # never without replace: another creator may have won meanwhile
             with contextlib.suppress(NotFound):  # another --replace of the same name deleted it first
                 self.delete(job_dir.name, job_dir.namespace)
-        gpus = assign_gpus(job)
         resource.pop("status", None)  # observed, never submitted: the API server drops it on create too
         metadata.update(namespace=job_dir.namespace, uid=str(uuid.uuid4()),
                         creationTimestamp=rfc3339(datetime.now(timezone.utc)))

@@ -13,7 +13,8 @@ What is checked (``--no-preflight`` / ``preflight=False`` skips all of it):
 * the script of an interpreter exists: ``python[3[.N]] [options] FILE``, ``bash|sh [options] FILE``,
   and a framework's own script runner's (``torchrun [options] FILE``: Framework.script_runners, whose
   options the framework describes); ``python -m MODULE``, ``-c CODE`` and a runner's module option
-  are not checked, since the module is found on the replica's own import path;
+  are not checked, since the module is found on the replica's own import path; nor is a function
+  job's runner, trainctl's own file, which ``Client.run`` writes only for a real create;
 * behind a framework's launcher (``mpirun ... python FILE``: Framework.launchers) the launcher
   resolves, and the first interpreter word after it is checked as above: launcher options are too
   many to parse, and a check that rejected a command that would run is worse than none; the
@@ -35,6 +36,8 @@ from trainctl.core.job import Job
 from trainctl.errors import UserError, setting, spelled
 from trainctl.frameworks import ALL
 from trainctl.frameworks.base import ScriptRunner
+from trainctl.functions.shipping import RUNNER_FILE
+from trainctl.paths import functions_dir
 
 # what starts the job's command on other replicas, and the framework that knows it: the word after the
 # launcher's options is checked
@@ -90,7 +93,7 @@ def check_command(command: list[str], workdir: str, path: str, where: str) -> No
         words = command[wrapped[0]:]
         require_executable(words[0], workdir, path, where, shown)
     script = script_of(words)
-    if script is None or (Path(workdir) / script).is_file():
+    if script is None or (Path(workdir) / script).is_file() or function_runner(script):
         return
     if Path(script).is_absolute():  # in YAML written for a cluster, a file its image holds
         raise UserError(f"{where}: {shown}: no file {script} on this machine: an image may hold it, but the local "
@@ -98,6 +101,13 @@ def check_command(command: list[str], workdir: str, path: str, where: str) -> No
                         f"or run the job on a cluster {skip_hint()}")
     raise UserError(f"{where}: {shown}: no file {script} in {workdir}, where the local backend runs the "
                     f"command: check its name, or submit from the directory it is relative to {skip_hint()}")
+
+
+def function_runner(script: str) -> bool:
+    """Whether ``script`` is a function job's runner, which Client.run writes under trainctl's own directory
+    just before the create and a dry run never writes: trainctl's file to get right, not the user's."""
+    path = Path(script)
+    return path.name == RUNNER_FILE and path.is_absolute() and path.parent.parent == functions_dir()
 
 
 def skip_hint() -> str:

@@ -21,6 +21,7 @@ Each replica runs inside the containment this supervisor found when it started
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -34,6 +35,7 @@ from pathlib import Path
 from trainctl import reporting
 from trainctl.backends.base import CRASH_LOOP
 from trainctl.backends.local import containment, processes
+from trainctl.backends.local.backend import visible_gpus
 from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files,
                                            stored_window)
 from trainctl.core import conditions as cond
@@ -147,6 +149,12 @@ def termination_message(job_dir: JobDir, replica_id: str, failed: bool) -> str:
         log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_FALLBACK_BYTES))
         return "\n".join(log.read().decode(errors="replace").splitlines()[-LOG_FALLBACK_LINES:])
     return ""
+
+
+@functools.cache
+def machine_has_gpus() -> bool:
+    """Whether this machine offers GPUs ($CUDA_VISIBLE_DEVICES, else nvidia-smi), asked once per supervisor."""
+    return bool(visible_gpus())
 
 
 def cpu_share(replicas: int) -> int:
@@ -319,10 +327,15 @@ class Supervisor:
         message, its CPU share, and what its kind needs of a machine (Framework.local_env)."""
         job = Job(resource)
         replica_id = job.replica_id(action.rtype, action.index)
-        env = {"CUDA_VISIBLE_DEVICES": ",".join(self.runtime.get("gpus", {}).get(action.name, [])),
-               "TRAINCTL_PIP_CACHE": str(self.dir.path / "pip"),  # --pip installs per job (trainctl.code.pipwrap)
+        env = {"TRAINCTL_PIP_CACHE": str(self.dir.path / "pip"),  # --pip installs per job (trainctl.code.pipwrap)
                TERMINATION_LOG_ENV: str(self.dir.termination_file(replica_id)),  # a pod's /dev/termination-log
                **job.framework.local_env(job, action.rtype, action.index, str(self.dir.path))}
+        gpus = self.runtime.get("gpus", {}).get(action.name, [])
+        # Its slice, or "" to hide the machine's GPUs from a replica that asked for none; on a machine without
+        # GPUs nothing, as a pod on a CPU-only node has no CUDA_VISIBLE_DEVICES: Paddle's launcher takes even
+        # an empty one for a GPU machine, and its collective then fails (upstream's paddle simple-cpu example)
+        if gpus or machine_has_gpus():
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         if "OMP_NUM_THREADS" not in os.environ:
             env["OMP_NUM_THREADS"] = str(cpu_share(job.total_replicas))
         return env
