@@ -62,6 +62,9 @@ def run(
     pytorch_init_image: PytorchInitImage = None,
     mpi_kubectl_delivery_image: MpiKubectlDeliveryImage = None,
     log_format: Annotated[str, typer.Option("--log-format", help="text or json.")] = "text",
+    keep_records: Annotated[bool, typer.Option("--keep-records/--no-keep-records", help=(
+        "Keep each replica's ended runs (log tail, exit code, result, reports) in ConfigMaps owned by the job, "
+        "so they outlive the pods (docs/records.md)."))] = True,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
@@ -75,7 +78,8 @@ def run(
                                  else pytorch_init_image,
                                  mpi_kubectl_delivery_image=MPI_KUBECTL_DELIVERY_IMAGE
                                  if mpi_kubectl_delivery_image is None else mpi_kubectl_delivery_image,
-                                 log_format=log_format, context=context, kubeconfig=kubeconfig)
+                                 log_format=log_format, keep_records=keep_records, context=context,
+                                 kubeconfig=kubeconfig)
     raise typer.Exit(run_controller(options))
 
 
