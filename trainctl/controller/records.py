@@ -495,16 +495,20 @@ class RecordKeeper:
                     self.remember(job.namespace, job.name, replica, job.uid, frozenset(c.run.key for c in runs))
                     break
                 record = fmt.fitted(merged(existing, runs, replica), fmt.record_budget(job.total_replicas))
-                if self.write(job, pod_name, record, existing):
+                written = self.write(job, pod_name, record, existing)
+                if written is not None:  # kept, or refused for good: either way no run of it is read again
                     self.remember(job.namespace, job.name, replica, job.uid, record.keys)
-                    self.metrics.records_written.inc(job.framework.kind)
-                    self.metrics.record_bytes.inc(job.framework.kind, amount=fmt.stored_size(record))
+                    if written:
+                        self.metrics.records_written.inc(job.framework.kind)
+                        self.metrics.record_bytes.inc(job.framework.kind, amount=fmt.stored_size(record))
                     break
                 known = True  # created or changed meanwhile: read it and merge again
         self.controller.queue.add(key)
 
-    def write(self, job: Job, pod_name: str, record: fmt.Record, existing: fmt.Record | None) -> bool:
-        """Create or replace the ConfigMap; False on a conflict (someone wrote it since it was read)."""
+    def write(self, job: Job, pod_name: str, record: fmt.Record, existing: fmt.Record | None) -> bool | None:
+        """Create or replace the ConfigMap: True once written; None on a conflict (someone wrote it since it was
+        read); False when the API server refuses it for good (forbidden, a quota, invalid), which is logged:
+        reading the runs again would only meet the same answer."""
         body = fmt.body(replace(record, resource_version=existing.resource_version if existing else ""), job.resource,
                         pod_name)
         try:
@@ -513,7 +517,10 @@ class RecordKeeper:
             else:
                 self.client.replace(CONFIGMAPS, body, job.namespace)
         except ApiError as error:
-            if error.status == 409:
+            if error.status in (404, 409):  # deleted or changed since it was read
+                return None
+            if 400 <= error.status < 500 and error.status != 429:
+                log.warning("records: the record of %s/%s was not kept: %s", job.namespace, pod_name, error)
                 return False
             raise
         return True
