@@ -45,7 +45,7 @@ from trainctl.kube.pods import terminated
 log = logging.getLogger("trainctl.controller")
 
 WORKERS = 4
-MAX_READS_PER_S = 10.0
+MAX_READS_PER_S = 20.0  # as the progress watcher's: the same kubelets answer both
 MAX_FOLLOWS = 32
 RESYNC_S = 30.0
 OPEN_WAIT_S = 2.0  # how long a delete waits for the log of the pod it stops to be open
