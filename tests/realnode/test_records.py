@@ -20,8 +20,13 @@ import time
 
 
 def both_ranks(scale):
-    rank = int(os.environ["RANK"])
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")  # both ranks run to the end: the job cannot succeed without the worker
+    rank = dist.get_rank()
     print("rank", rank, "says hello", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
     return {"scale": scale, "rank": rank}
 
 
@@ -114,8 +119,11 @@ def test_a_pod_deleted_by_hand_mid_run_keeps_its_log_and_last_words_in_previous(
 
 
 def test_kubectl_delete_of_the_job_leaves_none_of_its_kept_records(real_node, trainctl, namespace, python_image):
+    # the master outlives the worker's run (a PyTorchJob ends with its master): both runs end, and are kept
+    code = "import os, time\nprint('rank', os.environ['RANK'], 'done', flush=True)\n" \
+           "time.sleep(30 if os.environ['RANK'] == '0' else 0)"
     submitted = trainctl("submit", "pytorch", "--name", "collected", "-n", namespace, "--workers", "2",
-                         "--image", python_image, "--", "python3", "-c", "print('done')")
+                         "--image", python_image, "--", "python3", "-c", code)
     assert submitted.returncode == 0, submitted.stderr
     waited = trainctl("wait", "collected", "-n", namespace, "--timeout", str(JOB_TIMEOUT_S), timeout=JOB_TIMEOUT_S + 30)
     assert waited.returncode == 0, waited.stdout + waited.stderr
