@@ -48,6 +48,7 @@ class Executor:
         self.decorate = decorate
         self.expectations = Expectations()
         self.may_delete: MayDelete = lambda key, job, name: True
+        self.held_back: set[tuple[JobKey, str]] = set()  # pods whose delete waits: their services wait too
 
     def execute(self, key: JobKey, job: Job, action: object) -> None:
         if isinstance(action, CreateReplica):
@@ -56,12 +57,15 @@ class Executor:
             self.create(key, SERVICES, pod_objects.service_body(job, action), job.namespace)
         elif isinstance(action, DeleteReplica):
             if not self.may_delete(key, job, action.name):
+                self.held_back.add((key, action.name))
                 return  # its record first: the job is reconciled again once it is kept
+            self.held_back.discard((key, action.name))
             self.delete(key, PODS, action.name, job.namespace)
             if action.reason == "Restart":
                 self.metrics.restarted.inc(job.namespace, job.framework.name)
         elif isinstance(action, DeleteService):
-            self.delete(key, SERVICES, action.name, job.namespace)
+            if (key, action.name) not in self.held_back:  # a held pod's service goes with it, not before
+                self.delete(key, SERVICES, action.name, job.namespace)
         elif isinstance(action, RecordEvent):
             self.record_event(job, action.type, action.reason, action.message)
         elif isinstance(action, DeleteJob):
