@@ -291,14 +291,18 @@ def run_node(namespace: str, cluster_dir: str, apiserver: str) -> None:
     node.stop()
 
 
+def node_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The hidden options a benchmark's node process is started with (``--node NAMESPACE``)."""
+    for name in ("--node", "--cluster-dir", "--apiserver"):
+        parser.add_argument(name, help=argparse.SUPPRESS)
+    return parser
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = node_options(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     parser.add_argument("--sizes", default="100,500,1000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--node", help=argparse.SUPPRESS)
-    parser.add_argument("--cluster-dir", help=argparse.SUPPRESS)
-    parser.add_argument("--apiserver", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.node:
         run_node(args.node, args.cluster_dir, args.apiserver)

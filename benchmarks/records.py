@@ -149,13 +149,10 @@ def end(node, namespace: str, pod: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = scale.node_options(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     parser.add_argument("--sizes", default="100,1000")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--log-kib", type=int, default=64)
-    parser.add_argument("--node", help=argparse.SUPPRESS)
-    parser.add_argument("--cluster-dir", help=argparse.SUPPRESS)
-    parser.add_argument("--apiserver", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.node:
         run_node(args.node, args.cluster_dir, args.apiserver, args.log_kib)
