@@ -19,6 +19,7 @@ Throughput ratio = baseline seconds / controller seconds (1.0 = as fast as the b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
 import shutil
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -289,14 +291,18 @@ def run_node(namespace: str, cluster_dir: str, apiserver: str) -> None:
     node.stop()
 
 
+def node_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The hidden options a benchmark's node process is started with (``--node NAMESPACE``)."""
+    for name in ("--node", "--cluster-dir", "--apiserver"):
+        parser.add_argument(name, help=argparse.SUPPRESS)
+    return parser
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = node_options(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     parser.add_argument("--sizes", default="100,500,1000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--node", help=argparse.SUPPRESS)
-    parser.add_argument("--cluster-dir", help=argparse.SUPPRESS)
-    parser.add_argument("--apiserver", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.node:
         run_node(args.node, args.cluster_dir, args.apiserver)
@@ -313,13 +319,23 @@ def main() -> None:
         print(f"{row.what:55s} {row.median:10.2f} {row.unit:8s}" + (f" {row.ratio:.2f}x" if row.ratio else ""))
 
 
-def measure(binary: Path, n: int, runs: int, concurrency: int, notes: list[str]) -> list[Row]:
-    cluster = TestCluster(Path(tempfile.mkdtemp(prefix=f"bench-scale-{n}-")), binary).start()
+@contextlib.contextmanager
+def fresh_cluster(binary: Path, prefix: str) -> Iterator[TestCluster]:
+    """A new etcd + kube-apiserver with trainctl's CRDs served; removed afterwards."""
+    cluster = TestCluster(Path(tempfile.mkdtemp(prefix=prefix)), binary).start()
     try:
         subprocess.run([sys.executable, "-m", "trainctl", "crds", "install", "--kubeconfig",
                         str(cluster.kubeconfig("admin"))], check=True, capture_output=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
         time.sleep(2)  # new CRDs take a moment to be served
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.workdir, ignore_errors=True)
+
+
+def measure(binary: Path, n: int, runs: int, concurrency: int, notes: list[str]) -> list[Row]:
+    with fresh_cluster(binary, f"bench-scale-{n}-") as cluster:
         bench = Bench(cluster, concurrency)
         base, every, ours = [], [], []
         for r in range(runs):  # alternate, so drift on a shared machine hits every mode alike
@@ -328,9 +344,6 @@ def measure(binary: Path, n: int, runs: int, concurrency: int, notes: list[str])
             ours.append(bench.run_controller(n, f"ctl-{n}-{r}"))
             print(f"N={n} run {r}: baseline {base[-1]}, every write {every[-1]}, controller {ours[-1]}",
                   file=sys.stderr)
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.workdir, ignore_errors=True)
     return rows_for(n, base, every, ours, notes)
 
 

@@ -12,8 +12,9 @@ kubelet would: it registers a Node whose kubelet endpoint is an HTTPS server on
     node.set_phase("ns", "job-worker-0", "Succeeded", exit_code=0)
 
 For a controller under test, ``node.manage("ns")`` does this for every pod of a
-namespace as it appears: binds it, marks it Running, and completes deletions (a pod
-on a node stays Terminating until its kubelet confirms).
+namespace as it appears: binds it (a new pod starts with an empty log, as a new container
+does), marks it Running, and completes deletions (a pod on a node stays Terminating until
+its kubelet confirms; its containers stop first, which ends the log streams that follow it).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class FakeNode:
         self.stamped: dict[tuple[str, str, str], str] = {}
         self.previous_stamped: dict[tuple[str, str, str], str] = {}
         self.finished: set[tuple[str, str]] = set()
+        self.unreachable: set[tuple[str, str]] = set()  # (namespace, pod) whose logs nothing serves (a lost node)
         self.lock = threading.Condition()
         self.server: ThreadingHTTPServer | None = None
         self.managed: dict[str, bool] = {}  # namespace -> start pods (Running) or only bind them
@@ -91,8 +93,10 @@ class FakeNode:
             return
         try:
             if metadata.get("deletionTimestamp"):
+                self.stop_containers(namespace, name)
                 self.rest.delete(PODS, name, namespace, grace_period=0, uid=metadata["uid"])
             elif not spec.get("nodeName"):
+                self.forget_logs(namespace, name)
                 binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
                            "target": {"apiVersion": "v1", "kind": "Node", "name": self.name}}
                 self.rest.request(
@@ -102,6 +106,20 @@ class FakeNode:
         except ApiError as error:
             if error.status not in (404, 409):
                 raise
+
+    def stop_containers(self, namespace: str, pod: str) -> None:
+        """The pod's containers stop: the streams following its logs end (their last lines sent)."""
+        with self.lock:
+            self.finished.add((namespace, pod))
+            self.lock.notify_all()
+
+    def forget_logs(self, namespace: str, pod: str) -> None:
+        """A new pod of that name: no log of an earlier one is its log."""
+        with self.lock:
+            self.finished.discard((namespace, pod))
+            for logs in (self.logs, self.previous, self.stamped, self.previous_stamped):
+                for key in [key for key in logs if key[:2] == (namespace, pod)]:
+                    del logs[key]
 
     def _status(self, pod: dict, phase: str) -> dict:
         statuses = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "restartCount": 0,
@@ -213,6 +231,12 @@ class FakeNode:
                     return
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 key = (parts[1], parts[2], parts[3])
+                if key[:2] in node.unreachable:  # its node is lost: nothing answers for it
+                    self.send_error(503, "node unreachable")
+                    return
+                if query.get("previous") == "true" and key not in node.previous:  # as kubelet answers
+                    self.send_error(400, f'previous terminated container "{key[2]}" in pod "{key[1]}" not found')
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
                 self.end_headers()

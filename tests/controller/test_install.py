@@ -106,6 +106,8 @@ def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8
     for verb in ("list", "watch", "create", "delete"):
         assert allowed(controller, verb, "pods", namespace="team-a")
     assert allowed(controller, "get", "pods", namespace="team-a", subresource="log")  # progress reports (issue 25)
+    for verb in ("get", "list", "create", "update", "delete"):  # the kept records (issue 26)
+        assert allowed(controller, verb, "configmaps", namespace="team-a")
     assert allowed(controller, "patch", "pytorchjobs", "kubeflow.org", "team-a")  # their summary, an annotation
     assert allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name=NAME)
     assert not allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name="someone-elses")
@@ -140,7 +142,10 @@ def test_the_controller_runs_jobs_under_its_service_account_token(k8s_cluster, i
         assert rest.get(ROLES, "mpi-launcher", managed_namespace)["rules"][1]["resources"] == ["pods/exec"]
         assert rest.get(ROLE_BINDINGS, "mpi-launcher", managed_namespace)
         assert rest.get(CONFIGMAPS, "mpi-config", managed_namespace)["data"]["hostfile"]
+        kube_node.write_log(managed_namespace, "rbac-master-0", "pytorch", "done\n")
         kube_node.set_phase(managed_namespace, "rbac-master-0", "Succeeded", exit_code=0)
+        wait_for(lambda: rest.list(CONFIGMAPS, managed_namespace, "trainctl.io/record=v1")["items"],
+                 what="the master's run kept")
         wait_for(lambda: not any(j["metadata"]["name"] == "rbac" for j in rest.list(
             job_resource(by_kind("PyTorchJob")), managed_namespace)["items"]), what="TTL deletion")
         assert get_job(rest, "MPIJob", managed_namespace, "mpi")["status"]["conditions"][0]["type"] == "Created"

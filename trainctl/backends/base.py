@@ -48,6 +48,7 @@ class ReplicaRow:
     exit_window: tuple[float, float] | None = None  # Unix seconds it exited between (local: two polls)
     last_exit_window: tuple[float, float] | None = None
     stopped: bool = False  # stopped by the job itself when it failed: a consequence, never the cause
+    kept: str = ""  # where the row comes from when its pod is gone: "pod removed; from the kept record"
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,20 @@ class ReplicaReports:
 #: of each replica's log, the last lines a progress read looks through (a replica reports at least once a second
 #: while it reports at all, so only a replica printing thousands of lines a second hides its latest report)
 REPORT_TAIL_LINES = 2000
+
+
+def reports_in(log_lines: Iterator[LogLine]) -> dict[str, ReplicaReports]:
+    """Each replica's report lines among its log lines, and when it last wrote one."""
+    from trainctl.reporting import MARKER
+
+    found: dict[str, tuple[list[str], float | None]] = {}
+    for line in log_lines:
+        lines, last = found.setdefault(line.replica, ([], None))
+        if MARKER in line.text:
+            lines.append(line.text)
+        if line.time:  # 0.0: a pod with no log yet (its "(no logs: ...)" line)
+            found[line.replica] = (lines, max(last or 0.0, line.time))
+    return {replica: ReplicaReports(replica, lines, last) for replica, (lines, last) in found.items()}
 
 
 @dataclass
@@ -175,16 +190,7 @@ class Backend(abc.ABC):
     def reports(self, name: str, namespace: str, whole: bool = False) -> dict[str, ReplicaReports]:
         """Each replica's reports, by replica id; ``whole``: every line kept, else only recent ones (for the
         latest progress). Here from the logs, where a pod writes them (``TRAINCTL_PROGRESS=/dev/stdout``)."""
-        from trainctl.reporting import MARKER
-
-        found: dict[str, tuple[list[str], float | None]] = {}
-        for line in self.logs(name, namespace, tail=None if whole else REPORT_TAIL_LINES):
-            lines, last = found.setdefault(line.replica, ([], None))
-            if MARKER in line.text:
-                lines.append(line.text)
-            if line.time:  # 0.0: a pod with no log yet (its "(no logs: ...)" line)
-                found[line.replica] = (lines, max(last or 0.0, line.time))
-        return {replica: ReplicaReports(replica, lines, last) for replica, (lines, last) in found.items()}
+        return reports_in(self.logs(name, namespace, tail=None if whole else REPORT_TAIL_LINES))
 
     @abc.abstractmethod
     def delete(self, name: str, namespace: str, kind: str | None = None) -> None:

@@ -19,8 +19,8 @@ from trainctl.frameworks import ALL, DEFAULT
 
 coercion.install()
 
-COMMAND_MODULES = ("submit", "apply", "status", "logs", "wait", "plot", "lifecycle", "templates", "recipes", "crds",
-                   "controller", "completion")
+COMMAND_MODULES = ("submit", "apply", "status", "logs", "export", "wait", "plot", "lifecycle", "templates", "recipes",
+                   "crds", "controller", "completion")
 
 app = typer.Typer(
     name="trainctl",

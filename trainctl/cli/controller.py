@@ -61,6 +61,9 @@ def run(
         "Cluster domain appended to the fully qualified replica addresses a kind's env carries, as the Kubeflow "
         "operator's CUSTOM_CLUSTER_DOMAIN."))] = None,
     log_format: Annotated[str, typer.Option("--log-format", help="text or json.")] = "text",
+    keep_records: Annotated[bool, typer.Option("--keep-records/--no-keep-records", help=(
+        "Keep each replica's ended runs (log tail, exit code, result, reports) in ConfigMaps owned by the job, "
+        "so they outlive the pods (docs/records.md)."))] = True,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
     **helper_images: str | None,
@@ -71,7 +74,8 @@ def run(
                                  leader_elect=leader_elect, lease_namespace=lease_namespace, lease_name=lease_name,
                                  metrics_addr=metrics_addr, health_addr=health_addr,
                                  gang_scheduler_name=gang_scheduler_name, cluster_domain=cluster_domain,
-                                 helper_images=helper_images, log_format=log_format, context=context,
+                                 helper_images=helper_images, log_format=log_format, keep_records=keep_records,
+                                 context=context,
                                  kubeconfig=kubeconfig)
     raise typer.Exit(run_controller(options))
 

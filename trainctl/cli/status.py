@@ -171,7 +171,8 @@ def exit_cell(row) -> str:
 
 
 def reason_cell(row) -> str:
-    return row.reason or (f"last: {row.last_reason}" if row.last_reason else "")
+    reason = row.reason or (f"last: {row.last_reason}" if row.last_reason else "")
+    return f"{reason} ({row.kept})" if row.kept else reason
 
 
 def list_jobs(namespace: Namespace = None,

@@ -27,6 +27,7 @@ from trainctl.controller.metrics import Metrics
 from trainctl.controller.owned import OwnedObjects
 from trainctl.controller.progress import ProgressWatcher
 from trainctl.controller.queue import WorkQueue
+from trainctl.controller.records import RecordKeeper
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
 from trainctl.core.network import ClusterNetwork
@@ -49,7 +50,7 @@ class Controller:
     def __init__(self, client: Client, *, frameworks=ALL, namespaces: list[str] | None = None,
                  gang: GangScheduler | None = None, cluster_domain: str | None = None,
                  helper_images: dict[str, str] | None = None, metrics: Metrics | None = None,
-                 identity: str | None = None) -> None:
+                 identity: str | None = None, keep_records: bool = True) -> None:
         self.client, self.frameworks = client, list(frameworks)
         self.by_operator = {fw.operator_name: fw for fw in self.frameworks}
         network = ClusterNetwork(cluster_domain, helper_images=dict(helper_images or {}))
@@ -66,6 +67,8 @@ class Controller:
         self.pod_groups = PodGroups(gang, client, self.executor, [Informer(client, gang.resource, ns) for ns in scopes]) \
             if gang and gang.resource else None
         self.progress = ProgressWatcher(self)  # started by the manager: its log reads are no reconcile's
+        self.records = RecordKeeper(self, enabled=keep_records)  # likewise
+        self.executor.may_delete = self.records.ready_to_delete
         self.wire()
 
     # ---- wiring ----------------------------------------------------------------------------
@@ -89,6 +92,7 @@ class Controller:
                 informer.handlers.append(lambda event, obj, kind=kind: self.on_job(kind, event, obj))
         for informer in self.pods:
             informer.handlers.append(lambda event, obj: self.on_child(PODS, event, obj))
+            informer.handlers.append(self.records.on_pod)
         for informer in self.services:
             informer.handlers.append(lambda event, obj: self.on_child(SERVICES, event, obj))
         for informer in self.pod_groups.informers if self.pod_groups else []:
@@ -154,6 +158,7 @@ class Controller:
         if resource is None or resource["metadata"].get("deletionTimestamp"):
             self.executor.expectations.forget(key)
             self.owned.forget(key)
+            self.records.forget(key)
             return
         wait = self.executor.expectations.wait_s(key)
         if wait:
@@ -275,6 +280,7 @@ class Controller:
         for pod in self.children(self.pods, index):
             ours = pod_objects.controller_uid(pod) == resource["metadata"].get("uid")
             if ours and not PodStatus.of(pod).finished:
+                self.records.ready_to_delete(key, Job(resource), pod["metadata"]["name"])  # its log is open first
                 self.executor.delete(key, PODS, pod["metadata"]["name"], key[1])
 
     def refresh_gauges(self) -> None:

@@ -37,6 +37,8 @@ COMPONENT = "trainctl-controller"
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
 #: a gang scheduler's mark on a pod before it is created; returns a warning for the job's events, or None
 Decorate = Callable[[Job, str, dict], "str | None"]
+#: whether a pod of the job may be deleted now (trainctl.controller.records: once its runs are kept)
+MayDelete = Callable[[JobKey, Job, str], bool]
 
 
 class Executor:
@@ -45,6 +47,8 @@ class Executor:
         self.client, self.network, self.metrics, self.identity = client, network, metrics, identity
         self.decorate = decorate
         self.expectations = Expectations()
+        self.may_delete: MayDelete = lambda key, job, name: True
+        self.held_back: set[tuple[JobKey, str]] = set()  # pods whose delete waits: their services wait too
 
     def execute(self, key: JobKey, job: Job, action: object) -> None:
         if isinstance(action, CreateReplica):
@@ -52,11 +56,16 @@ class Executor:
         elif isinstance(action, CreateService):
             self.create(key, SERVICES, pod_objects.service_body(job, action), job.namespace)
         elif isinstance(action, DeleteReplica):
+            if not self.may_delete(key, job, action.name):
+                self.held_back.add((key, action.name))
+                return  # its record first: the job is reconciled again once it is kept
+            self.held_back.discard((key, action.name))
             self.delete(key, PODS, action.name, job.namespace)
             if action.reason == "Restart":
                 self.metrics.restarted.inc(job.namespace, job.framework.name)
         elif isinstance(action, DeleteService):
-            self.delete(key, SERVICES, action.name, job.namespace)
+            if (key, action.name) not in self.held_back:  # a held pod's service goes with it, not before
+                self.delete(key, SERVICES, action.name, job.namespace)
         elif isinstance(action, RecordEvent):
             self.record_event(job, action.type, action.reason, action.message)
         elif isinstance(action, DeleteJob):

@@ -65,6 +65,11 @@ class Informer:
         with self.lock:
             return self.cache.get((namespace, name))
 
+    def last_seen(self, namespace: str, name: str) -> dict | None:
+        """The object as cached, or as it was when it was deleted (while its tombstone lasts)."""
+        with self.lock:
+            return self.cache.get((namespace, name)) or self.tombstones.get((namespace, name))
+
     def by_index(self, value: object) -> list[dict]:
         with self.lock:
             return list(self.indexed.get(value, {}).values())

@@ -54,11 +54,13 @@ def cluster_rules() -> list[dict]:
         # get: an MPIJob's launcher Role grants it, and RBAC lets no one grant what they lack
         rule("", ["pods"], [*READ, "create", "delete"]),
         rule("", ["pods/exec"], ["create"]),  # likewise granted to MPIJob launchers
-        rule("", ["pods/log"], ["get"]),  # the running jobs' progress reports and last output
+        rule("", ["pods/log"], ["get"]),  # progress reports and last output; the kept records of ended runs
         rule("", ["services"], ["list", "watch", "create", "delete"]),
         rule("", ["events"], ["create"]),
         # MPIJob wiring; deleted with the job by its owner reference, never by the controller
         rule("", ["configmaps", "serviceaccounts"], ["get", "create", "update"]),
+        # the replicas' kept records (trainctl.controller.records): which runs are kept; a gone job's removed
+        rule("", ["configmaps"], ["list", "delete"]),
         rule("rbac.authorization.k8s.io", ["roles", "rolebindings"], ["get", "create", "update"]),
         rule("autoscaling", ["horizontalpodautoscalers"], ["get", "create", "update", "delete"]),  # elastic PyTorch
         rule("scheduling.volcano.sh", ["podgroups"], ["list", "watch", "create", "update", "delete"]),

@@ -41,6 +41,7 @@ class Options:
     #: the kinds' helper images given (trainctl.frameworks.base.HelperImage.key -> image); defaults for the rest
     helper_images: dict[str, str] = field(default_factory=dict)
     log_format: str = "text"
+    keep_records: bool = True  # trainctl.controller.records
     context: str | None = None
     kubeconfig: str | None = None
 
@@ -121,7 +122,8 @@ class Manager:
             gang = None
         self.controller = Controller(self.client, frameworks=options.kinds or ALL, namespaces=options.namespaces,
                                      gang=gang, cluster_domain=options.cluster_domain,
-                                     helper_images=options.helper_images)
+                                     helper_images=options.helper_images,
+                                     keep_records=options.keep_records)
         self.controller.hpa = self.served_hpa()
         self.stopping = threading.Event()
         self.acting = threading.Event()
@@ -209,6 +211,7 @@ class Manager:
         for worker in workers:
             worker.start()
         self.controller.progress.start(self.acting)
+        self.controller.records.start(self.acting)
         self.stopping.wait()
         return self.drain(workers, lost=lost is not None and lost.is_set())
 
@@ -256,6 +259,7 @@ class Manager:
     def drain(self, workers: list[threading.Thread], lost: bool) -> int:
         log.info("shutting down: finishing in-flight reconciles")
         self.controller.progress.stop()
+        self.controller.records.stop()
         self.controller.queue.shutdown()
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         for worker in workers:

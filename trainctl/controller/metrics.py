@@ -109,6 +109,12 @@ class Metrics:
         self.api_requests = Gauge("trainctl_api_requests", "API requests sent since start, by verb.", ("verb",))
         self.progress_writes = Counter("trainctl_progress_writes_total", "Progress annotations written, by job kind "
                                        "(trainctl.controller.progress).", ("kind",))
+        self.record_log_reads = Counter("trainctl_record_log_reads_total", "Pod logs read to keep a run's record "
+                                        "(trainctl.controller.records).")
+        self.records_written = Counter("trainctl_records_written_total", "Replica records written, by job kind.",
+                                       ("kind",))
+        self.record_bytes = Counter("trainctl_record_bytes_total", "Compressed bytes of the records written (each "
+                                    "write counts the record's whole size), by job kind.", ("kind",))
         self.leader = Gauge("trainctl_leader", "1 while this controller holds the lease (or runs without one).")
         upstream = ("job_namespace", "framework")
         self.created = Counter("training_operator_jobs_created_total", "Jobs seen created.", upstream)

@@ -14,7 +14,7 @@ import http.client
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -227,9 +227,11 @@ class Client:
         return self.request("DELETE", resource.path(namespace), query={"labelSelector": selector})
 
     # ---- streams ------------------------------------------------------------------
-    def stream(self, path: str, query: dict, timeout: float | None, chunks: bool = False) -> Iterator[bytes]:
+    def stream(self, path: str, query: dict, timeout: float | None, chunks: bool = False,
+               opened: Callable[[], None] | None = None) -> Iterator[bytes]:
         """Lines of a long-running GET (watch, follow logs) on a connection of its own; with
-        ``chunks``, the body as it arrives instead, in pieces of any size (logs read in bulk)."""
+        ``chunks``, the body as it arrives instead, in pieces of any size (logs read in bulk).
+        ``opened``: called once the server answered, before any of the body came."""
         connection = self._connect(timeout)
         try:
             self._count("watch" if query.get("watch") else "stream")
@@ -237,6 +239,8 @@ class Client:
             response = connection.getresponse()
             if response.status >= 400:
                 raise error_from(response.status, response.reason, response.read())
+            if opened is not None:
+                opened()
             while True:
                 try:
                     line = response.read1(STREAM_CHUNK_BYTES) if chunks else response.readline()

@@ -218,6 +218,14 @@ class Client:
             return metrics(next(reports for reports in found if reports.replica == chosen))
         return next((series for series in map(metrics, found) if series), [])
 
+    def export(self, name: str, directory: str | os.PathLike, namespace: str | None = None) -> Path:
+        """Write the job's logs (every replica's, and its run before), result, metrics, events and resource as
+        files into ``directory`` (created; an existing one must be empty), whole or not at all; its path.
+        trainctl/sdk/export.py lists the files."""
+        from trainctl.sdk.export import export
+
+        return export(self, name, self._ns(namespace), directory)
+
     def delete(self, name: str, namespace: str | None = None) -> None:
         self.backend.delete(name, self._ns(namespace))
 

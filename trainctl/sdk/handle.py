@@ -11,8 +11,10 @@ that: :class:`~trainctl.errors.StoppedWatching` says the job keeps running and h
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainctl.errors import InvalidArgument, StoppedWatching, UserError
@@ -186,6 +188,12 @@ class JobHandle:
         return UserError(f"job {self.name} succeeded, but no replica's log holds a result line{removed}: its function "
                          "ended rank 0's process without returning (sys.exit() or os._exit() in it skip the print "
                          "of the value); return the value instead")
+
+    def export(self, directory: str | os.PathLike) -> Path:
+        """Every replica's logs (and the run before each), the result, metrics, events and the resource as files
+        in ``directory`` (created; an existing one must be empty): ``job.export("mnist-record")``. On a cluster,
+        what the pods took with them comes from the record trainctl's controller kept."""
+        return self.client.export(self.name, directory, self.namespace)
 
     # ---- changing ---------------------------------------------------------------------------
     def delete(self) -> None:

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from trainctl import API_GROUP
-from trainctl.backends.base import Backend, JobDetails, LogChunk, ReplicaRow, pick_replica
+from trainctl.backends.base import (REPORT_TAIL_LINES, Backend, JobDetails, LogChunk, ReplicaReports, ReplicaRow,
+                                    lines_of, pick_replica, reports_in)
 from trainctl.backends.kube import logs as pod_logs
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
@@ -141,12 +142,22 @@ class KubeBackend(Backend):
             events = self.client.list(kube.EVENTS, namespace, field_selector=f"involvedObject.name={name}")["items"]
         job = Job(resource)
         order = job.replica_types
-        rows = [replica_row(pod, order) for pod in pods] + podless_rows(job, pods)
+        rows = [replica_row(pod, order) for pod in pods] + podless_rows(job, pods, self.kept_runs(job, pods))
         rows.sort(key=lambda r: (order.index(r.replica_type) if r.replica_type in order else len(order), r.index or 0))
         recent = sorted(events, key=event_time)[-RECENT_EVENTS:]
         return JobDetails(resource=resource, replicas=rows, events=[
             {"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"), "time": event_time(e)}
             for e in recent])
+
+    def kept_runs(self, job: Job, pods: list[dict]) -> dict[str, tuple]:
+        """The runs kept of the job's replicas, by replica id, when some replica has no pod (one metadata-only
+        list of its records: trainctl.backends.kube.records); {} when every replica has one."""
+        from trainctl.backends.kube import records
+
+        present = {pod["metadata"]["name"] for pod in pods}
+        if all(job.pod_name(t, i) in present for t in job.replica_types for i in range(job.replicas(t))):
+            return {}
+        return records.listed(self.client, job.namespace, job.name, job.uid)
 
     def kueue_workload(self, resource: dict) -> dict | None:
         metadata = resource["metadata"]
@@ -201,11 +212,8 @@ class KubeBackend(Backend):
             picked = pick_replica(replica, name, list(replicas))
             replicas = {picked: replicas[picked]}
         if not follow or self.job_ended(job):  # a finished job's logs are merged in time order even with -f
-            statuses = {} if previous else self.pod_statuses(name, namespace)
-            return pod_logs.merged([self.finished_log(namespace, pod, container, replica_id, tail=tail,
-                                                      since_seconds=since_seconds, previous=previous,
-                                                      timestamps=timestamps, status=statuses.get(pod))
-                                    for replica_id, (pod, container) in replicas.items()])
+            return self.merged_logs(job, replicas, tail=tail, since_seconds=since_seconds, previous=previous,
+                                    timestamps=timestamps)
 
         def source(replica_id: str, pod: str, container: str):
             def run(emit):
@@ -217,28 +225,65 @@ class KubeBackend(Backend):
         return pod_logs.follow_all([source(replica_id, *pod) for replica_id, pod in replicas.items()],
                                    lambda: self.job_ended(job))
 
-    def pod_statuses(self, name: str, namespace: str) -> dict[str, dict]:
-        """The status of each pod of the job, by pod name, in one request ({} when they cannot be read:
-        the logs themselves then say why)."""
+    def merged_logs(self, job: Job, replicas: dict[str, tuple[str, str]], pods: dict[str, dict] | None = None,
+                    **read) -> Iterator[LogChunk]:
+        """The replicas' (id: (pod, container)) logs as they stand, merged in time order (``pods``: by name, when
+        just listed)."""
+        pods = self.pods_by_name(job.name, job.namespace) if pods is None else pods
+        return pod_logs.merged([self.finished_log(job, pod, container, replica_id, pods, **read)
+                                for replica_id, (pod, container) in replicas.items()])
+
+    def reports(self, name: str, namespace: str, whole: bool = False) -> dict[str, ReplicaReports]:
+        """Each replica's reports from its pod's log, or, its pod gone, every report its record kept."""
+        from trainctl.backends.kube import records
+
+        job = Job(self.find(name, namespace))
+        pods = self.pods_by_name(name, namespace)
+        live, found = {}, {}
+        for rtype in job.replica_types:
+            for index in range(job.replicas(rtype)):
+                pod, replica = job.pod_name(rtype, index), job.replica_id(rtype, index)
+                record = records.read(self.client, namespace, pod, job.uid, replica) \
+                    if pods is not None and pod not in pods else None
+                if record is not None:
+                    found[replica] = ReplicaReports(replica, record.report_lines(), record.last_output)
+                else:
+                    live[replica] = (pod, self.container_of(job, rtype))
+        lines = lines_of(self.merged_logs(job, live, pods, tail=None if whole else REPORT_TAIL_LINES,
+                                          since_seconds=None, previous=False, timestamps=False)) if live else iter(())
+        return {**reports_in(lines), **found}
+
+    def pods_by_name(self, name: str, namespace: str) -> dict[str, dict] | None:
+        """Each pod of the job by name, in one request (None when they cannot be read: the logs themselves then
+        say why)."""
         try:
             pods = self.client.list(kube.PODS, namespace, selector=f"{LABEL_JOB_NAME}={name}")["items"]
         except (kube.ApiError, OSError):
-            return {}
-        return {pod["metadata"]["name"]: pod.get("status") or {} for pod in pods}
+            return None
+        return {pod["metadata"]["name"]: pod for pod in pods}
 
-    def finished_log(self, namespace: str, pod: str, container: str, replica_id: str, *, tail: int | None,
-                     since_seconds: int | None, previous: bool, timestamps: bool,
-                     status: dict | None) -> Iterator[LogChunk]:
-        """One replica's log as it stands; a pod held back by a failed init container (``status``: the pod's)
+    def finished_log(self, job: Job, pod: str, container: str, replica_id: str, pods: dict[str, dict] | None, *,
+                     tail: int | None, since_seconds: int | None, previous: bool,
+                     timestamps: bool) -> Iterator[LogChunk]:
+        """One replica's log as it stands. Its pod gone, or its log unreadable, the run trainctl's controller kept
+        (trainctl.backends.kube.records), after a line that says so. A pod held back by a failed init container
         gives that container's log instead, after a line that says so (else only "(no logs: ...)")."""
-        failed = None if previous else failed_init(status)
+        from trainctl.backends.kube import records
+
+        found = pods.get(pod) if pods is not None else None
+        kept = records.Kept(self.client, job, pod, replica_id, found, container, previous,
+                            {"tail": tail, "since_seconds": since_seconds, "keep_stamps": timestamps})
+        if pods is not None and found is None and kept.run() is not None:  # the pod is gone
+            yield from kept.chunks()
+            return
+        failed = None if previous else failed_init((found or {}).get("status"))
         if failed is not None:
             container, previous, code = failed
             yield LogChunk(replica_id, f"(init container {container} exited {code}, so the replica never started; "
                                        "its log:)\n".encode(), 0.0)  # before its lines
-        yield from pod_logs.timed_chunks(self.client, namespace, pod, pod_logs.log_query(
+        yield from kept.or_instead(pod_logs.stamped_chunks(self.client, job.namespace, pod, pod_logs.log_query(
             container, follow=False, timestamps=True, tail=tail, since_seconds=since_seconds, previous=previous),
-            replica_id, keep_stamps=timestamps)
+            replica_id, timestamps), when=found is not None and failed is None)
 
     @staticmethod
     def container_of(job: Job, rtype: str) -> str:
@@ -281,10 +326,12 @@ class KubeBackend(Backend):
             # services have no deletecollection verb
             for service in self.client.list(kube.SERVICES, namespace, selector=selector)["items"]:
                 self.delete_if_present(kube.SERVICES, service["metadata"]["name"], namespace)
-        from trainctl.backends.kube import code
+        from trainctl.backends.kube import code, records
 
         with self.errors(f"delete the code snapshot ConfigMaps of {name}"):
             code.release(self.client, job)  # none without a snapshot
+        with self.errors(f"delete the kept records of {name}"):
+            records.release(self.client, namespace, name)
 
     def delete_if_present(self, resource: kube.Resource, name: str, namespace: str, **options) -> None:
         try:
@@ -348,16 +395,25 @@ def canonical_type(label: str, replica_types: list[str]) -> str:
     return next((rtype for rtype in replica_types if rtype.lower() == label), label.capitalize())
 
 
-def podless_rows(job: Job, pods: list[dict]) -> list[ReplicaRow]:
+def podless_rows(job: Job, pods: list[dict], kept: dict[str, tuple] | None = None) -> list[ReplicaRow]:
     """A row for each replica of the spec without a pod: not created yet, or removed after the job ended.
 
-    Removed pods take their exit codes with them; the job's events and conditions still tell
-    why it ended. With the default cleanPodPolicy (None) a finished job keeps every pod.
+    A removed pod's row is its last run as trainctl's controller kept it (``kept``: runs by replica id,
+    trainctl.backends.kube.records); without a record, only that it was removed (the job's events and
+    conditions still tell why it ended). With the default cleanPodPolicy (None) a finished job keeps every pod.
     """
+    from trainctl.backends.kube.records import kept_row
+
     present = {pod["metadata"]["name"] for pod in pods}
-    state, reason = (("Deleted", f"pod removed (cleanPodPolicy {job.run_policy['cleanPodPolicy']})")
-                     if cond.has_finished(job.resource)
+    finished = cond.has_finished(job.resource)
+    state, reason = (("Deleted", f"pod removed (cleanPodPolicy {job.run_policy['cleanPodPolicy']})") if finished
                      else ("Pending", "no pod yet"))
-    return [ReplicaRow(name=job.pod_name(rtype, index), replica_type=rtype, index=index, state=state, reason=reason)
-            for rtype in job.replica_types for index in range(job.replicas(rtype))
-            if job.pod_name(rtype, index) not in present]
+    rows = []
+    for rtype in job.replica_types:
+        for index in range(job.replicas(rtype)):
+            name, runs = job.pod_name(rtype, index), (kept or {}).get(job.replica_id(rtype, index))
+            if name in present:
+                continue
+            rows.append(kept_row(name, rtype, index, runs, finished) if runs else
+                        ReplicaRow(name=name, replica_type=rtype, index=index, state=state, reason=reason))
+    return rows

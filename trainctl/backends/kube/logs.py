@@ -41,24 +41,19 @@ def merged(sources: list[Iterator[LogChunk]]) -> Iterator[LogChunk]:
     return heapq.merge(*sources, key=lambda chunk: chunk.time)
 
 
-def timed_chunks(client: Client, namespace: str, pod: str, query: dict, replica: str,
-                 keep_stamps: bool) -> Iterator[LogChunk]:
-    """One pod's finished log (``query`` has ``timestamps=true``) as chunks timed by their lines; a log that
-    cannot be read is one line saying why."""
-    last_time = 0.0
-    try:
-        for chunk in stamped_chunks(client, namespace, pod, query, replica, keep_stamps):
-            last_time = chunk.time
-            yield chunk
-    except (ApiError, OSError) as error:  # a pod that is gone or has no previous run
-        yield LogChunk(replica, no_logs(error), last_time)
-
-
 def stamped_chunks(client: Client, namespace: str, pod: str, query: dict, replica: str,
                    keep_stamps: bool) -> Iterator[LogChunk]:
-    """:func:`timed_chunks` that raises ApiError or OSError when the log cannot be read."""
+    """One pod's finished log (``query`` has ``timestamps=true``) as chunks timed by their lines; ApiError or
+    OSError when it cannot be read (the caller says why, or reads the kept record)."""
+    pieces = client.stream(PODS.path(namespace, pod, "log"), query, timeout=60, chunks=True)
+    return stamped_blocks_to_chunks(whole_lines(pieces), replica, keep_stamps)
+
+
+def stamped_blocks_to_chunks(blocks: Iterator[bytes] | list[bytes], replica: str,
+                             keep_stamps: bool) -> Iterator[LogChunk]:
+    """Blocks of kubelet-stamped whole lines (a pod's, or a kept record's) as chunks timed by their lines."""
     last_time = 0.0
-    for block in whole_lines(client.stream(PODS.path(namespace, pod, "log"), query, timeout=60, chunks=True)):
+    for block in blocks:
         for stamp, lines in split_by_stamp(block):
             last_time = stamp_time(stamp) or last_time
             yield LogChunk(replica, b"\n".join(lines if keep_stamps else without_stamps(lines)) + b"\n", last_time)
