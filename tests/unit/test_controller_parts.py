@@ -174,3 +174,29 @@ def test_a_missing_service_is_created_even_when_its_pod_exists():
         ("CreateService", "g-worker-1"), ("CreateService", "g-worker-2"), ("DeleteService", "g-worker-9")]
     created = next(a for a in plan.actions if isinstance(a, CreateService))
     assert "training.kubeflow.org/job-role" not in created.labels
+
+
+def test_token_bucket_lets_a_burst_through_then_paces_waiters_in_their_order():
+    """client-go's client-side limit: `burst` requests at once, then one every 1/qps seconds, first come first served."""
+    from trainctl.kube.client import TokenBucket
+
+    now, slept = [100.0], []
+    bucket = TokenBucket(4, 2, clock=lambda: now[0], sleep=slept.append)
+    for _ in range(5):  # nobody sleeps here, so all five arrive at t=100: the 3rd waits 1/4 s, the 4th 2/4 ...
+        bucket.take()
+    assert slept == [0.25, 0.5, 0.75] and bucket.waited_s == 1.5
+    now[0] += 10  # a quiet spell refills the bucket, never beyond its burst
+    slept.clear()
+    for _ in range(3):
+        bucket.take()
+    assert slept == [0.25]
+
+
+def test_rate_limits_read_as_client_go_reads_them():
+    from trainctl.kube.client import rate_limit
+
+    assert rate_limit(-1, 30) is None  # negative: no limit
+    default = rate_limit(0, 0)
+    assert (default.qps, default.burst) == (5, 10)  # client-go's DefaultQPS/DefaultBurst
+    upstream = rate_limit(20, 30)
+    assert (upstream.qps, upstream.burst) == (20, 30)

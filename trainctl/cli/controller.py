@@ -35,6 +35,13 @@ MpiKubectlDeliveryImage = Annotated[str | None, typer.Option("--mpi-kubectl-deli
     "Image of the MPI launcher's init container: copies kubectl to $TARGET_DIR for kubexec.sh, then waits "
     "until every worker accepts kubectl exec. Default: kubeflow/kubectl-delivery:latest."))]
 
+# upstream's flags and defaults (20/30); negative QPS: no client-side limit, as client-go reads it
+KubeApiQps = Annotated[float | None, typer.Option("--kube-api-qps", help=(
+    "Requests a second the controller may average to the API server (default 20, as upstream; 0: client-go's "
+    "default of 5; negative: no limit). Each client waits its turn for a token."))]
+KubeApiBurst = Annotated[int | None, typer.Option("--kube-api-burst", help=(
+    "Requests the controller may send at once after a quiet spell (default 30, as upstream; 0: client-go's 10)."))]
+
 KINDS_HELP = "Job kinds to reconcile, comma-separated or repeated (default: all six). Example: --kinds pytorch,tf"
 
 
@@ -62,10 +69,13 @@ def run(
     pytorch_init_image: PytorchInitImage = None,
     mpi_kubectl_delivery_image: MpiKubectlDeliveryImage = None,
     log_format: Annotated[str, typer.Option("--log-format", help="text or json.")] = "text",
+    kube_api_qps: KubeApiQps = None,
+    kube_api_burst: KubeApiBurst = None,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
-    from trainctl.controller.manager import MPI_KUBECTL_DELIVERY_IMAGE, PYTORCH_INIT_IMAGE, Options, run_controller
+    from trainctl.controller.manager import (KUBE_API_BURST, KUBE_API_QPS, MPI_KUBECTL_DELIVERY_IMAGE,
+                                             PYTORCH_INIT_IMAGE, Options, run_controller)
 
     options = Options.from_flags(namespaces=namespace or [], kinds=kinds or [], concurrency=concurrency,
                                  leader_elect=leader_elect, lease_namespace=lease_namespace, lease_name=lease_name,
@@ -75,7 +85,9 @@ def run(
                                  else pytorch_init_image,
                                  mpi_kubectl_delivery_image=MPI_KUBECTL_DELIVERY_IMAGE
                                  if mpi_kubectl_delivery_image is None else mpi_kubectl_delivery_image,
-                                 log_format=log_format, context=context, kubeconfig=kubeconfig)
+                                 log_format=log_format, context=context, kubeconfig=kubeconfig,
+                                 kube_api_qps=KUBE_API_QPS if kube_api_qps is None else kube_api_qps,
+                                 kube_api_burst=KUBE_API_BURST if kube_api_burst is None else kube_api_burst)
     raise typer.Exit(run_controller(options))
 
 
@@ -92,6 +104,8 @@ def install(
     gang_scheduler_name: GangSchedulerName = "",
     pytorch_init_image: PytorchInitImage = None,
     mpi_kubectl_delivery_image: MpiKubectlDeliveryImage = None,
+    kube_api_qps: KubeApiQps = None,
+    kube_api_burst: KubeApiBurst = None,
     output: Output = None,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
@@ -101,7 +115,8 @@ def install(
 
     documents = manifests(namespace=install_namespace, image=image, gang_scheduler_name=gang_scheduler_name,
                           pytorch_init_image=pytorch_init_image,
-                          mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
+                          mpi_kubectl_delivery_image=mpi_kubectl_delivery_image, kube_api_qps=kube_api_qps,
+                          kube_api_burst=kube_api_burst)
     if dry_run:
         typer.echo(dump_all(documents, output or "yaml"), nl=False)
         return

@@ -282,6 +282,7 @@ class Controller:
     def refresh_gauges(self) -> None:
         self.metrics.queue_depth.set(len(self.queue))
         self.metrics.api_requests.replace({(verb,): count for verb, count in self.client.requests.items()})
+        self.metrics.api_throttled.set(self.client.limiter.waited_s if self.client.limiter else 0.0)
         counts: dict[tuple[str, str], float] = {}
         for kind, informers in self.jobs.items():
             for informer in informers:

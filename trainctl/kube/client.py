@@ -4,20 +4,21 @@ Why not the official client: importing it costs about 1.7 s (every CLI command p
 and its typed models take several times the memory of plain dicts, which matters to a
 controller caching thousands of pods. The API is plain REST, so this module speaks it
 directly: ``get``/``list``/``create``/``patch``/``delete`` and ``watch`` on a
-:class:`Resource`, with one keep-alive connection per thread.
+:class:`Resource`, with one keep-alive connection per thread, over trainctl.kube.http
+(HTTP/1.1 without http.client's email parser).
 """
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
-import socket
+import math
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
 
+from trainctl.kube import http
 from trainctl.kube.config import ClusterConfig
 
 REQUEST_TIMEOUT_S = 30
@@ -83,9 +84,47 @@ class ApiError(Exception):
         return self.status == 410
 
 
+class TokenBucket:
+    """client-go's client-side rate limit (flowcontrol.NewTokenBucketRateLimiter): ``qps`` tokens a second,
+    at most ``burst`` saved up; every request takes one, waiting its turn when there is none (waiters
+    are served in the order they came, as golang.org/x/time/rate reserves them)."""
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.qps, self.burst, self.clock, self.sleep = qps, burst, clock, sleep
+        self.tokens, self.updated = float(burst), clock()
+        self.lock = threading.Lock()
+        self.waited_s = 0.0  # all the time requests spent waiting for a token (the controller's metrics)
+
+    def take(self) -> None:
+        with self.lock:
+            now = self.clock()
+            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.qps) - 1
+            self.updated = now
+            delay = -self.tokens / self.qps if self.tokens < 0 else 0.0
+            self.waited_s += delay
+        if delay:
+            self.sleep(delay)
+
+
+# client-go's rest.Config: QPS 0 means its default (5 a second, bursts of 10), a negative QPS no limit at all
+CLIENT_GO_QPS, CLIENT_GO_BURST = 5.0, 10
+
+
+def rate_limit(qps: float, burst: int) -> TokenBucket | None:
+    """The limiter client-go makes of a QPS and a burst (None: unthrottled)."""
+    if math.isnan(qps) or burst < 0:
+        raise ValueError(f"QPS {qps} and burst {burst}: give a QPS (negative: no limit) and a burst of 0 or more")
+    if qps < 0 or math.isinf(qps):
+        return None
+    return TokenBucket(qps or CLIENT_GO_QPS, burst or CLIENT_GO_BURST)
+
+
 class Client:
-    def __init__(self, config: ClusterConfig, timeout: float = REQUEST_TIMEOUT_S) -> None:
-        self.config, self.timeout = config, timeout
+    def __init__(self, config: ClusterConfig, timeout: float = REQUEST_TIMEOUT_S,
+                 limiter: TokenBucket | None = None) -> None:
+        """``limiter``: every request waits for its token (the controller's --kube-api-qps/--kube-api-burst)."""
+        self.config, self.timeout, self.limiter = config, timeout, limiter
         url = urlsplit(config.server)
         self.https = url.scheme == "https"
         self.host, self.port = url.hostname or "localhost", url.port or (443 if self.https else 80)
@@ -95,10 +134,8 @@ class Client:
         self.counter_lock = threading.Lock()
 
     # ---- connections -----------------------------------------------------------
-    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
-        if self.https:
-            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.config.ssl_context)
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+    def _connect(self, timeout: float | None) -> http.Connection:
+        return http.Connection(self.host, self.port, timeout, self.config.ssl_context if self.https else None)
 
     def _headers(self, content_type: str | None = None, accept: str = "application/json") -> dict:
         headers = {"Accept": accept, "User-Agent": USER_AGENT}
@@ -106,13 +143,18 @@ class Client:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         elif self.config.basic_auth:
+            import base64
+
             pair = ":".join(self.config.basic_auth).encode()
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         if content_type:
             headers["Content-Type"] = content_type
         return headers
 
-    def _count(self, verb: str) -> None:
+    def _sending(self, verb: str) -> None:
+        """Before each request goes out: wait for its token (if limited), count it by verb."""
+        if self.limiter is not None:
+            self.limiter.take()
         with self.counter_lock:
             self.requests[verb] = self.requests.get(verb, 0) + 1
 
@@ -127,13 +169,11 @@ class Client:
             connection = getattr(self.local, "connection", None) or self._connect(self.timeout)
             self.local.connection = connection
             try:
-                self._count(verb or method.lower())
-                connection.request(method, target, body=payload,
-                                   headers=self._headers(content_type if payload is not None else None, accept))
-                response = connection.getresponse()
+                self._sending(verb or method.lower())
+                response = connection.request(method, target, payload,
+                                              self._headers(content_type if payload is not None else None, accept))
                 data = response.read()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
-                    http.client.CannotSendRequest, http.client.ResponseNotReady):
+            except (BrokenPipeError, ConnectionResetError):
                 # the server closed an idle keep-alive connection: reconnect and send again
                 connection.close()
                 self.local.connection = None
@@ -232,15 +272,14 @@ class Client:
         ``chunks``, the body as it arrives instead, in pieces of any size (logs read in bulk)."""
         connection = self._connect(timeout)
         try:
-            self._count("watch" if query.get("watch") else "stream")
-            connection.request("GET", self.prefix + path + "?" + urlencode(query), headers=self._headers())
-            response = connection.getresponse()
+            self._sending("watch" if query.get("watch") else "stream")
+            response = connection.request("GET", self.prefix + path + "?" + urlencode(query), None, self._headers())
             if response.status >= 400:
                 raise error_from(response.status, response.reason, response.read())
             while True:
                 try:
                     line = response.read1(STREAM_CHUNK_BYTES) if chunks else response.readline()
-                except (socket.timeout, TimeoutError):
+                except TimeoutError:
                     return
                 if not line:
                     return
@@ -282,7 +321,7 @@ def error_from(status: int, reason: str, data: bytes) -> ApiError:
     return ApiError(status, body.get("reason") or reason if isinstance(body, dict) else reason, message, body)
 
 
-def connect(context: str | None = None, kubeconfig: str | None = None) -> Client:
+def connect(context: str | None = None, kubeconfig: str | None = None, limiter: TokenBucket | None = None) -> Client:
     from trainctl.kube import config
 
-    return Client(config.load(context, kubeconfig))
+    return Client(config.load(context, kubeconfig), limiter=limiter)
