@@ -160,7 +160,7 @@ def kubernetes_rows(trainctl: str, lines: int, runs: int) -> list[Row]:
                                                                          "kubectl logs -l --prefix", RAW])
 
 
-def create_pods(cluster) -> list[tuple[str, dict]]:
+def create_pods(cluster, job_name: str = "logs") -> list[tuple[str, dict]]:
     """The job's pods as an operator would create them (the reconcile core's own bodies)."""
     from datetime import datetime, timezone
 
@@ -172,7 +172,7 @@ def create_pods(cluster) -> list[tuple[str, dict]]:
     from trainctl.kube.client import PODS, connect
 
     client = connect(kubeconfig=str(cluster.kubeconfig("admin")))
-    job = client.get(job_resource(by_kind("PyTorchJob")), "logs", "default")
+    job = client.get(job_resource(by_kind("PyTorchJob")), job_name, "default")
     pods = []
     for action in reconcile(job, [], datetime.now(timezone.utc), ClusterNetwork()).actions:
         if isinstance(action, CreateReplica):

@@ -14,6 +14,7 @@ import platform
 import re
 import statistics
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -81,3 +82,22 @@ def write_section(name: str, title: str, command: str, rows: list[Row], notes: s
     text = pattern.sub(lambda _: body, text) if pattern.search(text) else text.rstrip() + "\n\n" + body + "\n"
     RECORD.parent.mkdir(exist_ok=True)
     RECORD.write_text(text)
+
+
+def compiled_like_an_install() -> None:
+    """Byte-compile trainctl in place, as pip does when it installs it: the timed commands then load it as a user's
+    would, also where PYTHONDONTWRITEBYTECODE keeps Python from caching what it compiles."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "trainctl")], check=True)
+
+
+def interleaved(commands: dict[str, list[str]], runs: int, env: dict | None = None, warmup: int = 1) -> dict:
+    """Wall seconds of each command's ``runs`` runs, taken in turn (A B C A B C ...) after ``warmup`` rounds,
+    so drift on a shared machine hits every command alike: ``{name: [seconds, ...]}``."""
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for round_ in range(warmup + runs):
+        for name, argv in commands.items():
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            if round_ >= warmup:
+                samples[name].append(time.perf_counter() - start)
+    return samples

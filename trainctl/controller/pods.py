@@ -23,6 +23,29 @@ def controller_uid(obj: dict) -> str | None:
     return None
 
 
+# what the controller reads of a cached pod's spec besides its containers' names (observe, the MPI hostfile,
+# progress reads, gang scheduling): the rest (commands, env, volumes, tolerations ...) is half of a pod's memory
+CACHED_POD_SPEC = ("nodeName", "schedulerName", "restartPolicy", "priority")
+CACHED_SERVICE_SPEC = ("clusterIP", "selector")
+
+
+def cached_pod(pod: dict) -> dict:
+    """The pod as the controller's cache keeps it: metadata and status whole, of the spec only what is read
+    (5,000 jobs keep 20,000 pods; docs/benchmarks.md, controller scale)."""
+    spec = pod.get("spec") or {}
+    kept = {key: spec[key] for key in CACHED_POD_SPEC if key in spec}
+    for key in ("containers", "initContainers"):
+        if key in spec:
+            kept[key] = [{"name": container.get("name")} for container in spec[key] if isinstance(container, dict)]
+    return {**pod, "spec": kept}
+
+
+def cached_service(service: dict) -> dict:
+    """The service as the controller's cache keeps it: the controller reads only its metadata."""
+    spec = service.get("spec") or {}
+    return {**service, "spec": {key: spec[key] for key in CACHED_SERVICE_SPEC if key in spec}}
+
+
 def job_index(obj: dict) -> tuple[str, str, str] | None:
     """(operator name, namespace, job name) of a pod or service trainctl's operator labels name."""
     labels = obj["metadata"].get("labels") or {}
