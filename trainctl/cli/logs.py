@@ -45,7 +45,7 @@ def logs(name: Name, namespace: Namespace = None,
         raise UserError(f"--tail {tail}: must be 0 or more")
     if follow and previous:
         raise UserError("--previous cannot be combined with --follow: a previous run has ended")
-    from trainctl.submit.options import parse_duration
+    from trainctl.submit.durations import parse_duration
 
     client = make_client(local, context, kubeconfig)
     chunks = client.log_chunks(name, namespace, replica=replica, follow=follow, tail=tail,

@@ -38,7 +38,7 @@ def wait(names: Names, namespace: Namespace = None,
          timeout: Annotated[str | None, Option("--timeout", help="Give up after this long (e.g. 10m); exit 1.")] = None,
          local: Local = False, context: Context = None, kubeconfig: Kubeconfig = None) -> None:
     from trainctl.sdk.client import condition_type
-    from trainctl.submit.options import parse_duration
+    from trainctl.submit.durations import parse_duration
 
     until = condition_type(for_)  # a bad --for fails before anything is read
     seconds = parse_duration(timeout, "--timeout")

@@ -95,12 +95,17 @@ class PeerLoss:
     ``label`` names it in the failure summary ("stopped after its peer was lost (gloo)")."""
 
     label: str
-    pattern: re.Pattern[str]
+    source: str  # the regular expression
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """Compiled when a failure is first judged (re keeps it), not when every command imports the frameworks."""
+        return re.compile(self.source)
 
 
 def peer_loss(label: str, *phrases: str) -> PeerLoss:
     """A signature matching any of ``phrases`` (regular expressions, searched anywhere in a line)."""
-    return PeerLoss(label, re.compile("|".join(f"(?:{phrase})" for phrase in phrases)))
+    return PeerLoss(label, "|".join(f"(?:{phrase})" for phrase in phrases))
 
 
 @dataclass(frozen=True)

@@ -201,10 +201,11 @@ class KubeBackend(Backend):
             picked = pick_replica(replica, name, list(replicas))
             replicas = {picked: replicas[picked]}
         if not follow or self.job_ended(job):  # a finished job's logs are merged in time order even with -f
-            statuses = {} if previous else self.pod_statuses(name, namespace)
+            statuses = None if previous else self.pod_statuses(name, namespace)
             return pod_logs.merged([self.finished_log(namespace, pod, container, replica_id, tail=tail,
                                                       since_seconds=since_seconds, previous=previous,
-                                                      timestamps=timestamps, status=statuses.get(pod))
+                                                      timestamps=timestamps, status=(statuses or {}).get(pod),
+                                                      absent=statuses is not None and pod not in statuses)
                                     for replica_id, (pod, container) in replicas.items()])
 
         def source(replica_id: str, pod: str, container: str):
@@ -217,20 +218,25 @@ class KubeBackend(Backend):
         return pod_logs.follow_all([source(replica_id, *pod) for replica_id, pod in replicas.items()],
                                    lambda: self.job_ended(job))
 
-    def pod_statuses(self, name: str, namespace: str) -> dict[str, dict]:
-        """The status of each pod of the job, by pod name, in one request ({} when they cannot be read:
+    def pod_statuses(self, name: str, namespace: str) -> dict[str, dict] | None:
+        """The status of each pod of the job, by pod name, in one request (None when they cannot be read:
         the logs themselves then say why)."""
         try:
             pods = self.client.list(kube.PODS, namespace, selector=f"{LABEL_JOB_NAME}={name}")["items"]
         except (kube.ApiError, OSError):
-            return {}
+            return None
         return {pod["metadata"]["name"]: pod.get("status") or {} for pod in pods}
 
     def finished_log(self, namespace: str, pod: str, container: str, replica_id: str, *, tail: int | None,
                      since_seconds: int | None, previous: bool, timestamps: bool,
-                     status: dict | None) -> Iterator[LogChunk]:
+                     status: dict | None, absent: bool = False) -> Iterator[LogChunk]:
         """One replica's log as it stands; a pod held back by a failed init container (``status``: the pod's)
-        gives that container's log instead, after a line that says so (else only "(no logs: ...)")."""
+        gives that container's log instead, after a line that says so (else only "(no logs: ...)"). A pod the
+        listing just showed ``absent`` is not asked for: its line is the API server's 404 (status, list and
+        wait read every replica's reports, and a job's pods may not exist yet, or any more)."""
+        if absent:
+            yield LogChunk(replica_id, pod_logs.no_logs(f'pods "{pod}" not found'), 0.0)
+            return
         failed = None if previous else failed_init(status)
         if failed is not None:
             container, previous, code = failed

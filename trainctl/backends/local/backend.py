@@ -12,7 +12,6 @@ import functools
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,13 +19,13 @@ from typing import TYPE_CHECKING
 
 import trainctl
 from trainctl.backends.base import CRASH_LOOP, Backend, JobDetails, LogChunk, ReplicaReports, ReplicaRow, pick_replica
-from trainctl.backends.local import containment, processes
+from trainctl.backends.local import processes
 from trainctl.backends.local.logs import follow_logs, read_logs, report_lines
 from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files,
                                            stored_window)
 from trainctl.core import conditions as cond
 from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
-from trainctl.core.reconcile import rfc3339
+from trainctl.core.times import rfc3339
 from trainctl.errors import NotFound, UserError, spelled
 from trainctl.kube import selectors
 
@@ -55,6 +54,8 @@ class LocalBackend(Backend):
     # ---- create ----------------------------------------------------------------
     def create(self, resource: dict, replace: bool = False, preflight: bool = True,
                snapshot: Snapshot | None = None, dry_run: bool = False) -> dict:
+        import uuid  # here: it loads platform, which the reading commands never need
+
         metadata = resource["metadata"]
         job_dir = JobDir(metadata.get("namespace") or "default", metadata["name"])
         job = Job(resource)
@@ -150,6 +151,8 @@ class LocalBackend(Backend):
     # ---- change ---------------------------------------------------------------------
     def delete(self, name: str, namespace: str, kind: str | None = None) -> None:
         """Stop every process of the job and remove it, whatever state its files are in."""
+        from trainctl.backends.local import containment  # here: the reading commands never need it
+
         job_dir = JobDir(namespace, name)
         if not job_dir.path.is_dir():
             raise job_dir.not_found()
