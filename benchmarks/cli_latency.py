@@ -30,12 +30,11 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.logs_throughput import create_pods, wait_until, wait_until_ok
-from benchmarks.record import Row, compiled_like_an_install, interleaved, median, write_section
-from tests.cluster.server import SOURCE_VERSION, TestCluster, cached_apiserver
+from benchmarks.record import Row, built_kubectl, compiled_like_an_install, interleaved, median, write_section
+from tests.cluster.server import TestCluster, cached_apiserver
 
 TARGET_RATIO = 1.5
-KUBECTL = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainctl" / "node" / SOURCE_VERSION / \
-    "kubectl"
+KUBECTL = built_kubectl()
 
 
 def main() -> None:

@@ -101,3 +101,11 @@ def interleaved(commands: dict[str, list[str]], runs: int, env: dict | None = No
             if round_ >= warmup:
                 samples[name].append(time.perf_counter() - start)
     return samples
+
+
+def built_kubectl() -> Path:
+    """kubectl as scripts/build-node.sh builds it, from the API server's own source (not whatever is on PATH)."""
+    from tests.cluster.server import SOURCE_VERSION
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "trainctl" / "node" / SOURCE_VERSION / "kubectl"
