@@ -115,3 +115,12 @@ def test_what_is_not_http_is_an_error(server, answer):
     scripted = server(answer)
     with pytest.raises(OSError):
         http.Connection("127.0.0.1", scripted.port, 5).request("GET", "/", None, {}).read()
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    scripted = server(*(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n%d" % i for i in range(3)))
+    connection = http.Connection("127.0.0.1", scripted.port, 5)
+    for path in ("/a", "/b", "/c"):
+        connection.send("GET", path, None, {})
+    assert [connection.response("GET").read() for _ in range(3)] == [b"0", b"1", b"2"]
+    assert [request.split(b" ")[1] for request in scripted.requests] == [b"/a", b"/b", b"/c"]

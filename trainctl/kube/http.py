@@ -54,6 +54,12 @@ class Connection:
 
     def request(self, method: str, target: str, body: bytes | None, headers: dict[str, str]) -> Response:
         """Send one request and read the status line and headers of its answer (the body is read from the Response)."""
+        self.send(method, target, body, headers)
+        return Response(self, method)
+
+    def send(self, method: str, target: str, body: bytes | None, headers: dict[str, str]) -> None:
+        """Send one request without reading anything: several may be sent before their answers are read, in
+        order, with :meth:`response` (HTTP/1.1 pipelining), which saves all round trips but one."""
         if self.sock is None:
             self.connect()
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host_header}", "Accept-Encoding: identity"]
@@ -64,6 +70,11 @@ class Connection:
             raise ValueError("an HTTP request line or header holds a line break")
         head = "\r\n".join(lines) + "\r\n\r\n"
         self.sock.sendall(head.encode("latin-1") + (body or b""))
+
+    def response(self, method: str) -> Response:
+        """The answer to the oldest request sent and not yet answered."""
+        if self.reader is None:
+            raise RemoteDisconnected("the connection was closed before this answer")
         return Response(self, method)
 
     def close(self) -> None:
