@@ -103,3 +103,12 @@ def test_a_command_with_the_context_kept_does_not_import_yaml(kubeconfig):
     runs = [subprocess.run([sys.executable, "-c", probe, str(kubeconfig)], capture_output=True, text=True, env=env,
                            timeout=60) for _ in range(2)]
     assert [json.loads(run.stdout) for run in runs] == [True, False], [run.stderr for run in runs]
+
+
+def test_entries_not_written_for_a_week_are_removed_when_another_is_written(kubeconfig):
+    config.from_kubeconfig(None, str(kubeconfig))
+    [old] = entries(kubeconfig)
+    week_ago = old.stat().st_mtime - kubeconfig_cache.STALE_S - 60
+    os.utime(old, (week_ago, week_ago))
+    config.from_kubeconfig("two", str(kubeconfig))
+    assert old not in entries(kubeconfig) and len(entries(kubeconfig)) == 1

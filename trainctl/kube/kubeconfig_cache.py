@@ -15,6 +15,7 @@ key), so it is kept as carefully as kubectl keeps the kubeconfig, or more:
   run on every command, as before);
 * it is used only while the kubeconfig is the very file it was read from: same device, inode, size,
   modification and change times (any edit, chmod or replacement reads the file again);
+* entries not written for a week are removed when another is written;
 * ``TRAINCTL_KUBECONFIG_CACHE=off`` turns it off. It lives under ``$TRAINCTL_HOME/cache`` when that
   is set, else ``$XDG_CACHE_HOME/trainctl``, else ``~/.cache/trainctl``: ``kubeconfig/<sha256>.json``.
 
@@ -31,6 +32,7 @@ import stat
 from pathlib import Path
 
 PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
+STALE_S = 7 * 86400  # entries not written for a week go when another is written (kubeconfigs come and go)
 
 
 def cache_dir() -> Path:
@@ -98,6 +100,7 @@ def write(kubeconfig: Path, context: str | None, chosen: dict, stamp: list[int] 
             os.fchmod(descriptor, PRIVATE_FILE)  # whatever the umask made of it
             json.dump({"fingerprint": stamp, "chosen": chosen}, handle)
         os.replace(temporary, target)
+        forget_stale(folder, target)
     except OSError:
         try:
             os.unlink(temporary)
@@ -112,3 +115,16 @@ def same_as_json(chosen: dict) -> bool:
         return json.loads(json.dumps(chosen)) == chosen
     except (TypeError, ValueError, RecursionError):
         return False
+
+
+def forget_stale(folder: Path, kept: Path) -> None:
+    """Remove the entries written more than :data:`STALE_S` ago (a kubeconfig deleted long since, a test
+    cluster's): one that is still used is simply written again on its next read."""
+    import time
+
+    for entry in folder.glob("*.json"):
+        try:
+            if entry != kept and time.time() - entry.lstat().st_mtime > STALE_S:
+                entry.unlink()
+        except OSError:
+            pass
