@@ -16,7 +16,9 @@ round (which also fills kubectl's discovery cache and trainctl's kubeconfig cach
 
 every command's output into a pipe, as scripts and ``watch`` read it (trainctl/cli/fast.py's path).
 kubectl is the one scripts/build-node.sh builds from the same source as the API server. trainctl is
-byte-compiled first, as pip compiles an installed copy. Target (issue 28): <= 1.5 x kubectl get.
+the copy ``pip install .`` makes (benchmarks.record.installed_trainctl: a wheel, byte-compiled, in a
+venv of its own; ``python -c pass`` is that venv's python, the floor of any Python command).
+Target (issue 28): <= 1.5 x kubectl get.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.logs_throughput import create_pods, wait_until, wait_until_ok
-from benchmarks.record import Row, built_kubectl, compiled_like_an_install, interleaved, median, write_section
+from benchmarks.record import Row, built_kubectl, installed_trainctl, interleaved, median, write_section
 from tests.cluster.server import TestCluster, cached_apiserver
 
 TARGET_RATIO = 1.5
@@ -45,9 +47,8 @@ def main() -> None:
     if binary is None or not KUBECTL.is_file():
         sys.exit("needs the cached kube-apiserver and kubectl: run bash scripts/build-apiserver.sh and "
                  "bash scripts/build-node.sh")
-    trainctl = shutil.which("trainctl") or sys.exit("trainctl is not on PATH: activate the venv")
-    compiled_like_an_install()
     work = Path(tempfile.mkdtemp(prefix="bench-latency-"))
+    trainctl = installed_trainctl(work)
     cluster = TestCluster(work / "cluster", binary).start()
     node = None
     load_before = os.getloadavg()
@@ -67,7 +68,7 @@ def main() -> None:
     write_section("cli-latency", "CLI latency against the test API server", f"python -m benchmarks.cli_latency "
                   f"--runs {args.runs}", rows, notes=f"Median of {args.runs} interleaved runs each after one warm-up "
                   "round, output into a pipe; kube-apiserver 1.20.2 + etcd on loopback, kubectl 1.20.2 built from the "
-                  f"same source; trainctl byte-compiled as an install is; {load}.")
+                  f"same source; trainctl installed from a wheel as `pip install .` installs it; {load}.")
     for row in rows:
         print(f"{row.what:40s} {row.median * 1000:8.1f} ms" + (f"  ({row.ratio:.2f}x {row.baseline})" if row.ratio
                                                                 else ""))
@@ -104,7 +105,7 @@ def prepare(cluster, trainctl: str, env: dict, work: Path):
 
 def commands(trainctl: str) -> dict[str, list[str]]:
     kubectl = str(KUBECTL)
-    return {"python -c pass": [sys.executable, "-c", "pass"],
+    return {"python -c pass": [str(Path(trainctl).with_name("python")), "-c", "pass"],
             "trainctl --help": [trainctl, "--help"],
             "kubectl get pytorchjobs": [kubectl, "get", "pytorchjobs"],
             "kubectl get pytorchjob bench": [kubectl, "get", "pytorchjob", "bench"],

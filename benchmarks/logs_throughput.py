@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.record import Row, built_kubectl, compiled_like_an_install, median, write_section
+from benchmarks.record import Row, built_kubectl, installed_trainctl, median, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_LINES_PER_S, TARGET_RATIO = 500_000, 3.0
@@ -203,8 +203,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--skip-kubernetes", action="store_true")
     args = parser.parse_args()
-    trainctl = shutil.which("trainctl") or sys.exit("trainctl is not on PATH: activate the venv")
-    compiled_like_an_install()
+    trainctl = installed_trainctl(Path(tempfile.mkdtemp(prefix="bench-logs-install-")))
     load_before = os.getloadavg()
     rows = local_rows(trainctl, args.lines, args.runs)
     if not args.skip_kubernetes:
@@ -215,7 +214,7 @@ def main() -> None:
                         "a pipe drained by `cat > /dev/null`; times include process start-up (trainctl's: the "
                         "`--tail 0` row). Kubernetes: kube-apiserver + etcd on loopback, pod logs served "
                         "over HTTPS by the tests/cluster node fixture (a Python stand-in for kubelet). trainctl "
-                        f"byte-compiled as an install is; load average (1 min) {load_before[0]:.2f} before, "
+                        f"installed from a wheel as `pip install .` installs it; load average (1 min) {load_before[0]:.2f} before, "
                         f"{os.getloadavg()[0]:.2f} after.")
     for row in rows:
         print(f"{row.what:60s} {row.median:7.3f} s" + (f"  ({row.ratio:.2f}x {row.baseline})" if row.ratio else ""))

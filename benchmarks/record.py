@@ -84,10 +84,24 @@ def write_section(name: str, title: str, command: str, rows: list[Row], notes: s
     RECORD.write_text(text)
 
 
-def compiled_like_an_install() -> None:
-    """Byte-compile trainctl in place, as pip does when it installs it: the timed commands then load it as a user's
-    would, also where PYTHONDONTWRITEBYTECODE keeps Python from caching what it compiles."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "trainctl")], check=True)
+def installed_trainctl(work: Path) -> str:
+    """``trainctl`` installed as ``pip install .`` installs it (a wheel, byte-compiled, no editable finder), into a
+    new virtual environment under ``work`` that borrows this one's dependencies: the command a user runs.
+
+    The development venv's editable install adds its import hook to every Python start (about 10 ms); a user's
+    installed copy has none, so a benchmark of start-up times that copy. Returns the console script's path."""
+    venv = work / "installed"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
+                    str(site), str(ROOT)], check=True, capture_output=True)
+    dependencies = next(path for path in map(Path, sys.path) if path.name == "site-packages" and path.is_dir())
+    (site / "dependencies.pth").write_text(f"{dependencies}\n")  # typer, rich, PyYAML, Jinja2: this venv's
+    script = venv / "bin" / "trainctl"  # what pip writes for [project.scripts]
+    script.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom trainctl.cli.fast import main\n"
+                      "if __name__ == '__main__':\n    sys.exit(main())\n")
+    script.chmod(0o755)
+    return str(script)
 
 
 def interleaved(commands: dict[str, list[str]], runs: int, env: dict | None = None, warmup: int = 1) -> dict:
