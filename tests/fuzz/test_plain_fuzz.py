@@ -25,17 +25,17 @@ texts = st.lists(st.one_of(pieces, st.text(max_size=6)), max_size=12).map("".joi
 STYLES = ["", "bold", "red", "yellow", "dim", "bold red"]
 
 
-def rich_prints(markup: str) -> str:
+def rich_prints(text: str, **options) -> str:
     from rich.console import Console
 
     out = io.StringIO()
-    Console(file=out, highlight=False, emoji=False, soft_wrap=True, force_terminal=False).print(markup)
+    Console(file=out, highlight=False, emoji=False, soft_wrap=True, force_terminal=False).print(text, **options)
     return out.getvalue()
 
 
-def plain_prints(markup: str) -> str:
+def plain_prints(text: str, **options) -> str:
     out = io.StringIO()
-    plain.PlainConsole(out).print(markup)
+    plain.PlainConsole(out).print(text, **options)
     return out.getvalue()
 
 
@@ -47,6 +47,12 @@ def test_escaped_text_in_markup_prints_as_rich_prints_it(text, style, more):
     assert plain.escape(text) == escape(text)
     markup = f"[{style}]{plain.escape(text)}[/] {plain.escape(more)}" if style else plain.escape(text + more)
     assert plain_prints(markup) == rich_prints(markup)
+
+
+@fuzz(200)
+@given(texts)
+def test_text_printed_with_markup_off_prints_as_rich_prints_it(text):
+    assert plain_prints(text, markup=False, soft_wrap=True) == rich_prints(text, markup=False, soft_wrap=True)
 
 
 @fuzz(200)

@@ -66,9 +66,10 @@ def strip_markup(markup: str) -> str:
     return "".join(pieces)
 
 
-def plain_text(markup: str) -> str:
-    """What Rich prints for ``markup`` on a stream that is no terminal, soft-wrapped (one line per line)."""
-    text = strip_markup(markup).translate(DROPPED_CONTROLS)
+def plain_text(markup: str, is_markup: bool = True) -> str:
+    """What Rich prints for ``markup`` on a stream that is no terminal, soft-wrapped (one line per line);
+    ``is_markup=False``: a text printed with ``markup=False``, brackets and all."""
+    text = (strip_markup(markup) if is_markup else markup).translate(DROPPED_CONTROLS)
     return "\n".join(map(expand_tabs, text.split("\n"))) if "\t" in text else text
 
 
@@ -99,8 +100,11 @@ class PlainConsole:
     def __init__(self, stream: IO) -> None:
         self.stream = stream
 
-    def print(self, markup: str = "", *, soft_wrap: bool = True, highlight: bool = False, crop: bool = True) -> None:
-        self.stream.write(plain_text(markup) + "\n")
+    def print(self, text: str = "", *, markup: bool | None = None, soft_wrap: bool = True, highlight: bool = False,
+              crop: bool = True) -> None:
+        """Rich's ``print`` of one string; of its options only ``markup=False`` (``text`` is no markup) changes
+        what is printed where there is no terminal."""
+        self.stream.write(plain_text(text, markup is not False) + "\n")
         self.stream.flush()
 
     @contextmanager
