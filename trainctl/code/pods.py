@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainctl.code.sizes import human
 from trainctl.core.job import main_container
 from trainctl.errors import UserError, option
 from trainctl.frameworks import Framework
 
-if TYPE_CHECKING:  # at run time the snapshot comes made: status's describe() must not load tarfile and gzip
+if TYPE_CHECKING:  # at run time the snapshot comes made: status (describe) must not load tarfile and gzip
     from trainctl.code.snapshot import Snapshot
 
 CHUNK_BYTES = 900 * 1024  # binaryData under 1 MiB per ConfigMap, with room for metadata and ownerReferences
@@ -70,8 +71,6 @@ def describe(annotations: dict) -> str | None:
     """The job's code snapshot as ``status`` shows it: hash, size, files and source; None without one."""
     if DIGEST not in annotations:
         return None
-    from trainctl.code.snapshot import human
-
     size = annotations.get(SIZE, "")
     size = human(int(size)) if size.isdigit() else "size unknown"
     return (f"code: {annotations[DIGEST][:19]} ({size} compressed, {annotations.get(FILES, '?')} files) "
