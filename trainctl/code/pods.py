@@ -25,9 +25,8 @@ from __future__ import annotations
 import base64
 import copy
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from trainctl.code.sizes import human
 from trainctl.core.job import main_container
@@ -57,8 +56,7 @@ ABRIDGED = "left out of this abridged dry run"
 REPLICA_LIB = ".trainctl/lib"  # what stands for a program's source in submit --dry-run's view
 
 
-@dataclass(frozen=True)
-class CodeRequest:
+class CodeRequest(NamedTuple):
     """What travels with a job: a snapshot (or none), where it is unpacked, and packages to install."""
 
     snapshot: Snapshot | None

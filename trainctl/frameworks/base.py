@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
 OPERATOR_GROUP = "training.kubeflow.org"
 LABEL_OPERATOR = f"{OPERATOR_GROUP}/operator-name"
@@ -89,8 +88,7 @@ def env_var(name: str, value: object) -> dict:
     return {"name": name, "value": str(value)}
 
 
-@dataclass(frozen=True)
-class PeerLoss:
+class PeerLoss(NamedTuple):
     """What a replica writes when it fails because another one did (trainctl/core/attribution.py):
     ``label`` names it in the failure summary ("stopped after its peer was lost (gloo)")."""
 
@@ -108,8 +106,7 @@ def peer_loss(label: str, *phrases: str) -> PeerLoss:
     return PeerLoss(label, "|".join(f"(?:{phrase})" for phrase in phrases))
 
 
-@dataclass(frozen=True)
-class KindOption:
+class KindOption(NamedTuple):
     """A ``trainctl submit`` option (and ``Client.run`` keyword) that only this kind takes, e.g. ``--ps``.
 
     The submit options (trainctl/submit/options.py) turn it into a flag and a keyword like every other
@@ -123,8 +120,7 @@ class KindOption:
     problem: Callable[[object], str | None] | None = None
 
 
-@dataclass(frozen=True)
-class FunctionLaunch:
+class FunctionLaunch(NamedTuple):
     """How a function job's process knows where it stands, for the stdlib-only runner (trainctl.functions.runner),
     which receives it as data in call.json: it cannot import this module where trainctl is not installed."""
 

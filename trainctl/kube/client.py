@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
 from trainctl.kube import http
@@ -28,8 +28,7 @@ USER_AGENT = "trainctl"
 STREAM_CHUNK_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
-class Resource:
+class Resource(NamedTuple):
     """A REST collection: ``/api/v1/.../pods`` or ``/apis/<group>/<version>/.../<plural>``."""
 
     group: str

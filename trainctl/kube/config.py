@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import os
 import ssl
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainctl.errors import UserError, option
@@ -24,18 +23,22 @@ from trainctl.kube import kubeconfig_cache
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-@dataclass
 class ClusterConfig:
-    server: str
-    context: str
-    namespace: str = "default"
-    user: str = ""
-    token: str | None = None
-    token_file: str | None = None
-    basic_auth: tuple[str, str] | None = None
-    ssl_context: ssl.SSLContext | None = None
-    #: an exec plugin to run for a (fresh) token when the server answers 401
-    exec_plugin: dict | None = field(default=None, repr=False)
+    """Where the API server is and the credentials to show it (a plain class: every command makes it, and a
+    dataclass costs ten times as long to make; docs/benchmarks.md, CLI latency)."""
+
+    def __init__(self, server: str, context: str, namespace: str = "default", user: str = "",
+                 token: str | None = None, token_file: str | None = None,
+                 basic_auth: tuple[str, str] | None = None, ssl_context: ssl.SSLContext | None = None,
+                 exec_plugin: dict | None = None) -> None:
+        self.server, self.context, self.namespace, self.user = server, context, namespace, user
+        self.token, self.token_file, self.basic_auth, self.ssl_context = token, token_file, basic_auth, ssl_context
+        #: an exec plugin to run for a (fresh) token when the server answers 401
+        self.exec_plugin = exec_plugin
+
+    def __repr__(self) -> str:  # never the credentials
+        return f"ClusterConfig(server={self.server!r}, context={self.context!r}, namespace={self.namespace!r}, " \
+               f"user={self.user!r})"
 
     def bearer_token(self) -> str | None:
         if self.token_file:
