@@ -7,9 +7,11 @@ another mode's 40,000 objects would slow the later modes), modes alternating whe
 
 * ``bare client``: a bare client (trainctl's REST client, as many threads, no reconcile logic)
   creates the 4N pods and 4N headless services the controller would: the API server's own pace.
-* ``same writes``: a bare client making every write the controller mode makes (the N jobs by as
-  many threads; as each job is created, its 4 pods and 4 services owned by it, one event and the
-  Created status): the bound for any operator on this server, its time and its per-job latency.
+* ``same writes``: the N jobs created as in the controller mode, and a writer process (trainctl's REST
+  client, a watch of the jobs, as many workers as the controller has, no reconcile logic) that makes
+  every write the controller makes for each job it sees: its 4 pods and 4 services owned by it, one
+  event and the Created status. The bound for any operator on this server: its time and its per-job
+  latency.
 * ``controller``: the N jobs are created the same way and ``trainctl controller run`` (with the
   --kube-api-qps/--kube-api-burst of --qps: a number is that QPS with upstream's burst ratio 1.5,
   ``unthrottled`` no client-side limit) makes the pods and services. Once they all exist a node
@@ -263,46 +265,19 @@ class Bench:
         return {"created_s": created - start}
 
     def same_writes(self, n: int) -> dict:
-        """Every write of the controller mode, by a bare client: as each job is created, its pods, services, event
-        and Created status (as many threads again as create jobs)."""
-        from trainctl.frameworks import by_kind
-        from trainctl.kube import job_resource
-        from trainctl.kube.client import EVENTS
-
-        resource = job_resource(by_kind("PyTorchJob"))
-        children = {f"j{i}": child_bodies(f"j{i}", "bench") for i in range(n)}
-        created_jobs: queue.Queue = queue.Queue()
+        """The jobs created as in the controller mode; a writer process of its own (:func:`run_writer`), told of
+        each job by a watch as an operator is, makes exactly the controller mode's writes for it, with no
+        reconcile logic: the bound for any operator, its time and its per-job latency."""
+        writer = self.start([sys.executable, "-m", "benchmarks.controller_scale", "--writer", "bench", "--jobs",
+                             str(n), "--concurrency", str(self.concurrency), "--kubeconfig", self.kubeconfig],
+                            stdout=subprocess.PIPE, text=True)
+        assert writer.stdout.readline().strip() == "ready", "the writer process did not start"
         created_at: dict[str, float] = {}
-
-        def write_for(job: dict) -> None:
-            name, uid = job["metadata"]["name"], job["metadata"]["uid"]
-            owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name, "uid": uid,
-                     "controller": True, "blockOwnerDeletion": True}
-            for kind_of, body in children[name]:
-                self.client.create(kind_of, {**body, "metadata": {**body["metadata"], "ownerReferences": [owner]}},
-                                   "bench")
-            self.client.create(EVENTS, event_body(job), "bench")
-            status = {"conditions": [{"type": "Created", "status": "True", "reason": "PyTorchJobCreated",
-                                      "lastUpdateTime": _stamp(), "lastTransitionTime": _stamp()}]}
-            self.client.replace(resource, {**job, "status": status}, "bench", subresource="status")
-
-        def writer() -> None:
-            while (job := created_jobs.get()) is not None:
-                write_for(job)
-
         progress = Progress(self.label, n, self.counter, lambda: len(created_at))
         start = time.monotonic()
         try:
-            with ThreadPoolExecutor(self.concurrency) as pool:
-                writers = [pool.submit(writer) for _ in range(self.concurrency)]
-                try:
-                    self.create_jobs(n, created_at, created_jobs.put)
-                finally:
-                    for _ in writers:
-                        created_jobs.put(None)
-                for future in writers:
-                    future.result()
-            created = wait(lambda: self.counter.created() >= PODS_PER_JOB * n, 3600)
+            self.create_jobs(n, created_at)
+            created = wait(lambda: self.counter.created() >= PODS_PER_JOB * n, 4 * 3600)
         finally:
             progress.stop()
         return {"created_s": created - start, "latencies": self.counter.latencies(created_at)}
@@ -370,6 +345,44 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
 
 
+def run_writer(namespace: str, jobs: int, concurrency: int, kubeconfig: str) -> None:
+    """The same-writes mode's process: for each job a watch shows, as ``concurrency`` workers of the controller
+    would, 4 pods and 4 services owned by it, one event and the Created status; until terminated."""
+    from trainctl.controller.informer import Informer
+    from trainctl.frameworks import by_kind
+    from trainctl.kube import job_resource
+    from trainctl.kube.client import EVENTS, connect
+
+    client, resource = connect(kubeconfig=kubeconfig), job_resource(by_kind("PyTorchJob"))
+    children = {f"j{i}": child_bodies(f"j{i}", namespace) for i in range(jobs)}  # before any job exists
+    created: queue.Queue = queue.Queue()
+
+    def write_for(job: dict) -> None:
+        name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+        owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name, "uid": uid,
+                 "controller": True, "blockOwnerDeletion": True}
+        for kind_of, body in children[name]:
+            client.create(kind_of, {**body, "metadata": {**body["metadata"], "ownerReferences": [owner]}}, namespace)
+        client.create(EVENTS, event_body(job), namespace)
+        status = {"conditions": [{"type": "Created", "status": "True", "reason": "PyTorchJobCreated",
+                                  "lastUpdateTime": _stamp(), "lastTransitionTime": _stamp()}]}
+        client.replace(resource, {**job, "status": status}, namespace, subresource="status")
+
+    def worker() -> None:
+        while True:
+            write_for(created.get())
+
+    informer = Informer(client, resource, namespace)
+    informer.handlers.append(lambda event, job: created.put(job) if event == "ADDED" else None)
+    for _ in range(concurrency):
+        threading.Thread(target=worker, daemon=True).start()
+    informer.start().synced.wait(30)
+    print("ready", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop.wait()
+
+
 def run_node(namespace: str, cluster_dir: str, apiserver: str) -> None:
     """The node process: FakeNode binds and starts every pod of one namespace until terminated."""
     from tests.cluster.kubelet import FakeNode
@@ -398,11 +411,17 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--qps", default="20,unthrottled", help="controller modes: QPS values or 'unthrottled'")
     parser.add_argument("--node", help=argparse.SUPPRESS)
+    parser.add_argument("--writer", help=argparse.SUPPRESS)
+    parser.add_argument("--jobs", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--cluster-dir", help=argparse.SUPPRESS)
     parser.add_argument("--apiserver", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.node:
         run_node(args.node, args.cluster_dir, args.apiserver)
+        return
+    if args.writer:
+        run_writer(args.writer, args.jobs, args.concurrency, args.kubeconfig)
         return
     stop_when_interrupted()
     binary = cached_apiserver() or sys.exit("needs the cached kube-apiserver: run bash scripts/build-apiserver.sh")

@@ -98,6 +98,8 @@ class Informer:
                 log.warning("%r: %s; retrying", self, error)
                 self.stopping.wait(RETRY_S)
             except (OSError, ValueError) as error:
+                if self.stopping.is_set():
+                    return  # stopped while the watch waited: its connection going is no news
                 log.warning("%r: %s: %s; retrying", self, type(error).__name__, error)
                 self.stopping.wait(RETRY_S)
 

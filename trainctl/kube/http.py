@@ -176,6 +176,8 @@ class Response:
     def _next_chunk_piece(self, size: int) -> bytes:
         if self.chunk_left == 0:
             size_line = self.reader.readline(MAX_LINE + 1)
+            if not size_line:
+                raise RemoteDisconnected("the connection closed before the end of the body")
             try:
                 self.chunk_left = int(size_line.split(b";", 1)[0], 16)
             except ValueError:
