@@ -180,8 +180,8 @@ class Progress:
 class Bench:
     """One mode's run in a fresh cluster; every process it starts is stopped however the run ends."""
 
-    def __init__(self, binary: Path, concurrency: int, label: str) -> None:
-        self.binary, self.concurrency, self.label = binary, concurrency, label
+    def __init__(self, binary: Path, concurrency: int, label: str, rate: float | None = None) -> None:
+        self.binary, self.concurrency, self.label, self.rate = binary, concurrency, label, rate
         self.children: list[subprocess.Popen] = []
         self.cluster: TestCluster | None = None
         self.env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -233,18 +233,19 @@ class Bench:
         return self.start([sys.executable, "-m", "benchmarks.controller_scale", "--node", "bench", "--cluster-dir",
                            str(self.cluster.workdir), "--apiserver", str(self.cluster.apiserver)])
 
-    def create_jobs(self, n: int, created_at: dict[str, float], each=None) -> None:
-        """The N jobs, by ``concurrency`` threads; when each was created (its create answered), and ``each(job)``."""
+    def create_jobs(self, n: int, created_at: dict[str, float]) -> None:
+        """The N jobs, by ``concurrency`` threads, at once or (``rate``) that many a second; when each was created
+        (its create answered)."""
         from trainctl.frameworks import by_kind
         from trainctl.kube import job_resource
 
-        resource = job_resource(by_kind("PyTorchJob"))
+        resource, begun = job_resource(by_kind("PyTorchJob")), time.monotonic()
 
         def create(i: int) -> None:
+            if self.rate:
+                time.sleep(max(0.0, begun + i / self.rate - time.monotonic()))
             job = self.client.create(resource, job_body(f"j{i}", "bench"), "bench")
             created_at[job["metadata"]["name"]] = time.monotonic()
-            if each is not None:
-                each(job)
 
         with ThreadPoolExecutor(self.concurrency) as pool:
             for future in [pool.submit(create, i) for i in range(n)]:
@@ -410,6 +411,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--qps", default="20,unthrottled", help="controller modes: QPS values or 'unthrottled'")
+    parser.add_argument("--rate", type=float, help="create the jobs this many a second (default: all at once)")
     parser.add_argument("--node", help=argparse.SUPPRESS)
     parser.add_argument("--writer", help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, help=argparse.SUPPRESS)
@@ -428,16 +430,21 @@ def main() -> None:
     settings = [qps_setting(text) for text in args.qps.split(",")]
     rows, notes = [], []
     for n in [int(size) for size in args.sizes.split(",")]:
-        rows += measure(binary, n, args.runs, args.concurrency, settings, notes)
+        rows += measure(binary, n, args.runs, args.concurrency, settings, notes, args.rate)
     command = f"python -m benchmarks.controller_scale --sizes {args.sizes} --runs {args.runs} " \
-              f"--concurrency {args.concurrency} --qps {args.qps}"
-    write_section("controller-scale", "Controller scale against the same writes made by a bare client", command,
-                  rows, notes="\n".join(notes))
+              f"--concurrency {args.concurrency} --qps {args.qps}" + (f" --rate {args.rate:g}" if args.rate else "")
+    if args.rate:  # a paced run is a section of its own: it measures latency below the server's capacity
+        write_section("controller-scale-paced", f"Controller latency with jobs created {args.rate:g} a second",
+                      command, rows, notes="\n".join(notes))
+    else:
+        write_section("controller-scale", "Controller scale against the same writes made by a bare client",
+                      command, rows, notes="\n".join(notes))
     for row in rows:
         print(f"{row.what:70s} {row.median:10.2f} {row.unit:6s}" + (f" {row.ratio:.2f}x" if row.ratio else ""))
 
 
-def measure(binary: Path, n: int, runs: int, concurrency: int, settings: list, notes: list[str]) -> list[Row]:
+def measure(binary: Path, n: int, runs: int, concurrency: int, settings: list, notes: list[str],
+            rate: float | None = None) -> list[Row]:
     results: dict[str, list[dict]] = {}
     modes = [("bare client", lambda bench: bench.bare_client(n)), ("same writes", lambda bench: bench.same_writes(n))]
     modes += [(qps_label(qps), lambda bench, qps=qps: bench.controller(n, qps)) for qps in settings]
@@ -445,30 +452,32 @@ def measure(binary: Path, n: int, runs: int, concurrency: int, settings: list, n
     for r in range(runs):  # alternating, so drift on a shared machine hits every mode alike
         for label, run in modes:
             before = os.getloadavg()
-            with Bench(binary, concurrency, f"N={n} run {r + 1}/{runs} {label}") as bench:
+            with Bench(binary, concurrency, f"N={n} run {r + 1}/{runs} {label}", rate) as bench:
                 outcome = run(bench)
             results.setdefault(label, []).append(outcome)
             loads.append(f"{label} {before[0]:.1f} -> {os.getloadavg()[0]:.1f}")
             print(f"N={n} run {r + 1} {label}: " + ", ".join(f"{k} {v:.2f}" for k, v in outcome.items()
                                                             if isinstance(v, float)), file=sys.stderr, flush=True)
     notes.append(f"- N={n}: load average (1 min) before and after each mode: {'; '.join(loads)}")
-    return rows_for(n, results, [qps_label(qps) for qps in settings], notes)
+    return rows_for(n, results, [qps_label(qps) for qps in settings], notes, rate)
 
 
-def rows_for(n: int, results: dict[str, list[dict]], controllers: list[str], notes: list[str]) -> list[Row]:
+def rows_for(n: int, results: dict[str, list[dict]], controllers: list[str], notes: list[str],
+             rate: float | None = None) -> list[Row]:
+    size = f"N={n}" + (f" at {rate:g} jobs/s" if rate else "")
     bound = median([r["created_s"] for r in results["same writes"]])
     bound_latencies = [x for r in results["same writes"] for x in r["latencies"]]
-    rows = [Row(f"N={n}: bare client, all {PODS_PER_JOB * n} pods + services exist",
+    rows = [Row(f"{size}: bare client, all {PODS_PER_JOB * n} pods + services exist",
                 median([r["created_s"] for r in results["bare client"]]), "s"),
-            Row(f"N={n}: same writes by a bare client (the bound), all pods + services exist", bound, "s"),
-            Row(f"N={n}: same writes, p50 job created -> its pods created", percentile(bound_latencies, 0.5), "s"),
-            Row(f"N={n}: same writes, p99 job created -> its pods created", percentile(bound_latencies, 0.99), "s")]
+            Row(f"{size}: same writes by a bare client (the bound), all pods + services exist", bound, "s"),
+            Row(f"{size}: same writes, p50 job created -> its pods created", percentile(bound_latencies, 0.5), "s"),
+            Row(f"{size}: same writes, p99 job created -> its pods created", percentile(bound_latencies, 0.99), "s")]
     for label in controllers:
-        rows += controller_rows(n, label, results[label], bound, notes)
+        rows += controller_rows(n, size, label, results[label], bound, notes)
     return rows
 
 
-def controller_rows(n: int, label: str, runs: list[dict], bound: float, notes: list[str]) -> list[Row]:
+def controller_rows(n: int, size: str, label: str, runs: list[dict], bound: float, notes: list[str]) -> list[Row]:
     unthrottled = label == "unthrottled"
     created = median([r["created_s"] for r in runs])
     latencies = [x for r in runs for x in r["latencies"]]
@@ -481,27 +490,27 @@ def controller_rows(n: int, label: str, runs: list[dict], bound: float, notes: l
     status_writes = per_job.get("update/status", 0) / PHASE_CHANGES
     peak = median([r["peak_mb"] for r in runs])
     ratio = created / bound
-    notes.append(f"- N={n}, controller {label}: requests per job by verb (median of runs): "
+    notes.append(f"- {size}, controller {label}: requests per job by verb (median of runs): "
                  + ", ".join(f"{verb} {value:.2f}" for verb, value in sorted(per_job.items())))
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "missed"
 
     return [
-        Row(f"N={n}: controller {label}, all pods + services exist", created, "s", "same writes (bound)", ratio,
+        Row(f"{size}: controller {label}, all pods + services exist", created, "s", "same writes (bound)", ratio,
             f"<= {TARGET_BOUND_RATIO} x bound" if unthrottled else "", verdict(ratio <= TARGET_BOUND_RATIO)
             if unthrottled else ""),
-        Row(f"N={n}: controller {label}, p50 job created -> its pods created", percentile(latencies, 0.5), "s"),
-        Row(f"N={n}: controller {label}, p99 job created -> its pods created", p99, "s", "", None,
+        Row(f"{size}: controller {label}, p50 job created -> its pods created", percentile(latencies, 0.5), "s"),
+        Row(f"{size}: controller {label}, p99 job created -> its pods created", p99, "s", "", None,
             f"<= {TARGET_P99_S:g} s" if unthrottled else "", verdict(p99 <= TARGET_P99_S) if unthrottled else ""),
-        Row(f"N={n}: controller {label}, every job Running", median([r["running_s"] for r in runs]), "s"),
-        Row(f"N={n}: controller {label}, API requests per job (all verbs)", sum(per_job.values()), "req"),
-        Row(f"N={n}: controller {label}, status writes per job per phase change (Created, Running)", status_writes,
+        Row(f"{size}: controller {label}, every job Running", median([r["running_s"] for r in runs]), "s"),
+        Row(f"{size}: controller {label}, API requests per job (all verbs)", sum(per_job.values()), "req"),
+        Row(f"{size}: controller {label}, status writes per job per phase change (Created, Running)", status_writes,
             "req", "", None, f"<= {TARGET_STATUS_WRITES}", verdict(status_writes <= TARGET_STATUS_WRITES)),
-        Row(f"N={n}: controller {label}, seconds its requests waited for a token",
+        Row(f"{size}: controller {label}, seconds its requests waited for a token",
             median([r["throttled_s"] for r in runs]), "s"),
-        Row(f"N={n}: controller {label}, CPU", median([r["cpu_s"] for r in runs]), "s"),
-        Row(f"N={n}: controller {label}, peak RSS", peak, "MB", "", None, f"<= {TARGET_RSS_MB} MB",
+        Row(f"{size}: controller {label}, CPU", median([r["cpu_s"] for r in runs]), "s"),
+        Row(f"{size}: controller {label}, peak RSS", peak, "MB", "", None, f"<= {TARGET_RSS_MB} MB",
             verdict(peak <= TARGET_RSS_MB)),
     ]
 
