@@ -180,8 +180,10 @@ class Progress:
 class Bench:
     """One mode's run in a fresh cluster; every process it starts is stopped however the run ends."""
 
-    def __init__(self, binary: Path, concurrency: int, label: str, rate: float | None = None) -> None:
+    def __init__(self, binary: Path, concurrency: int, label: str, rate: float | None = None,
+                 profile_dir: str | None = None) -> None:
         self.binary, self.concurrency, self.label, self.rate = binary, concurrency, label, rate
+        self.profile_dir = profile_dir
         self.children: list[subprocess.Popen] = []
         self.cluster: TestCluster | None = None
         self.env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -224,6 +226,17 @@ class Bench:
         if self.cluster is not None:
             self.cluster.stop()
             shutil.rmtree(self.cluster.workdir, ignore_errors=True)
+
+    def profile(self, pid: int, label: str) -> subprocess.Popen | None:
+        """With --profile DIR, py-spy samples the controller (every thread, waits included) into DIR as collapsed
+        stacks (flamegraph.pl's input) until the pods and services all exist."""
+        if not self.profile_dir:
+            return None
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        output = Path(self.profile_dir) / f"controller-{label.replace(' ', '-')}.txt"
+        return self.start([spy, "record", "--pid", str(pid), "--rate", "50", "--idle", "--threads", "--format", "raw",
+                           "--output", str(output), "--nonblocking"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
 
     def start(self, argv: list[str], **options) -> subprocess.Popen:
         self.children.append(subprocess.Popen(argv, env=self.env, cwd=ROOT, **options))
@@ -294,10 +307,14 @@ class Bench:
         wait(lambda: http_ok(f"http://127.0.0.1:{health_port}/readyz"), 60)
         created_at: dict[str, float] = {}
         progress = Progress(self.label, n, self.counter, lambda: len(created_at))
+        profiler = self.profile(controller.pid, qps_label(qps))
         start = time.monotonic()
         try:
             self.create_jobs(n, created_at)
             created = wait(lambda: self.counter.created() >= PODS_PER_JOB * n, 4 * 3600)
+            if profiler is not None:  # the creation phase only
+                profiler.send_signal(signal.SIGINT)
+                profiler.wait(60)
             self.node()
             running = wait(lambda: self.counter.jobs_running() >= n, 4 * 3600)
             time.sleep(1)  # let the last status writes land before reading the counters
@@ -352,7 +369,7 @@ def run_writer(namespace: str, jobs: int, concurrency: int, kubeconfig: str) -> 
     from trainctl.controller.informer import Informer
     from trainctl.frameworks import by_kind
     from trainctl.kube import job_resource
-    from trainctl.kube.client import EVENTS, connect
+    from trainctl.kube.client import EVENTS, ApiError, connect
 
     client, resource = connect(kubeconfig=kubeconfig), job_resource(by_kind("PyTorchJob"))
     children = {f"j{i}": child_bodies(f"j{i}", namespace) for i in range(jobs)}  # before any job exists
@@ -363,15 +380,25 @@ def run_writer(namespace: str, jobs: int, concurrency: int, kubeconfig: str) -> 
         owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name, "uid": uid,
                  "controller": True, "blockOwnerDeletion": True}
         for kind_of, body in children[name]:
-            client.create(kind_of, {**body, "metadata": {**body["metadata"], "ownerReferences": [owner]}}, namespace)
+            try:
+                client.create(kind_of, {**body, "metadata": {**body["metadata"], "ownerReferences": [owner]}},
+                              namespace)
+            except ApiError as error:
+                if error.status != 409:  # already made by an earlier try
+                    raise
         client.create(EVENTS, event_body(job), namespace)
         status = {"conditions": [{"type": "Created", "status": "True", "reason": "PyTorchJobCreated",
                                   "lastUpdateTime": _stamp(), "lastTransitionTime": _stamp()}]}
         client.replace(resource, {**job, "status": status}, namespace, subresource="status")
 
-    def worker() -> None:
+    def worker() -> None:  # as the controller's workers, a failed write is retried, never the end of a worker
         while True:
-            write_for(created.get())
+            job = created.get()
+            try:
+                write_for(job)
+            except OSError as error:  # ApiError included: 409 when a retry finds what it made
+                print(f"writer: {job['metadata']['name']}: {error}; again", file=sys.stderr, flush=True)
+                created.put(job)
 
     informer = Informer(client, resource, namespace)
     informer.handlers.append(lambda event, job: created.put(job) if event == "ADDED" else None)
@@ -412,6 +439,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--qps", default="20,unthrottled", help="controller modes: QPS values or 'unthrottled'")
     parser.add_argument("--rate", type=float, help="create the jobs this many a second (default: all at once)")
+    parser.add_argument("--profile", help="a directory: py-spy samples each controller mode into it")
     parser.add_argument("--node", help=argparse.SUPPRESS)
     parser.add_argument("--writer", help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, help=argparse.SUPPRESS)
@@ -430,7 +458,7 @@ def main() -> None:
     settings = [qps_setting(text) for text in args.qps.split(",")]
     rows, notes = [], []
     for n in [int(size) for size in args.sizes.split(",")]:
-        rows += measure(binary, n, args.runs, args.concurrency, settings, notes, args.rate)
+        rows += measure(binary, n, args.runs, args.concurrency, settings, notes, args.rate, args.profile)
     command = f"python -m benchmarks.controller_scale --sizes {args.sizes} --runs {args.runs} " \
               f"--concurrency {args.concurrency} --qps {args.qps}" + (f" --rate {args.rate:g}" if args.rate else "")
     if args.rate:  # a paced run is a section of its own: it measures latency below the server's capacity
@@ -444,7 +472,7 @@ def main() -> None:
 
 
 def measure(binary: Path, n: int, runs: int, concurrency: int, settings: list, notes: list[str],
-            rate: float | None = None) -> list[Row]:
+            rate: float | None = None, profile_dir: str | None = None) -> list[Row]:
     results: dict[str, list[dict]] = {}
     modes = [("bare client", lambda bench: bench.bare_client(n)), ("same writes", lambda bench: bench.same_writes(n))]
     modes += [(qps_label(qps), lambda bench, qps=qps: bench.controller(n, qps)) for qps in settings]
@@ -452,7 +480,7 @@ def measure(binary: Path, n: int, runs: int, concurrency: int, settings: list, n
     for r in range(runs):  # alternating, so drift on a shared machine hits every mode alike
         for label, run in modes:
             before = os.getloadavg()
-            with Bench(binary, concurrency, f"N={n} run {r + 1}/{runs} {label}", rate) as bench:
+            with Bench(binary, concurrency, f"N={n} run {r + 1}/{runs} {label}", rate, profile_dir) as bench:
                 outcome = run(bench)
             results.setdefault(label, []).append(outcome)
             loads.append(f"{label} {before[0]:.1f} -> {os.getloadavg()[0]:.1f}")
