@@ -379,14 +379,14 @@ def run_writer(namespace: str, jobs: int, concurrency: int, kubeconfig: str) -> 
         name, uid = job["metadata"]["name"], job["metadata"]["uid"]
         owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name, "uid": uid,
                  "controller": True, "blockOwnerDeletion": True}
-        for kind_of, body in children[name]:
+        made = [(kind_of, {**body, "metadata": {**body["metadata"], "ownerReferences": [owner]}})
+                for kind_of, body in children[name]] + [(EVENTS, event_body(job))]
+        for kind_of, body in made:
             try:
-                client.create(kind_of, {**body, "metadata": {**body["metadata"], "ownerReferences": [owner]}},
-                              namespace)
+                client.create(kind_of, body, namespace)
             except ApiError as error:
-                if error.status != 409:  # already made by an earlier try
+                if error.status != 409:  # 409: already made by an earlier try
                     raise
-        client.create(EVENTS, event_body(job), namespace)
         status = {"conditions": [{"type": "Created", "status": "True", "reason": "PyTorchJobCreated",
                                   "lastUpdateTime": _stamp(), "lastTransitionTime": _stamp()}]}
         client.replace(resource, {**job, "status": status}, namespace, subresource="status")
