@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -285,6 +284,8 @@ def visible_gpus() -> list[str]:
     """GPU ids this machine offers: $CUDA_VISIBLE_DEVICES if set, else what nvidia-smi lists."""
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         return [gpu for gpu in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if gpu.strip()]
+    import subprocess  # here: reading commands never start a process
+
     try:
         listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
@@ -318,6 +319,8 @@ def start_supervisor(job_dir: JobDir, uid: str) -> None:
     runtime = job_dir.read_runtime()
     if runtime.pop("supervisor_pid", None):
         job_dir.write_runtime(runtime)  # until the new one records itself, it is found by its marker env
+    import subprocess
+
     env = {**os.environ, processes.SUPERVISOR_MARKER: uid}
     with open(job_dir.path / "supervisor.log", "ab") as log:
         subprocess.Popen([sys.executable, "-m", "trainctl.backends.local.supervisor", str(job_dir.path)],
