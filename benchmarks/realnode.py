@@ -43,6 +43,7 @@ TRAIN_ARGS = ["--epochs", "6", "--samples", "16384"]  # a few seconds of trainin
 TRAIN_TIMEOUT_S = 600
 CONTROLLER_NAMESPACE = "trainctl-system"
 TARGET_LAUNCH, TARGET_STEPS = 1.2, 0.95
+TRAINING_CPU = "900m"  # each training pod's request (no limit)
 # Filled in by the API server, the scheduler or the Priority admission plugin: a client never sends them.
 SERVER_METADATA = ("uid", "resourceVersion", "ownerReferences", "creationTimestamp", "managedFields",
                    "generation", "selfLink", "namespace")
@@ -100,10 +101,14 @@ class Bench:
 
     def train_in_pods(self, name: str, image: str) -> float:
         script = str(EXAMPLES_IN_IMAGE / "pytorch" / "train_ddp.py")
-        # about a core each, as the local backend gives each of 2 processes on 2 cores: OMP_NUM_THREADS
-        # follows the limit (rounded up to 1); a whole core each would not fit beside the controller's request
+        # a core each, as the local backend gives each of 2 processes on 2 cores: a request of 900m (a whole core
+        # each would not fit beside the controller's request), OMP_NUM_THREADS following it (rounded up to 1),
+        # and no limit, as no local process has one: a CFS quota of 0.9 core would cap a pod at 90% of a core
+        # that a local process may use whole (docs/benchmarks.md, real node)
+        requests = [f"--set=spec.pytorchReplicaSpecs.{rtype}.template.spec.containers[0].resources.requests.cpu="
+                    f"{TRAINING_CPU}" for rtype in ("Master", "Worker")]
         self.cli(*self.submit_args(name, image, 2, ["python3", script, *TRAIN_ARGS, "--output", "/tmp/bench-output"],
-                                   ("--cpu", "900m")))
+                                   tuple(requests)))
         self.cli("wait", name, "-n", self.namespace, "--timeout", str(TRAIN_TIMEOUT_S), timeout=TRAIN_TIMEOUT_S + 30)
         logs = self.cli("logs", name, "-n", self.namespace).stdout
         self.clear()
@@ -247,7 +252,8 @@ def notes(runs: int, training_runs: int, controller: str, image: str, before: tu
             "PyTorchJob's creation and the controller's reaction; the kubectl side applies the 4 pods and 4 "
             "headless services the controller made for the warm-up job (server-filled fields and admission's "
             "token volume removed, names changed per run). Training: examples/pytorch/train_ddp.py "
-            f"{' '.join(TRAIN_ARGS)}, gloo on CPU, steps/s of rank 0's training loop; pods run Debian's python3 "
+            f"{' '.join(TRAIN_ARGS)}, gloo on CPU, steps/s of rank 0's training loop; each pod requests "
+            f"{TRAINING_CPU} CPU with no limit (a local process has none either); pods run Debian's python3 "
             "from the image, the local backend this venv's python, both with the pinned torch. "
             f"Before: {load(before)}; after: {load(after)}.")
 
