@@ -345,26 +345,13 @@ def test_list_and_status_speak_rest_without_the_kubernetes_client(kube):
         assert [m for m in modules if m == "kubernetes" or m.startswith(("kubernetes.", "urllib3"))] == [], args
 
 
-FAST_PROBE = """
-import atexit, json, sys
-atexit.register(lambda: print(json.dumps(sorted(sys.modules)), file=sys.stderr))
-sys.argv = ["trainctl", *sys.argv[1:]]
-from trainctl.cli.fast import main
-main()
-"""
-TYPER_PROBE = """
-import sys
-sys.argv = ["trainctl", *sys.argv[1:]]
-from trainctl.cli.app import main
-main()
-"""
-
-
 def test_cluster_reads_into_a_pipe_load_no_typer_rich_yaml_or_http_client_and_print_what_typer_prints(kube, rest):
     """trainctl/cli/fast.py's path against a cluster: the same output as the Typer app's, with none of the modules
     that made a read cost three times kubectl get (the kubeconfig's YAML is read by the first run only)."""
     import re
 
+    from tests.unit.test_fast_cli import PROBE as FAST_PROBE
+    from tests.unit.test_fast_cli import TYPER as TYPER_PROBE
     from trainctl.kube.client import PODS, ApiError
 
     assert kube("submit", "pytorch", "--name", "quick", "-n", kube.namespace, "--workers", "2", "--", "python",
