@@ -56,14 +56,18 @@ class Bench:
     """One namespace of the node, watched for the whole benchmark; the CLIs run against the node."""
 
     def __init__(self, node: realnode.RealNode, namespace: str) -> None:
-        from trainctl.kube.client import connect
-
         self.node, self.namespace = node, namespace
         self.trainctl = str(Path(sys.executable).with_name("trainctl"))
         self.env = {**os.environ, "KUBECONFIG": str(node.kubeconfig), "PYTHONPATH": str(ROOT)}
         self.env.pop("TRAINCTL_BACKEND", None)
         self.kubectl = ["kubectl", "--kubeconfig", str(node.kubeconfig), "-n", namespace]
-        self.counter = Counter(connect(kubeconfig=str(node.kubeconfig)), namespace)
+        self.counter: Counter | None = None
+
+    def watch(self) -> None:
+        """Watch the namespace's pods, services and jobs (once the controller's CRDs are served)."""
+        from trainctl.kube.client import connect
+
+        self.counter = Counter(connect(kubeconfig=str(self.node.kubeconfig)), self.namespace)
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run([self.trainctl, *args], env=self.env, cwd=ROOT, capture_output=True, text=True,
@@ -138,8 +142,9 @@ def ensure_controller(bench: Bench) -> str:
                                "get", "deployment/trainctl-controller", "-o",
                                "jsonpath={.spec.template.spec.containers[0].image}"], capture_output=True, text=True)
     image = deployed.stdout if deployed.returncode == 0 else bench.node.image("controller")
-    if deployed.returncode != 0:
-        bench.cli("controller", "install", "--image", image)
+    if deployed.returncode != 0:  # as the test tier installs it: helper images the node has (it pulls nothing)
+        bench.cli("controller", "install", "--image", image, "--pytorch-init-container-image",
+                  bench.node.image("busybox"), "--mpi-kubectl-delivery-image", bench.node.image("kubectl-delivery"))
     subprocess.run(["kubectl", "--kubeconfig", str(bench.node.kubeconfig), "-n", CONTROLLER_NAMESPACE, "rollout",
                     "status", "deployment/trainctl-controller", "--timeout=180s"], check=True, capture_output=True)
     return image
@@ -228,13 +233,15 @@ def main() -> None:
         bench = Bench(node, namespace)
         try:
             controller = ensure_controller(bench)
+            bench.watch()
             image = node.image("python")
             busy_before = os.getloadavg(), other_pods(bench)
             ours, theirs = measure_launch(bench, image, args.runs, tag)
             pods, limited, local = measure_training(bench, image, training_runs, tag)
             busy_after = os.getloadavg(), other_pods(bench)
         finally:
-            bench.counter.stop()
+            if bench.counter is not None:
+                bench.counter.stop()
             node.kubectl("delete", "namespace", namespace, "--wait=false")
     rows = launch_rows(ours, theirs) + training_rows(pods, limited, local)
     command = f"python -m benchmarks.realnode --runs {args.runs}" + (
