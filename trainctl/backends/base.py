@@ -155,6 +155,10 @@ class Backend(abc.ABC):
     def get(self, name: str, namespace: str, kind: str | None = None) -> JobDetails:
         """The job with status, its replicas and recent events. NotFound if absent."""
 
+    def resource(self, name: str, namespace: str, kind: str | None = None) -> dict:
+        """The job alone, with its status, as :meth:`get` has it (what a wait polls). NotFound if absent."""
+        return self.get(name, namespace, kind).resource
+
     @abc.abstractmethod
     def list(self, namespace: str | None, selector: str | None = None) -> list[dict]:
         """Jobs of every kind; namespace None means all namespaces."""

@@ -58,7 +58,7 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
     A job that ended Failed (when that was not awaited) is explained by its failure summary;
     one that succeeded although some replica failed gets a note naming it.
     """
-    from trainctl.core.conditions import reached, state_of
+    from trainctl.core.conditions import has_finished, reached, state_of
     from trainctl.sdk.progress import ProgressPeek, bar_text
 
     err = console(stderr=True)
@@ -67,6 +67,8 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
     peek = ProgressPeek(lambda: reported_progress(client, name, namespace))
     with err.status(f"waiting for {name} to reach {until}") as spinner:
         def progress(resource: dict) -> None:
+            if reached(resource, until) or has_finished(resource):
+                return  # the wait is over: nothing more to show (a job that reached it is not stalled either)
             reported = peek(resource)
             bar = f" {escape(bar_text(reported))}" if reported and reported.lead else ""
             spinner.update(f"waiting for {name} to reach {until}: {state_of(resource)} "

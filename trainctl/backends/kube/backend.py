@@ -148,6 +148,10 @@ class KubeBackend(Backend):
             {"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"), "time": event_time(e)}
             for e in recent])
 
+    def resource(self, name: str, namespace: str, kind: str | None = None) -> dict:
+        """The job alone: one GET, where :meth:`get` also lists its pods and events."""
+        return self.find(name, namespace, kind)
+
     def kueue_workload(self, resource: dict) -> dict | None:
         metadata = resource["metadata"]
         try:
