@@ -44,6 +44,7 @@ TRAIN_TIMEOUT_S = 600
 CONTROLLER_NAMESPACE = "trainctl-system"
 TARGET_LAUNCH, TARGET_STEPS = 1.2, 0.95
 TRAINING_CPU = "900m"  # each training pod's request (no limit)
+SINGLE_CPU = "1800m"  # a lone training pod's: two threads, as a lone local process gets
 # Filled in by the API server, the scheduler or the Priority admission plugin: a client never sends them.
 SERVER_METADATA = ("uid", "resourceVersion", "ownerReferences", "creationTimestamp", "managedFields",
                    "generation", "selfLink", "namespace")
@@ -103,17 +104,19 @@ class Bench:
         assert len(items) == 2 * LAUNCH_REPLICAS, [item["metadata"]["name"] for item in items]
         return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
 
-    def train_in_pods(self, name: str, image: str, limited: bool = False) -> float:
+    def train_in_pods(self, name: str, image: str, limited: bool = False, workers: int = 2) -> float:
         script = str(EXAMPLES_IN_IMAGE / "pytorch" / "train_ddp.py")
         # a core each, as the local backend gives each of 2 processes on 2 cores: a request of 900m (a whole core
         # each would not fit beside the controller's request), OMP_NUM_THREADS following it (rounded up to 1),
         # and no limit, as no local process has one: a CFS quota of 0.9 core (``limited``, --cpu) caps a pod at
         # 90% of a core that a local process may use whole (docs/benchmarks.md, real node)
-        cpu = ("--cpu", TRAINING_CPU) if limited else tuple(
-            f"--set=spec.pytorchReplicaSpecs.{rtype}.template.spec.containers[0].resources.requests.cpu={TRAINING_CPU}"
-            for rtype in ("Master", "Worker"))
-        self.cli(*self.submit_args(name, image, 2, ["python3", script, *TRAIN_ARGS, "--output", "/tmp/bench-output"],
-                                   cpu))
+        # one replica: the whole machine's share, as one local process gets both cores (2 threads either way)
+        request = TRAINING_CPU if workers == 2 else SINGLE_CPU
+        cpu = ("--cpu", request) if limited else tuple(
+            f"--set=spec.pytorchReplicaSpecs.{rtype}.template.spec.containers[0].resources.requests.cpu={request}"
+            for rtype in ("Master", "Worker")[:workers])
+        self.cli(*self.submit_args(name, image, workers, ["python3", script, *TRAIN_ARGS, "--output",
+                                                          "/tmp/bench-output"], cpu))
         self.cli("wait", name, "-n", self.namespace, "--timeout", str(TRAIN_TIMEOUT_S), timeout=TRAIN_TIMEOUT_S + 30)
         logs = self.cli("logs", name, "-n", self.namespace).stdout
         self.clear()
@@ -173,19 +176,22 @@ def measure_launch(bench: Bench, image: str, runs: int, tag: str) -> tuple[list[
     return ours, theirs
 
 
-def measure_training(bench: Bench, image: str, runs: int, tag: str) -> tuple[list[float], list[float], list[float]]:
-    """Steps/s of rank 0 in pods (a CPU request each), in pods with --cpu (request and limit), and locally."""
+def measure_training(bench: Bench, image: str, runs: int, tag: str) -> dict[str, list[float]]:
+    """Steps/s of rank 0: 2 replicas in pods (a CPU request each), in pods with --cpu (request and limit), as local
+    processes; and 1 replica in a pod and as a local process (no all-reduce: the compute alone)."""
     home = tempfile.mkdtemp(prefix="bench-home-")
     output = tempfile.mkdtemp(prefix="bench-output-")
     local_script = ["examples/pytorch/train_ddp.py", *TRAIN_ARGS, "--output", output]
-    pods, limited, local = [], [], []
+    measured: dict[str, list[float]] = {name: [] for name in ("pods", "limited", "local", "pod1", "local1")}
     for index in range(runs):
-        pods.append(bench.train_in_pods(f"train-{index}-{tag}", image))
-        limited.append(bench.train_in_pods(f"limited-{index}-{tag}", image, limited=True))
-        local.append(run_trainctl(bench.trainctl, sys.executable, home, index, local_script)[1])
-        print(f"training run {index}: pods {pods[-1]} steps/s, pods with --cpu {limited[-1]} steps/s, local "
-              f"{local[-1]} steps/s", file=sys.stderr)
-    return pods, limited, local
+        measured["pods"].append(bench.train_in_pods(f"train-{index}-{tag}", image))
+        measured["limited"].append(bench.train_in_pods(f"limited-{index}-{tag}", image, limited=True))
+        measured["local"].append(run_trainctl(bench.trainctl, sys.executable, home, index, local_script)[1])
+        measured["pod1"].append(bench.train_in_pods(f"single-{index}-{tag}", image, workers=1))
+        measured["local1"].append(run_trainctl(bench.trainctl, sys.executable, home, index, local_script, 1)[1])
+        print(f"training run {index}: " + ", ".join(f"{name} {values[-1]}" for name, values in measured.items()),
+              file=sys.stderr)
+    return measured
 
 
 def launch_rows(ours: list[dict], theirs: list[dict]) -> list[Row]:
@@ -202,14 +208,18 @@ def launch_rows(ours: list[dict], theirs: list[dict]) -> list[Row]:
                 f"<= {TARGET_LAUNCH} x kubectl apply", "met" if ratio <= TARGET_LAUNCH else "missed")]
 
 
-def training_rows(pods: list[float], limited: list[float], local: list[float]) -> list[Row]:
-    ratio = median(pods) / median(local)
-    return [Row("local backend, 2 processes: steps/s (rank 0)", median(local), "steps/s"),
-            Row(f"pods on the real node, 2 replicas, {TRAINING_CPU} CPU requested: steps/s (rank 0)", median(pods),
+def training_rows(measured: dict[str, list[float]]) -> list[Row]:
+    of = {name: median(values) for name, values in measured.items()}
+    ratio = of["pods"] / of["local"]
+    return [Row("local backend, 2 processes: steps/s (rank 0)", of["local"], "steps/s"),
+            Row(f"pods on the real node, 2 replicas, {TRAINING_CPU} CPU requested: steps/s (rank 0)", of["pods"],
                 "steps/s", "local backend", ratio, f">= {TARGET_STEPS} x local",
                 "met" if ratio >= TARGET_STEPS else "missed"),
-            Row(f"pods with --cpu {TRAINING_CPU} (request and limit): steps/s (rank 0)", median(limited), "steps/s",
-                "local backend", median(limited) / median(local))]
+            Row(f"pods with --cpu {TRAINING_CPU} (request and limit): steps/s (rank 0)", of["limited"], "steps/s",
+                "local backend", of["limited"] / of["local"]),
+            Row("local backend, 1 process: steps/s", of["local1"], "steps/s"),
+            Row(f"1 pod ({SINGLE_CPU} CPU requested): steps/s", of["pod1"], "steps/s", "1 local process",
+                of["pod1"] / of["local1"])]
 
 
 def other_pods(bench: Bench) -> int:
@@ -237,13 +247,13 @@ def main() -> None:
             image = node.image("python")
             busy_before = os.getloadavg(), other_pods(bench)
             ours, theirs = measure_launch(bench, image, args.runs, tag)
-            pods, limited, local = measure_training(bench, image, training_runs, tag)
+            training = measure_training(bench, image, training_runs, tag)
             busy_after = os.getloadavg(), other_pods(bench)
         finally:
             if bench.counter is not None:
                 bench.counter.stop()
             node.kubectl("delete", "namespace", namespace, "--wait=false")
-    rows = launch_rows(ours, theirs) + training_rows(pods, limited, local)
+    rows = launch_rows(ours, theirs) + training_rows(training)
     command = f"python -m benchmarks.realnode --runs {args.runs}" + (
         f" --training-runs {args.training_runs}" if args.training_runs else "")
     write_section("realnode", "Real node: submit to Running against kubectl apply, training in pods against "
