@@ -231,12 +231,12 @@ def judged(progress: JobProgress, details: JobDetails, outputs: list[float | Non
     last = max(heard + ([started] if started is not None else []), default=None)
     silent = None if last is None else now - last
     return progress._replace(stall_after=stall_after,
-                   stalled_for=silent if silent is not None and silent >= stall_after else None)
+                             stalled_for=silent if silent is not None and silent >= stall_after else None)
 
 
 def unix_time(stamp: object) -> float | None:
     """An RFC 3339 time as the API server writes it (``2026-01-02T03:04:05Z``) in Unix seconds."""
-    from trainctl.core.reconcile import parse_time
+    from trainctl.core.times import parse_time  # not from the reconcile engine: status would load it all
 
     try:
         moment = parse_time(stamp) if isinstance(stamp, str) else None

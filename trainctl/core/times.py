@@ -14,6 +14,9 @@ def rfc3339(moment: datetime) -> str:
 
 
 def parse_time(text: str | None) -> datetime | None:
+    """``2026-01-02T03:04:05Z`` as an aware datetime; ValueError for a time that is not in UTC (no ``Z``)."""
     if not text:
         return None
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    if not text.endswith("Z"):
+        raise ValueError(f"not an RFC 3339 time in UTC: {text!r}")
+    return datetime.fromisoformat(text)  # in C: strptime's first use loads _strptime, locale and calendar
