@@ -44,11 +44,11 @@ def run_torchrun(python: str) -> tuple[float, float]:
 
 
 def run_trainctl(trainctl: str, python: str, home: str, index: int,
-                 script: list[str] = SCRIPT) -> tuple[float, float]:
+                 script: list[str] = SCRIPT, workers: int = 2) -> tuple[float, float]:
     env = {**os.environ, "TRAINCTL_HOME": home}
-    name = f"bench-{index}"
+    name = f"bench-{index}-{workers}"
     started = time.perf_counter()
-    subprocess.run([trainctl, "submit", "pytorch", "--workers", "2", "--local", "--wait", "--name", name, "--",
+    subprocess.run([trainctl, "submit", "pytorch", "--workers", str(workers), "--local", "--wait", "--name", name, "--",
                     python, *script], cwd=ROOT, env=env, capture_output=True, check=True)
     wall = time.perf_counter() - started
     logs = subprocess.run([trainctl, "logs", name, "--local"], cwd=ROOT, env=env, capture_output=True, text=True)

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.record import Row, median, write_section
+from benchmarks.record import Row, built_kubectl, installed_trainctl, median, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_LINES_PER_S, TARGET_RATIO = 500_000, 3.0
@@ -124,9 +124,10 @@ def kubernetes_rows(trainctl: str, lines: int, runs: int) -> list[Row]:
     from tests.cluster.kubelet import FakeNode
     from tests.cluster.server import TestCluster, cached_apiserver
 
-    binary, kubectl = cached_apiserver(), shutil.which("kubectl")
-    if binary is None or kubectl is None:
-        sys.exit("needs the cached kube-apiserver and kubectl: run bash scripts/build-apiserver.sh")
+    binary, kubectl = cached_apiserver(), str(built_kubectl())
+    if binary is None or not built_kubectl().is_file():
+        sys.exit("needs the cached kube-apiserver and kubectl: run bash scripts/build-apiserver.sh and "
+                 "bash scripts/build-node.sh")
     work = Path(tempfile.mkdtemp(prefix="bench-logs-k8s-"))
     cluster = TestCluster(work / "cluster", binary).start()
     node = None
@@ -160,7 +161,7 @@ def kubernetes_rows(trainctl: str, lines: int, runs: int) -> list[Row]:
                                                                          "kubectl logs -l --prefix", RAW])
 
 
-def create_pods(cluster) -> list[tuple[str, dict]]:
+def create_pods(cluster, job_name: str = "logs") -> list[tuple[str, dict]]:
     """The job's pods as an operator would create them (the reconcile core's own bodies)."""
     from datetime import datetime, timezone
 
@@ -172,7 +173,7 @@ def create_pods(cluster) -> list[tuple[str, dict]]:
     from trainctl.kube.client import PODS, connect
 
     client = connect(kubeconfig=str(cluster.kubeconfig("admin")))
-    job = client.get(job_resource(by_kind("PyTorchJob")), "logs", "default")
+    job = client.get(job_resource(by_kind("PyTorchJob")), job_name, "default")
     pods = []
     for action in reconcile(job, [], datetime.now(timezone.utc), ClusterNetwork()).actions:
         if isinstance(action, CreateReplica):
@@ -202,7 +203,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--skip-kubernetes", action="store_true")
     args = parser.parse_args()
-    trainctl = shutil.which("trainctl") or sys.exit("trainctl is not on PATH: activate the venv")
+    trainctl = installed_trainctl(Path(tempfile.mkdtemp(prefix="bench-logs-install-")))
+    load_before = os.getloadavg()
     rows = local_rows(trainctl, args.lines, args.runs)
     if not args.skip_kubernetes:
         rows += kubernetes_rows(trainctl, args.lines, args.runs)
@@ -211,7 +213,9 @@ def main() -> None:
                   notes=f"Median of {args.runs} alternating runs after one warm-up round; every command writes into "
                         "a pipe drained by `cat > /dev/null`; times include process start-up (trainctl's: the "
                         "`--tail 0` row). Kubernetes: kube-apiserver + etcd on loopback, pod logs served "
-                        "over HTTPS by the tests/cluster node fixture (a Python stand-in for kubelet).")
+                        "over HTTPS by the tests/cluster node fixture (a Python stand-in for kubelet). trainctl "
+                        f"installed from a wheel as `pip install .` installs it; load average (1 min) {load_before[0]:.2f} before, "
+                        f"{os.getloadavg()[0]:.2f} after.")
     for row in rows:
         print(f"{row.what:60s} {row.median:7.3f} s" + (f"  ({row.ratio:.2f}x {row.baseline})" if row.ratio else ""))
 

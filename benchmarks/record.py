@@ -14,6 +14,7 @@ import platform
 import re
 import statistics
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -81,3 +82,44 @@ def write_section(name: str, title: str, command: str, rows: list[Row], notes: s
     text = pattern.sub(lambda _: body, text) if pattern.search(text) else text.rstrip() + "\n\n" + body + "\n"
     RECORD.parent.mkdir(exist_ok=True)
     RECORD.write_text(text)
+
+
+def installed_trainctl(work: Path) -> str:
+    """``trainctl`` installed as ``pip install .`` installs it (a wheel, byte-compiled, no editable finder), into a
+    new virtual environment under ``work`` that borrows this one's dependencies: the command a user runs.
+
+    The development venv's editable install adds its import hook to every Python start (about 10 ms); a user's
+    installed copy has none, so a benchmark of start-up times that copy. Returns the console script's path."""
+    venv = work / "installed"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
+                    str(site), str(ROOT)], check=True, capture_output=True)
+    dependencies = next(path for path in map(Path, sys.path) if path.name == "site-packages" and path.is_dir())
+    (site / "dependencies.pth").write_text(f"{dependencies}\n")  # typer, rich, PyYAML, Jinja2: this venv's
+    script = venv / "bin" / "trainctl"  # what pip writes for [project.scripts]
+    script.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom trainctl.cli.fast import main\n"
+                      "if __name__ == '__main__':\n    sys.exit(main())\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def interleaved(commands: dict[str, list[str]], runs: int, env: dict | None = None, warmup: int = 1) -> dict:
+    """Wall seconds of each command's ``runs`` runs, taken in turn (A B C A B C ...) after ``warmup`` rounds,
+    so drift on a shared machine hits every command alike: ``{name: [seconds, ...]}``."""
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for round_ in range(warmup + runs):
+        for name, argv in commands.items():
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            if round_ >= warmup:
+                samples[name].append(time.perf_counter() - start)
+    return samples
+
+
+def built_kubectl() -> Path:
+    """kubectl as scripts/build-node.sh builds it, from the API server's own source (not whatever is on PATH)."""
+    from tests.cluster.server import SOURCE_VERSION
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "trainctl" / "node" / SOURCE_VERSION / "kubectl"

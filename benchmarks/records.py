@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
 import signal
 import subprocess
 import sys
@@ -57,10 +58,22 @@ def log_text(pod: str, kib: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Bench(scale.Bench):
+class Bench:
+    """Runs in one cluster, each in a namespace of its own."""
+
     def __init__(self, cluster: TestCluster, log_kib: int) -> None:
-        super().__init__(cluster, concurrency=8)
-        self.log_kib = log_kib
+        from trainctl.kube.client import connect
+
+        self.cluster, self.log_kib = cluster, log_kib
+        self.kubeconfig = str(cluster.kubeconfig("admin"))
+        self.client = connect(kubeconfig=self.kubeconfig)
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def namespace(self, name: str) -> str:
+        from trainctl.kube.client import NAMESPACES
+
+        self.client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        return name
 
     def run(self, n: int, label: str, keep: bool) -> dict:
         from trainctl.frameworks import by_kind

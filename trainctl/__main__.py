@@ -1,3 +1,3 @@
-from trainctl.cli.app import main
+from trainctl.cli.fast import main
 
 main()

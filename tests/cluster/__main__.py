@@ -35,7 +35,7 @@ def up() -> int:
     if binary is None:
         print("no cached kube-apiserver: run python -m tests.cluster build", file=sys.stderr)
         return 2
-    cluster = TestCluster(Path(tempfile.mkdtemp(prefix="trainctl-cluster-")), binary).start()
+    cluster = TestCluster(Path(tempfile.mkdtemp(prefix="trainctl-cluster-")), binary).start(detached=True)
     STATE.write_text(json.dumps({"pids": [p.pid for p in cluster.processes], "workdir": str(cluster.workdir),
                                  "kubeconfig": str(cluster.kubeconfig("admin")), "url": cluster.url}))
     print(f"kube-apiserver at {cluster.url}\nexport KUBECONFIG={cluster.kubeconfig('admin')}")
@@ -76,7 +76,7 @@ def up_real() -> int:
     from tests.cluster import images, realnode
 
     try:
-        node = realnode.up()
+        node = realnode.up(detached=True)
     except (images.SetupStepError, RuntimeError) as error:
         print(f"real node: {error}", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ changed (all ``ip`` commands name the node's namespace with ``-n``).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import json
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.cluster import images
-from tests.cluster.server import SOURCE_VERSION, cached_apiserver
+from tests.cluster.server import SOURCE_VERSION, cached_apiserver, stop_when_interrupted
 
 NETNS = "trainctl-node"
 BRIDGE = "trainctl0"
@@ -541,11 +542,16 @@ def attached() -> RealNode | None:
     return node if node.alive() else None
 
 
-def up() -> RealNode:
+def up(detached: bool = False) -> RealNode:
+    """Start the node; unless ``detached`` (``python -m tests.cluster up --real``) it goes down with this process
+    however it ends: teardown, exit, SIGTERM or SIGHUP (tests.cluster.server.stop_when_interrupted)."""
     if STATE.exists():
         if attached() is not None:
             raise RuntimeError(f"a real node is already up ({STATE}): run python -m tests.cluster down --real first")
         down()  # left behind by a process that died: clean up before starting again
+    if not detached:
+        stop_when_interrupted()
+        atexit.register(down)
     return RealNode(Path(tempfile.mkdtemp(prefix="trainctl-real-node-"))).start()
 
 

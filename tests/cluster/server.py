@@ -3,16 +3,24 @@
 The binary comes from scripts/build-apiserver.sh (cached). Users are static tokens:
 ``admin`` is in system:masters, ``alice`` and ``bob`` have no rights until a test binds
 them, which is how RBAC is tested.
+
+The servers run in sessions of their own (a terminal's Ctrl-C reaches only the process that
+started them), so that process stops them however it ends: by its own ``finally`` or fixture
+teardown, at exit, and on SIGTERM or SIGHUP, which :func:`stop_when_interrupted` turns into the
+KeyboardInterrupt that Ctrl-C raises. Only ``python -m tests.cluster up`` leaves them running
+(``start(detached=True)``), for ``down`` to stop.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -30,6 +38,21 @@ def cached_apiserver() -> Path | None:
     return binary if binary.is_file() and shutil.which("etcd") else None
 
 
+def stop_when_interrupted() -> None:
+    """SIGTERM and SIGHUP end this process as Ctrl-C does, with KeyboardInterrupt in the main thread, so that
+    every ``finally``, pytest teardown and atexit hook runs (Python's default ends the process on the spot).
+    A handler someone else installed is left alone; so is a process whose main thread is not this one."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) == signal.SIG_DFL:
+            signal.signal(signum, _interrupt)
+
+
+def _interrupt(signum: int, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -44,7 +67,11 @@ class TestCluster:
     processes: list[subprocess.Popen] = field(default_factory=list)
     url: str = ""
 
-    def start(self) -> TestCluster:
+    def start(self, detached: bool = False) -> TestCluster:
+        """Start etcd and kube-apiserver; unless ``detached``, they stop with this process however it ends."""
+        if not detached:
+            stop_when_interrupted()
+            atexit.register(self.stop)
         self.workdir.mkdir(parents=True, exist_ok=True)
         etcd_port, peer_port, secure_port = free_port(), free_port(), free_port()
         self._start("etcd", ["etcd", "--data-dir", str(self.workdir / "etcd"),

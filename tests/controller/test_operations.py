@@ -145,3 +145,23 @@ def test_submit_to_status_and_logs_end_to_end(kube_node, start_controller, manag
     assert "Succeeded" in status.stdout and "e2e-worker-0" in status.stdout, status.stdout
     logs = trainctl("logs", "e2e", "-n", ns)
     assert "master-0 | epoch 1 loss 0.5" in logs.stdout and "worker-0 | epoch 1 loss 0.6" in logs.stdout, logs.stdout
+
+
+def test_kube_api_qps_and_burst_pace_the_controllers_requests(rest, start_controller, namespace):
+    """upstream's --kube-api-qps/--kube-api-burst: after a burst, requests go at most QPS a second (client-go's
+    token bucket), and the controller says how long they waited; nothing is lost, only paced."""
+    qps, burst = 5, 2
+    controller = start_controller(namespace, "--kube-api-qps", str(qps), "--kube-api-burst", str(burst))
+    sent_before = controller.metric("trainctl_api_requests")
+    started = time.monotonic()
+    names = [f"q{i}" for i in range(3)]
+    for name in names:
+        create(rest, job("PyTorchJob", name, namespace, {"Master": 1, "Worker": 3}))
+    expected = expected_children(names)
+    wait_for(lambda: set(pods(rest, namespace)) == expected and set(services(rest, namespace)) == expected,
+             timeout=60, what="every pod and service, paced")
+    elapsed = time.monotonic() - started
+    sent = controller.metric("trainctl_api_requests") - sent_before
+    assert sent >= 3 * 8  # 4 pods and 4 services a job, at least
+    assert sent <= burst + qps * elapsed + 1, (sent, elapsed)  # +1: the watch that was waiting when we began
+    assert controller.metric("trainctl_api_throttled_seconds") > 1.0

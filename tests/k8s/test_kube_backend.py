@@ -149,6 +149,8 @@ def test_missing_crd_names_crds_install(k8s_cluster, kube):
             break
     result = kube("submit", "xgboost", "--name", "nocrd", "-n", kube.namespace, "--", "python", "t.py")
     assert result.returncode == 2 and "trainctl crds install" in result.stderr
+    listed = kube("list", "-n", kube.namespace, "-o", "name")  # the six lists go in one round trip: one 404
+    assert listed.returncode == 0 and listed.stderr == "", listed.stderr
     assert kube("crds", "install").returncode == 0
     deadline = time.monotonic() + 30
     while kube("submit", "xgboost", "--name", "nocrd", "-n", kube.namespace, "--", "python", "t.py").returncode:
@@ -360,3 +362,35 @@ def test_list_and_status_speak_rest_without_the_kubernetes_client(kube):
         code, modules = json.loads(result.stderr.strip().splitlines()[-1])
         assert code in (0, None) and "fast" in result.stdout, (args, result.stdout, result.stderr)
         assert [m for m in modules if m == "kubernetes" or m.startswith(("kubernetes.", "urllib3"))] == [], args
+
+
+def test_cluster_reads_into_a_pipe_load_no_typer_rich_yaml_or_http_client_and_print_what_typer_prints(kube, rest):
+    """trainctl/cli/fast.py's path against a cluster: the same output as the Typer app's, with none of the modules
+    that made a read cost three times kubectl get (the kubeconfig's YAML is read by the first run only)."""
+    import re
+
+    from tests.unit.test_fast_cli import PROBE as FAST_PROBE
+    from tests.unit.test_fast_cli import TYPER as TYPER_PROBE
+    from trainctl.kube.client import PODS, ApiError
+
+    assert kube("submit", "pytorch", "--name", "quick", "-n", kube.namespace, "--workers", "2", "--", "python",
+                "t.py").returncode == 0
+    lines = [["list", "-n", kube.namespace], ["status", "quick", "-n", kube.namespace],
+             ["get", "pytorchjob/quick", "-n", kube.namespace, "-o", "name"], ["logs", "quick", "-n", kube.namespace],
+             ["wait", "quick", "-n", kube.namespace, "--for", "suspended", "--timeout", "1s"]]
+    for args in lines:
+        runs = [subprocess.run([sys.executable, "-c", program, *args], env=kube.env, capture_output=True, text=True,
+                               timeout=60, cwd=REPO) for program in (FAST_PROBE, FAST_PROBE, TYPER_PROBE)]
+        *stderr, modules = runs[1].stderr.splitlines()
+        loaded = set(json.loads(modules))
+        assert not loaded & {"typer", "rich", "yaml", "http.client", "email"}, (args, sorted(loaded))
+
+        def shown(result, text):
+            return result.returncode, re.sub(r"\b\d+[smhd]\b", "<age>", text)
+
+        assert shown(runs[1], runs[1].stdout) == shown(runs[2], runs[2].stdout), args
+        assert shown(runs[1], "".join(line + "\n" for line in stderr)) == shown(runs[2], runs[2].stderr), args
+    logs = kube("logs", "quick", "-n", kube.namespace).stdout
+    with pytest.raises(ApiError) as asked:  # what the API server says of a pod that does not exist
+        list(rest.stream(PODS.path(kube.namespace, "quick-master-0", "log"), {"container": "pytorch"}, timeout=10))
+    assert f"master-0 | (no logs: {asked.value.message})" in logs.splitlines()

@@ -95,3 +95,20 @@ def test_values_stay_data_and_bad_ones_are_one_line_errors():
     assert container["image"] == "reg.example.com/x:1#--privileged" and "privileged" not in container["securityContext"]
     bad = dry_run("--install-namespace", "Kube System")
     assert bad.returncode == 2 and "--install-namespace" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_rate_limit_flags_reach_controller_run_and_bad_ones_are_one_line_errors():
+    from trainctl.controller.manager import KUBE_API_BURST, KUBE_API_QPS, Options
+
+    assert (KUBE_API_QPS, KUBE_API_BURST) == (20, 30)  # upstream's defaults
+    assert (Options().kube_api_qps, Options().kube_api_burst) == (20, 30)
+    default_args = by_kind(manifests())["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--kube-api-qps" not in default_args  # the controller's own default applies
+    documents = yaml.safe_load_all(dry_run("--kube-api-qps", "50", "--kube-api-burst", "100").stdout)
+    args = by_kind(list(documents))["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-4:] == ["--kube-api-qps", "50", "--kube-api-burst", "100"]
+    for flags, culprit in ((["--kube-api-burst", "-1"], "--kube-api-burst -1"),
+                           (["--kube-api-qps", "nan"], "--kube-api-qps nan"),
+                           (["--kube-api-qps", "fast"], "'--kube-api-qps'")):
+        result = dry_run(*flags)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and culprit in result.stderr

@@ -174,3 +174,69 @@ def test_a_missing_service_is_created_even_when_its_pod_exists():
         ("CreateService", "g-worker-1"), ("CreateService", "g-worker-2"), ("DeleteService", "g-worker-9")]
     created = next(a for a in plan.actions if isinstance(a, CreateService))
     assert "training.kubeflow.org/job-role" not in created.labels
+
+
+def test_token_bucket_lets_a_burst_through_then_paces_waiters_in_their_order():
+    """client-go's client-side limit: `burst` requests at once, then one every 1/qps seconds, first come first served."""
+    from trainctl.kube.client import TokenBucket
+
+    now, slept = [100.0], []
+    bucket = TokenBucket(4, 2, clock=lambda: now[0], sleep=slept.append)
+    for _ in range(5):  # nobody sleeps here, so all five arrive at t=100: the 3rd waits 1/4 s, the 4th 2/4 ...
+        bucket.take()
+    assert slept == [0.25, 0.5, 0.75] and bucket.waited_s == 1.5
+    now[0] += 10  # a quiet spell refills the bucket, never beyond its burst
+    slept.clear()
+    for _ in range(3):
+        bucket.take()
+    assert slept == [0.25]
+
+
+def test_rate_limits_read_as_client_go_reads_them():
+    from trainctl.kube.client import rate_limit
+
+    assert rate_limit(-1, 30) is None  # negative: no limit
+    default = rate_limit(0, 0)
+    assert (default.qps, default.burst) == (5, 10)  # client-go's DefaultQPS/DefaultBurst
+    upstream = rate_limit(20, 30)
+    assert (upstream.qps, upstream.burst) == (20, 30)
+
+
+def test_a_cached_pod_reads_as_the_whole_pod_reads():
+    """The controller's cache keeps of a pod only what it reads (controller/pods.py cached_pod): whatever state a
+    pod is in, the core's view of it and the job's index are those of the pod as the API server sent it."""
+    from trainctl.controller.pods import cached_pod, job_index, observe
+    from trainctl.kube.pods import failed_init
+
+    resource = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"name": "j", "namespace": "ns", "uid": "u1"},
+                "spec": {"pytorchReplicaSpecs": {rtype: {"replicas": 1, "template": {"spec": {"containers": [
+                    {"name": "pytorch", "image": "img"}]}}} for rtype in ("Master", "Worker")}}}
+    job = Job(resource)
+    labels = {"training.kubeflow.org/operator-name": "pytorchjob-controller", "training.kubeflow.org/job-name": "j",
+              "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0"}
+    spec = {"containers": [{"name": "sidecar", "image": "s", "env": [{"name": "A", "value": "1"}]},
+                           {"name": "pytorch", "image": "img", "command": ["python"], "env": [{"name": "RANK",
+                                                                                               "value": "1"}]}],
+            "initContainers": [{"name": "init-pytorch", "image": "alpine", "command": ["sh"]}],
+            "nodeName": "n1", "restartPolicy": "OnFailure", "tolerations": [{"key": "x"}], "dnsPolicy": "ClusterFirst"}
+    ended = {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2026-01-01T00:00:09Z",
+                            "message": "raised"}}
+    statuses = [
+        {},
+        {"phase": "Pending", "initContainerStatuses": [{"name": "init-pytorch", "restartCount": 2, "state": {
+            "waiting": {"reason": "CrashLoopBackOff"}}, "lastState": {"terminated": {"exitCode": 1}}}]},
+        {"phase": "Running", "startTime": "2026-01-01T00:00:01Z", "podIP": "10.0.0.1", "conditions": [{"type": "Ready"}],
+         "containerStatuses": [{"name": "pytorch", "restartCount": 1, "image": "img", "imageID": "sha", "state": {
+             "running": {"startedAt": "2026-01-01T00:00:10Z"}}, "lastState": ended}]},
+        {"phase": "Failed", "reason": "Evicted", "message": "low on memory", "containerStatuses": [
+            {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}}, {"name": "pytorch", "state": ended}]},
+    ]
+    for status in statuses:
+        for deleting in ({}, {"deletionTimestamp": "2026-01-01T00:00:20Z"}):
+            pod = {"metadata": {"name": "j-worker-0", "namespace": "ns", "labels": labels, **deleting,
+                                "ownerReferences": [{"uid": "u1", "controller": True}]}, "spec": spec, "status": status}
+            cached = cached_pod(pod)
+            assert observe(job, cached) == observe(job, pod)
+            assert job_index(cached) == job_index(pod) and failed_init(cached["status"]) == failed_init(pod["status"])
+            assert "env" not in str(cached) and "conditions" not in cached["status"]

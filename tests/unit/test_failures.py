@@ -4,7 +4,6 @@ pods become rows, and the Failed condition's message naming the cause."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -126,7 +125,7 @@ def test_a_stopped_replica_is_a_cause_only_by_what_it_raised_before_the_stop():
     assert summary.headline() == ("worker-0 raised RuntimeError: deliberate failure on rank 1; stopped when the job "
                                   "failed: exit code 143 (Terminated, SIGTERM), restarted 0 times")
     assert "  worker-1: stopped when the job failed" in summary.lines()
-    by_record = summarize(JobDetails(job(), [replace(raised_then_hung, message=record)]), logs({}))
+    by_record = summarize(JobDetails(job(), [raised_then_hung._replace(message=record)]), logs({}))
     assert by_record.headline().startswith("worker-0 raised ValueError: first; stopped when the job failed")
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from trainctl.errors import UserError, option
 
@@ -22,9 +21,12 @@ if TYPE_CHECKING:
 #: the state of a replica while kubelet (or the local supervisor) waits to restart it
 CRASH_LOOP = "CrashLoopBackOff"
 
+# The records below are NamedTuples, not dataclasses: every CLI command makes these classes, and a dataclass
+# costs ten times as long to make (and loads inspect); docs/benchmarks.md, CLI latency. A changed copy is
+# ``row._replace(state=...)``.
 
-@dataclass(frozen=True)
-class ReplicaRow:
+
+class ReplicaRow(NamedTuple):
     """One replica (a pod, or a local process) as ``status`` shows it."""
 
     name: str  # pod name, e.g. mnist-worker-1
@@ -51,8 +53,7 @@ class ReplicaRow:
     kept: str = ""  # where the row comes from when its pod is gone: "pod removed; from the kept record"
 
 
-@dataclass(frozen=True)
-class LogLine:
+class LogLine(NamedTuple):
     replica: str  # e.g. master-0
     text: str
     time: float | None = None  # Unix seconds by which it was written, where the backend knows it
@@ -61,8 +62,7 @@ class LogLine:
         return f"{self.replica} | {self.text}"  # as trainctl logs prints it
 
 
-@dataclass(frozen=True)
-class LogChunk:
+class LogChunk(NamedTuple):
     """Whole lines of one replica's output, the bytes exactly as the process wrote them.
 
     Backends read logs in chunks and the CLI prints them in chunks: prefixing a chunk's
@@ -98,8 +98,7 @@ def pick_replica(replica: str, job_name: str, replica_ids: list[str]) -> str:
                     f"(or as pods: {', '.join(f'{job_name}-{r}' for r in replica_ids)})")
 
 
-@dataclass(frozen=True)
-class ReplicaReports:
+class ReplicaReports(NamedTuple):
     """What one replica reported with ``trainctl.report()`` (trainctl.reporting): the channel's lines, as written,
     untrusted, oldest first, and when the replica last wrote output or a report (Unix seconds, None: unknown)."""
 
@@ -127,11 +126,25 @@ def reports_in(log_lines: Iterator[LogLine]) -> dict[str, ReplicaReports]:
     return {replica: ReplicaReports(replica, lines, last) for replica, (lines, last) in found.items()}
 
 
-@dataclass
 class JobDetails:
-    resource: dict
-    replicas: list[ReplicaRow] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
+    """A job as ``status`` shows it: the resource, its replicas' rows, its recent events."""
+
+    __slots__ = ("resource", "replicas", "events")
+
+    def __init__(self, resource: dict, replicas: list[ReplicaRow] | None = None,
+                 events: list[dict] | None = None) -> None:
+        self.resource = resource
+        self.replicas = [] if replicas is None else replicas
+        self.events = [] if events is None else events
+
+    def __repr__(self) -> str:
+        return f"JobDetails(resource={self.resource!r}, replicas={self.replicas!r}, events={self.events!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobDetails) and (self.resource, self.replicas, self.events) == (
+            other.resource, other.replicas, other.events)
+
+    __hash__ = None  # mutable, as the dataclass was
 
 
 class Backend(abc.ABC):
@@ -156,6 +169,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def get(self, name: str, namespace: str, kind: str | None = None) -> JobDetails:
         """The job with status, its replicas and recent events. NotFound if absent."""
+
+    def resource(self, name: str, namespace: str, kind: str | None = None) -> dict:
+        """The job alone, with its status, as :meth:`get` has it (what a wait polls). NotFound if absent."""
+        return self.get(name, namespace, kind).resource
 
     @abc.abstractmethod
     def list(self, namespace: str | None, selector: str | None = None) -> list[dict]:

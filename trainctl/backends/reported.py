@@ -27,8 +27,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from trainctl.core.conditions import status_of
 from trainctl.reporting import points_of
@@ -45,8 +44,7 @@ WRITTEN = "written"  # the annotation's own write time, in it
 SHOWN_METRICS = 8  # of a replica's latest metrics, what status's line shows (job.progress() has them all)
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
     """One report: Unix time, step and total (None when not given), and the metrics given with it."""
 
     time: float
@@ -55,15 +53,14 @@ class Point:
     metrics: dict[str, float]
 
 
-@dataclass(frozen=True)
-class Progress:
+class Progress(NamedTuple):
     """One replica's latest report: where it is, how fast it goes, its metrics' latest values."""
 
     replica: str
     step: int | None = None
     total: int | None = None
     time: float | None = None  # of the latest report
-    metrics: dict[str, float] = field(default_factory=dict)  # each metric's latest value
+    metrics: dict[str, float] = {}  # each metric's latest value (never changed in place: see _replace below)
     rate: float | None = None  # steps per second, over the last minute of reports
     last_output: float | None = None  # the replica's last output line or report
 
@@ -108,13 +105,12 @@ class Progress:
         return f"{self.step}/{self.total} ({self.fraction:.0%})"
 
 
-@dataclass(frozen=True)
-class JobProgress:
+class JobProgress(NamedTuple):
     """A job's progress: its leading replica's (``step``, ``total``, ``eta``, ``metrics``, ``time`` are that
     one's), every replica that reported, and for a running job how long it has been stalled."""
 
     state: str
-    replicas: list[Progress] = field(default_factory=list)  # those that reported, in replica order
+    replicas: list[Progress]  # those that reported, in replica order
     stalled_for: float | None = None  # seconds without output or reports, once past the stall time
     stall_after: float | None = None
 
@@ -211,7 +207,7 @@ def summary(reports: ReplicaReports, series: list[Point], now: float) -> Progres
         metrics.update(point.metrics)
     total = next((p.total for p in reversed(series) if p.total is not None), None)
     step = next((p.step for p in reversed(series) if p.step is not None), None)
-    return replace(progress, step=step, total=total, time=latest.time, metrics=metrics, rate=rate(series, now),
+    return progress._replace(step=step, total=total, time=latest.time, metrics=metrics, rate=rate(series, now),
                    last_output=max(reports.last_output or 0.0, latest.time))
 
 
@@ -237,19 +233,19 @@ def judged(progress: JobProgress, details: JobDetails, outputs: list[float | Non
     job = Job(details.resource)
     stall_after = job.stall_after
     if progress.state != "Running":
-        return replace(progress, stall_after=stall_after)
+        return progress._replace(stall_after=stall_after)
     heard = [t for t in outputs if t] + [t for t in map(unix_time, [row.started for row in details.replicas])
                                          if t is not None]
     started = unix_time(status_of(details.resource).get("startTime"))
     last = max(heard + ([started] if started is not None else []), default=None)
     silent = None if last is None else now - last
-    return replace(progress, stall_after=stall_after,
-                   stalled_for=silent if silent is not None and silent >= stall_after else None)
+    return progress._replace(stall_after=stall_after,
+                             stalled_for=silent if silent is not None and silent >= stall_after else None)
 
 
 def unix_time(stamp: object) -> float | None:
     """An RFC 3339 time as the API server writes it (``2026-01-02T03:04:05Z``) in Unix seconds."""
-    from trainctl.core.reconcile import parse_time
+    from trainctl.core.times import parse_time  # not from the reconcile engine: status would load it all
 
     try:
         moment = parse_time(stamp) if isinstance(stamp, str) else None

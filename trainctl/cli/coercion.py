@@ -1,7 +1,7 @@
 """Converting option values without Pydantic: typer >= 0.29 builds a Pydantic TypeAdapter for
 every parameter it parses, and importing Pydantic costs ~55 ms, a quarter of `trainctl list`.
 
-trainctl's options are plain strings, integers, booleans and lists of strings; those are
+trainctl's options are plain strings, integers, numbers, booleans and lists of strings; those are
 converted here. Anything else (ranges with min/max, paths, choices, files) still goes to
 typer's own builder, so its checks and messages stay. typer is pinned below 0.30 in
 pyproject.toml because this hooks its (private) runtime-parameter builder.
@@ -25,7 +25,7 @@ class PlainRuntimeParam(RuntimeParam):
         try:
             return convert(self.annotation, value)
         except ValueError:
-            name = "an integer" if self.annotation is int else "true or false"
+            name = {int: "an integer", float: "a number"}.get(self.annotation, "true or false")
             raise BadParameter(f"{value!r} is not {name}", ctx=ctx, param=param) from None
 
 
@@ -36,6 +36,8 @@ def convert(annotation: type, value: Any) -> Any:
         return str(value)
     if annotation is int:
         return int(value)  # ValueError for "x"
+    if annotation is float:
+        return float(value)
     text = str(value).lower()
     if text in TRUE or text in FALSE:
         return text in TRUE
@@ -49,7 +51,7 @@ def is_plain(descriptor: TypeDescriptor) -> bool:
         return False
     if get_origin(annotation) is list:
         return get_args(annotation) == (str,)
-    return annotation in (str, int, bool)
+    return annotation in (str, int, float, bool)
 
 
 def install() -> None:

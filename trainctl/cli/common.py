@@ -1,19 +1,22 @@
 """Options and helpers shared by every command group.
 
-Options are declared once here as ``Annotated`` aliases so every command spells
-``--namespace`` or ``--context`` the same way and documents it the same way.
-Nothing heavy is imported at module level: this module is loaded for --help.
+The options every command shares (``--namespace``, ``--context`` ...) are declared once in
+cli/params.py and named here too. Nothing heavy is imported at module level, neither typer nor
+Rich: the commands people run in loops import this module on cli/fast.py's path, which prints
+without Rich where the output is no terminal (cli/plain.py).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-import typer
+from trainctl.cli.params import (LISTING_FORMATS, OUTPUT_FORMATS, Context, Kubeconfig, ListingOutput, Local,  # noqa: F401
+                                 Namespace, Output, Selector, output_option, selector_option)
+from trainctl.cli.plain import PlainConsole, echo, escape, is_plain, stderr_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -21,93 +24,51 @@ if TYPE_CHECKING:
     from trainctl.sdk.client import Client
     from trainctl.sdk.failures import FailureSummary
 
-def _check_namespace(value: str | None) -> str | None:
-    """Every command's -n is a DNS-1123 label (it also names a directory of the local store)."""
-    if value is not None:
-        from trainctl.core.validation import check_namespace
-
-        check_namespace(value, "-n/--namespace")
-    return value
+_consoles: dict[bool, Console | PlainConsole] = {}
 
 
-Namespace = Annotated[
-    str | None,
-    typer.Option("--namespace", "-n", help="Namespace of the job (default: the kubeconfig's, else 'default').",
-                 callback=_check_namespace),
-]
-def _check_selector(value: str | None) -> str | None:
-    """-l is parsed before the client is made, so a bad one fails first."""
-    if value is not None:
-        from trainctl.kube import selectors
-
-        selectors.parse(value)
-    return value
-
-
-def selector_option(help: str):
-    return typer.Option("--selector", "-l", help=help, callback=_check_selector)
-
-
-Selector = Annotated[str | None, selector_option(
-    "Label selector, e.g. team=nlp or 'team in (nlp,cv),!spot' (Kubernetes syntax).")]
-Context = Annotated[
-    str | None,
-    typer.Option("--context", help="Kubernetes context to use; implies the Kubernetes backend."),
-]
-Kubeconfig = Annotated[
-    str | None,
-    typer.Option("--kubeconfig", help="Path of the kubeconfig file (default: $KUBECONFIG, ~/.kube/config)."),
-]
-Local = Annotated[
-    bool,
-    typer.Option("--local", help="Use the local backend (processes on this machine) even if a cluster is configured."),
-]
-OUTPUT_FORMATS = ("yaml", "json")
-LISTING_FORMATS = (*OUTPUT_FORMATS, "name", "wide")  # list and status also print names or wider tables
-
-
-def output_option(formats: tuple[str, ...], help: str):
-    """``-o/--output`` accepting only ``formats``: anything else is a one-line error listing them."""
-    def check(value: str | None) -> str | None:
-        if value is not None and value not in formats:
-            from trainctl.errors import UserError
-
-            raise UserError(f"unknown output format {value!r} for -o/--output: use "
-                            f"{', '.join(formats[:-1])} or {formats[-1]}")
-        return value
-
-    return typer.Option("--output", "-o", help=help, callback=check)
-
-
-Output = Annotated[str | None, output_option(OUTPUT_FORMATS, "Print the full resource as yaml or json.")]
-ListingOutput = Annotated[str | None, output_option(
-    LISTING_FORMATS, "yaml or json: the full resources; name: kind.kubeflow.org/NAME only; wide: more columns.")]
-
-_consoles: dict[bool, Console] = {}
-
-
-def console(stderr: bool = False) -> Console:
-    """The shared Rich console (imported on first use, not at start-up)."""
+def console(stderr: bool = False) -> Console | PlainConsole:
+    """The shared console for stdout (or stderr): Rich's on a terminal (imported on first use), else a
+    :class:`~trainctl.cli.plain.PlainConsole` printing the same text without loading Rich."""
     if stderr not in _consoles:
-        from rich.console import Console
-
-        # piped output is not wrapped at 80 columns: scripts get whole lines
         stream = sys.stderr if stderr else sys.stdout
-        _consoles[stderr] = Console(stderr=stderr, highlight=False, soft_wrap=not stream.isatty())
+        if is_plain(stream):
+            _consoles[stderr] = PlainConsole(stream)
+        else:
+            from rich.console import Console
+
+            # emoji off: a job's text such as ":100:" is printed as written, not as a picture
+            _consoles[stderr] = Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=not stream.isatty())
     return _consoles[stderr]
 
 
 def print_error(message: str) -> None:
-    """One line on stderr; the message is escaped so user values never act as Rich markup."""
-    from rich.markup import escape
-
-    console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    """One line on stderr, ``error:`` in bold red on a terminal; the message as it is."""
+    stderr_line(message, "error", prefix="error:")
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error and exit; used for every user error."""
     print_error(message)
-    raise typer.Exit(code)
+    raise SystemExit(code)
+
+
+def finish(command: Callable[[], object]) -> int:
+    """The exit status of running ``command``: a UserError is one line on stderr and its exit status (2),
+    Ctrl-C is 130, a reader that went away (``| head``) is no failure."""
+    from trainctl.errors import UserError
+
+    try:
+        code = command()
+    except UserError as err:
+        print_error(err.message)
+        code = err.exit_code
+    except KeyboardInterrupt:
+        print_error("interrupted")
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    return code if isinstance(code, int) else 0
 
 
 def make_client(local: bool = False, context: str | None = None, kubeconfig: str | None = None) -> Client:
@@ -139,7 +100,7 @@ def dump_all(documents: Iterable[dict], fmt: str) -> str:
 def echo_all(documents: Iterable[dict], fmt: str) -> None:
     """:func:`dump_all`, printed a document at a time: a code snapshot's ConfigMaps may be megabytes each."""
     for piece in dumped_pieces(documents, fmt):
-        typer.echo(piece, nl=False)
+        echo(piece, nl=False)
 
 
 def dumped_pieces(documents: Iterable[dict], fmt: str) -> Iterator[str]:
@@ -182,18 +143,14 @@ def watching(name: str, namespace: str | None = None) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        from rich.markup import escape
-
         from trainctl.errors import watching_stopped
 
-        console(stderr=True).print(f"\n{escape(watching_stopped(name, namespace))}", soft_wrap=True)
-        raise typer.Exit(130) from None  # 128 + SIGINT, as shells report it
+        stderr_line(f"\n{watching_stopped(name, namespace)}")
+        raise SystemExit(130) from None  # 128 + SIGINT, as shells report it
 
 
 def print_failure(summary: FailureSummary, out: Console) -> None:
     """A job's failure summary (trainctl/sdk/failures.py), log lines escaped so they never act as markup."""
-    from rich.markup import escape
-
     headline, *rest = summary.lines()
     color = "red" if summary.state == "Failed" else "yellow"
     out.print(f"[{color}]{'note: ' if summary.state != 'Failed' else ''}{escape(headline)}[/]", soft_wrap=True)

@@ -10,8 +10,10 @@ the command line (``-n``, ``--local``, ``--context``, ``--kubeconfig``) are hono
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-import typer
+if TYPE_CHECKING:
+    import typer
 
 CLUSTER_DEADLINE_S = 1.5  # everything a completion may spend asking a cluster
 
@@ -22,7 +24,9 @@ def job_kinds(incomplete: str) -> list[tuple[str, str]]:
     return [(fw.name, fw.kind) for fw in ALL if fw.name.startswith(incomplete)]
 
 
-def job_names(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+# ``ctx`` has no annotation: typer evaluates a completer's annotations, and this module is imported without
+# typer on cli/fast.py's path; typer then passes the click context by the parameter's name
+def job_names(ctx, incomplete: str) -> list[tuple[str, str]]:
     """Names of the jobs in the command's namespace, each with its kind as the help text."""
     try:
         return [(name, kind) for name, kind in _jobs(ctx.params) if name.startswith(incomplete)]
@@ -30,7 +34,7 @@ def job_names(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
         return []
 
 
-def replica_names(ctx: typer.Context, incomplete: str) -> list[str]:
+def replica_names(ctx, incomplete: str) -> list[str]:
     """``master-0``, ``worker-1`` ... of the job named earlier on the command line."""
     try:
         from trainctl.core.job import Job

@@ -29,6 +29,12 @@ def _check_namespaces(values: list[str] | None) -> list[str] | None:
 GangSchedulerName = Annotated[str, typer.Option("--gang-scheduler-name", help=(
     "Gang scheduling: 'volcano', 'yunikorn' (task groups on the pods, no CRD), or the scheduler-plugins "
     "scheduler's name (PodGroups are created only when that PodGroup CRD is installed). See docs/schedulers.md."))]
+# upstream's flags and defaults (20/30); negative QPS: no client-side limit, as client-go reads it
+KubeApiQps = Annotated[float | None, typer.Option("--kube-api-qps", help=(
+    "Requests a second the controller may average to the API server (default 20, as upstream; 0: client-go's "
+    "default of 5; negative: no limit). Each client waits its turn for a token."))]
+KubeApiBurst = Annotated[int | None, typer.Option("--kube-api-burst", help=(
+    "Requests the controller may send at once after a quiet spell (default 30, as upstream; 0: client-go's 10)."))]
 KINDS_HELP = (f"Job kinds to reconcile, comma-separated or repeated (default: all {len(ALL)}: "
               f"{', '.join(CLI_NAMES)}). Example: --kinds {DEFAULT.name}")
 
@@ -64,19 +70,22 @@ def run(
     keep_records: Annotated[bool, typer.Option("--keep-records/--no-keep-records", help=(
         "Keep each replica's ended runs (log tail, exit code, result, reports) in ConfigMaps owned by the job, "
         "so they outlive the pods (docs/records.md)."))] = True,
+    kube_api_qps: KubeApiQps = None,
+    kube_api_burst: KubeApiBurst = None,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
     **helper_images: str | None,
 ) -> None:
-    from trainctl.controller.manager import Options, run_controller
+    from trainctl.controller.manager import KUBE_API_BURST, KUBE_API_QPS, Options, run_controller
 
     options = Options.from_flags(namespaces=namespace or [], kinds=kinds or [], concurrency=concurrency,
                                  leader_elect=leader_elect, lease_namespace=lease_namespace, lease_name=lease_name,
                                  metrics_addr=metrics_addr, health_addr=health_addr,
                                  gang_scheduler_name=gang_scheduler_name, cluster_domain=cluster_domain,
                                  helper_images=helper_images, log_format=log_format, keep_records=keep_records,
-                                 context=context,
-                                 kubeconfig=kubeconfig)
+                                 context=context, kubeconfig=kubeconfig,
+                                 kube_api_qps=KUBE_API_QPS if kube_api_qps is None else kube_api_qps,
+                                 kube_api_burst=KUBE_API_BURST if kube_api_burst is None else kube_api_burst)
     raise typer.Exit(run_controller(options))
 
 
@@ -87,6 +96,8 @@ def install(
     install_namespace: Annotated[str, typer.Option("--install-namespace", help=(
         "Namespace the controller and its Lease live in."))] = "trainctl-system",
     gang_scheduler_name: GangSchedulerName = "",
+    kube_api_qps: KubeApiQps = None,
+    kube_api_burst: KubeApiBurst = None,
     output: Output = None,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
@@ -96,7 +107,7 @@ def install(
     from trainctl.controller.install import apply_manifests, manifests
 
     documents = manifests(namespace=install_namespace, image=image, gang_scheduler_name=gang_scheduler_name,
-                          **helper_images)
+                          kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, **helper_images)
     if dry_run:
         typer.echo(dump_all(documents, output or "yaml"), nl=False)
         return

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
 from trainctl import API_GROUP
 from trainctl.cli import completers
+from trainctl.cli.params import Argument
+from trainctl.cli.plain import echo
 from trainctl.errors import UserError
 from trainctl.sdk.display import column_widths, plain_lines
 
-Name = Annotated[str, typer.Argument(help="Job name (see trainctl list).", show_default=False,
-                                     autocompletion=completers.job_names)]
+Name = Annotated[str, Argument(help="Job name (see trainctl list).", show_default=False,
+                               autocompletion=completers.job_names)]
 PREFIX_COLORS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 STATE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "cyan", "Restarting": "yellow",
                 "Suspended": "yellow", "Created": "white", "Pending": "white"}
@@ -52,7 +52,7 @@ def print_table(headers: list[str], rows: list[list[str]], whole: tuple[str, ...
     from trainctl.cli.common import console, stdout_is_terminal
 
     if not stdout_is_terminal():
-        typer.echo("\n".join(plain_lines(headers, rows, column_widths(headers, rows))))
+        echo("\n".join(plain_lines(headers, rows, column_widths(headers, rows))))
         return
     from rich.markup import escape
     from rich.table import Table

@@ -9,21 +9,24 @@ piped (formatting.print_table).
 from __future__ import annotations
 
 import time
-from typing import Annotated
-
-import typer
+from typing import TYPE_CHECKING, Annotated
 
 from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOutput, Local, Namespace, Selector,
                                  console, dump, make_client, print_failure)
 from trainctl.cli.completers import job_names
 from trainctl.cli.formatting import colored_state, print_table, resource_name, split_kind
+from trainctl.cli.params import Argument, Option
+from trainctl.cli.plain import echo, escape, stderr_line
 from trainctl.frameworks import DEFAULT
 from trainctl.sdk.display import (column_widths, job_row, list_columns, plain_lines, progress_cell, replica_images,
                               since)
 
-JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False, autocompletion=job_names,
-                                             help=f"Job name, or KIND/NAME such as {DEFAULT.singular}/mnist "
-                                                  "(see trainctl list).")]
+if TYPE_CHECKING:
+    import typer
+
+JobReference = Annotated[str, Argument(metavar="[KIND/]NAME", show_default=False, autocompletion=job_names,
+                                       help=f"Job name, or KIND/NAME such as {DEFAULT.singular}/mnist "
+                                            "(see trainctl list).")]
 REPLICA_COLUMNS = ["REPLICA", "STATE", "RESTARTS", "EXIT", "REASON", "NODE", "DURATION"]
 WIDE_REPLICA_COLUMNS = ["IMAGE", "STARTED", "FINISHED"]
 WATCH_POLL_S = 1.0
@@ -40,8 +43,6 @@ KUEUE_WORKLOAD_GRACE_S = 60  # Kueue makes a Workload within seconds of seeing a
 
 def status(name: JobReference, namespace: Namespace = None, output: ListingOutput = None, local: Local = False,
            context: Context = None, kubeconfig: Kubeconfig = None) -> None:
-    from rich.markup import escape
-
     from trainctl.core.conditions import TERMINAL, conditions_of, state_of, status_of
 
     kind, name = split_kind(name)
@@ -49,10 +50,10 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
     details = client.get(name, namespace, kind)
     resource = details.resource
     if output == "name":
-        typer.echo(resource_name(resource))
+        echo(resource_name(resource))
         return
     if output in OUTPUT_FORMATS:
-        typer.echo(dump(resource, output), nl=False)
+        echo(dump(resource, output), nl=False)
         return
     out = console()
     job_status = status_of(resource)
@@ -176,10 +177,10 @@ def reason_cell(row) -> str:
 
 
 def list_jobs(namespace: Namespace = None,
-              all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Jobs of every namespace.")] = False,
+              all_namespaces: Annotated[bool, Option("--all-namespaces", "-A", help="Jobs of every namespace.")] = False,
               selector: Selector = None, output: ListingOutput = None,
-              watch: Annotated[bool, typer.Option("--watch", "-w", help="After the list, print a line per change "
-                                                  "until Ctrl-C.")] = False,
+              watch: Annotated[bool, Option("--watch", "-w", help="After the list, print a line per change "
+                                            "until Ctrl-C.")] = False,
               local: Local = False, context: Context = None, kubeconfig: Kubeconfig = None) -> None:
     client = make_client(local, context, kubeconfig)
 
@@ -191,16 +192,16 @@ def list_jobs(namespace: Namespace = None,
         watch_jobs(fetch, jobs, output, lambda resource: progress_cell(client, resource))
     elif output == "name":
         for resource in jobs:
-            typer.echo(resource_name(resource))
+            echo(resource_name(resource))
     elif output in OUTPUT_FORMATS:
-        typer.echo(dump({"apiVersion": "v1", "kind": "List", "items": jobs}, output), nl=False)
+        echo(dump({"apiVersion": "v1", "kind": "List", "items": jobs}, output), nl=False)
     elif not jobs:
         console().print(no_jobs_line(client, None if all_namespaces else namespace or client.default_namespace(),
                                      selector))
     else:
         print_table(list_columns(output == "wide"), [job_row(resource, output == "wide", progress_cell(client, resource))
                                                      for resource in jobs])
-        console(stderr=True).print(f"[dim]{len(jobs)} job(s) on {client.backend.description}[/]")
+        stderr_line(f"{len(jobs)} job(s) on {client.backend.description}", "dim")
 
 
 def no_jobs_line(client, namespace: str | None, selector: str | None) -> str:
@@ -250,15 +251,15 @@ def watch_jobs(fetch, jobs: list[dict], output: str | None, cell) -> None:
             return
         seen[key] = fingerprint
         if output == "name":
-            typer.echo(resource_name(resource))
+            echo(resource_name(resource))
         elif output in OUTPUT_FORMATS:
-            typer.echo(("---\n" if output == "yaml" else "") + dump(resource, output), nl=False)
+            echo(("---\n" if output == "yaml" else "") + dump(resource, output), nl=False)
         else:
-            typer.echo(plain_lines(None, [row], widths)[0])
+            echo(plain_lines(None, [row], widths)[0])
 
     try:
         if output not in (*OUTPUT_FORMATS, "name"):
-            typer.echo(plain_lines(columns, [], widths)[0])
+            echo(plain_lines(columns, [], widths)[0])
         current = {}
         while True:
             previous, current = current, {(j["metadata"].get("namespace"), j["kind"], j["metadata"]["name"]): j

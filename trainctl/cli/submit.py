@@ -179,7 +179,7 @@ def abridged_view(resource: dict, framework, options, code) -> str:
     import shlex
 
     from trainctl.code.pods import abridged, config_map_names
-    from trainctl.code.snapshot import human
+    from trainctl.code.sizes import human
     from trainctl.core.job import Job
 
     job = Job(resource)

@@ -13,29 +13,32 @@ the waiting only, and says so (common.watching).
 from __future__ import annotations
 
 import time
-from typing import Annotated
-
-import typer
+from typing import TYPE_CHECKING, Annotated
 
 from trainctl.cli import completers
 from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, console, make_client, print_failure,
                                  watching)
 from trainctl.cli.formatting import colored_state
-from trainctl.submit.options import parse_duration
+from trainctl.cli.params import Argument, Option
+from trainctl.cli.plain import escape
+
+if TYPE_CHECKING:
+    import typer
 
 RESTART_CHECK_S = 5.0  # how often a wait looks at restart counts (one more read of the job's replicas)
 
-Names = Annotated[list[str], typer.Argument(help="One or more job names (see trainctl list).", show_default=False,
-                                            metavar="NAME",
-                                            autocompletion=completers.job_names)]
+Names = Annotated[list[str], Argument(help="One or more job names (see trainctl list).", show_default=False,
+                                      metavar="NAME",
+                                      autocompletion=completers.job_names)]
 
 
 def wait(names: Names, namespace: Namespace = None,
-         for_: Annotated[str, typer.Option("--for", help="Succeeded, Failed, Running or Suspended (any case; "
-                                                         "condition=NAME as in kubectl).")] = "Succeeded",
-         timeout: Annotated[str | None, typer.Option(help="Give up after this long (e.g. 10m); exit 1.")] = None,
+         for_: Annotated[str, Option("--for", help="Succeeded, Failed, Running or Suspended (any case; "
+                                                   "condition=NAME as in kubectl).")] = "Succeeded",
+         timeout: Annotated[str | None, Option("--timeout", help="Give up after this long (e.g. 10m); exit 1.")] = None,
          local: Local = False, context: Context = None, kubeconfig: Kubeconfig = None) -> None:
     from trainctl.sdk.client import condition_type
+    from trainctl.submit.durations import parse_duration
 
     until = condition_type(for_)  # a bad --for fails before anything is read
     seconds = parse_duration(timeout, "--timeout")
@@ -46,7 +49,7 @@ def wait(names: Names, namespace: Namespace = None,
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         with watching(name, namespace):
             worst = max(worst, wait_for(client, name, namespace, until, left))
-    raise typer.Exit(worst)
+    raise SystemExit(worst)
 
 
 def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded", timeout: float | None = None) -> int:
@@ -55,9 +58,7 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
     A job that ended Failed (when that was not awaited) is explained by its failure summary;
     one that succeeded although some replica failed gets a note naming it.
     """
-    from rich.markup import escape
-
-    from trainctl.core.conditions import reached, state_of
+    from trainctl.core.conditions import has_finished, reached, state_of
     from trainctl.sdk.progress import ProgressPeek, bar_text
 
     err = console(stderr=True)
@@ -66,6 +67,8 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
     peek = ProgressPeek(lambda: reported_progress(client, name, namespace))
     with err.status(f"waiting for {name} to reach {until}") as spinner:
         def progress(resource: dict) -> None:
+            if reached(resource, until) or has_finished(resource):
+                return  # the wait is over: nothing more to show (a job that reached it is not stalled either)
             reported = peek(resource)
             bar = f" {escape(bar_text(reported))}" if reported and reported.lead else ""
             spinner.update(f"waiting for {name} to reach {until}: {state_of(resource)} "

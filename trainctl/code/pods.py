@@ -26,14 +26,17 @@ from __future__ import annotations
 import base64
 import copy
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
-from trainctl.code.archive import Archive
-from trainctl.code.snapshot import Snapshot, human
+from trainctl.code.sizes import human
 from trainctl.core.job import main_container
 from trainctl.errors import UserError, option
 from trainctl.frameworks import Framework
+
+if TYPE_CHECKING:  # at run time the snapshot comes made: status (describe) must not load tarfile and gzip
+    from trainctl.code.archive import Archive
+    from trainctl.code.snapshot import Snapshot
 
 CHUNK_BYTES = 900 * 1024  # binaryData under 1 MiB per ConfigMap, with room for metadata and ownerReferences
 PREFIX = "trainctl-code"
@@ -55,8 +58,7 @@ ABRIDGED = "left out of this abridged dry run"
 REPLICA_LIB = ".trainctl/lib"  # what stands for a program's source in submit --dry-run's view
 
 
-@dataclass(frozen=True)
-class CodeRequest:
+class CodeRequest(NamedTuple):
     """What travels with a job: a snapshot (or none), where it is unpacked, and packages to install."""
 
     snapshot: Snapshot | None

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from trainctl.code import credentials, ignore, regular, unpack
 from trainctl.code.archive import Archive, OverLimit, SpoolFailed
+from trainctl.code.sizes import human
 from trainctl.errors import UserError, option, setting
 from trainctl.paths import home
 
@@ -64,14 +65,6 @@ class Snapshot:
     def summary(self) -> str:
         return (f"code: {self.files} file{'' if self.files == 1 else 's'}, {human(self.unpacked_bytes)} ({human(len(self.archive))} compressed) "
                 f"from {self.source}, {self.digest[:19]}")
-
-
-def human(size: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, bytes] | None = None,

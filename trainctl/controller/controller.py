@@ -62,8 +62,10 @@ class Controller:
         scopes = namespaces or [None]
         children = f"{LABEL_JOB_NAME},{LABEL_OPERATOR} in ({','.join(sorted(self.by_operator))})"
         self.jobs = {fw.kind: [Informer(client, job_resource(fw), ns) for ns in scopes] for fw in self.frameworks}
-        self.pods = [Informer(client, PODS, ns, children, pod_objects.job_index) for ns in scopes]
-        self.services = [Informer(client, SERVICES, ns, children, pod_objects.job_index) for ns in scopes]
+        self.pods = [Informer(client, PODS, ns, children, pod_objects.job_index, pod_objects.cached_pod)
+                     for ns in scopes]
+        self.services = [Informer(client, SERVICES, ns, children, pod_objects.job_index, pod_objects.cached_service)
+                         for ns in scopes]
         self.pod_groups = PodGroups(gang, client, self.executor, [Informer(client, gang.resource, ns) for ns in scopes]) \
             if gang and gang.resource else None
         self.progress = ProgressWatcher(self)  # started by the manager: its log reads are no reconcile's
@@ -286,6 +288,7 @@ class Controller:
     def refresh_gauges(self) -> None:
         self.metrics.queue_depth.set(len(self.queue))
         self.metrics.api_requests.replace({(verb,): count for verb, count in self.client.requests.items()})
+        self.metrics.api_throttled.set(self.client.limiter.waited_s if self.client.limiter else 0.0)
         counts: dict[tuple[str, str], float] = {}
         for kind, informers in self.jobs.items():
             for informer in informers:

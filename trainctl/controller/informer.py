@@ -43,9 +43,11 @@ def newer(obj: dict, cached: dict) -> bool:
 
 class Informer:
     def __init__(self, client: Client, resource: Resource, namespace: str | None = None,
-                 selector: str | None = None, index: Callable[[dict], object] | None = None) -> None:
+                 selector: str | None = None, index: Callable[[dict], object] | None = None,
+                 transform: Callable[[dict], dict] | None = None) -> None:
+        """``transform``: what of each object is kept (client-go's SetTransform), for caches of thousands."""
         self.client, self.resource, self.namespace, self.selector = client, resource, namespace, selector
-        self.index_of = index
+        self.index_of, self.transform = index, transform
         self.cache: dict[Key, dict] = {}
         self.indexed: dict[object, dict[Key, dict]] = {}
         self.tombstones: OrderedDict[Key, dict] = OrderedDict()  # key -> the object as it was deleted
@@ -101,6 +103,8 @@ class Informer:
                 log.warning("%r: %s; retrying", self, error)
                 self.stopping.wait(RETRY_S)
             except (OSError, ValueError) as error:
+                if self.stopping.is_set():
+                    return  # stopped while the watch waited: its connection going is no news
                 log.warning("%r: %s: %s; retrying", self, type(error).__name__, error)
                 self.stopping.wait(RETRY_S)
 
@@ -137,6 +141,8 @@ class Informer:
         """
         # server-side-apply bookkeeping: about a third of a pod's JSON, never read by the controller
         obj["metadata"].pop("managedFields", None)
+        if self.transform is not None:
+            obj = self.transform(obj)
         key = object_key(obj)
         with self.lock:
             old = self.cache.get(key)

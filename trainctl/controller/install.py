@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 from trainctl import API_GROUP, __version__
-from trainctl.controller.manager import check_image
+from trainctl.controller.manager import check_image, check_rate_limit
 from trainctl.core.conditions import reached
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, HELPER_IMAGES
@@ -83,11 +83,16 @@ def metadata(name: str, namespace: str | None = None) -> dict:
     return meta
 
 
-def deployment(namespace: str, image: str, gang_scheduler_name: str = "", **helper_images: str | None) -> dict:
+def deployment(namespace: str, image: str, gang_scheduler_name: str = "", kube_api_qps: float | None = None,
+               kube_api_burst: int | None = None, **helper_images: str | None) -> dict:
     args = ["controller", "run", "--leader-elect", "--lease-name", NAME, "--log-format", "json",
             "--metrics-addr", f":{METRICS_PORT}", "--health-addr", f":{HEALTH_PORT}"]
     if gang_scheduler_name:
         args += ["--gang-scheduler-name", gang_scheduler_name]
+    if kube_api_qps is not None:  # else the controller's own default (upstream's 20/30)
+        args += ["--kube-api-qps", f"{kube_api_qps:g}"]
+    if kube_api_burst is not None:
+        args += ["--kube-api-burst", str(kube_api_burst)]
     for name, value in helper_images.items():
         if value:  # a cluster that cannot pull upstream's (air-gapped, a mirror) names its own
             args += [HELPER_IMAGES[name].flag, value]
@@ -119,9 +124,11 @@ def deployment(namespace: str, image: str, gang_scheduler_name: str = "", **help
 
 
 def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang_scheduler_name: str = "",
+              kube_api_qps: float | None = None, kube_api_burst: int | None = None,
               **helper_images: str | None) -> list[dict]:
     """Everything the controller needs, in the order it must be created; ``helper_images`` are the kinds'
-    helper images by key (trainctl.frameworks.HELPER_IMAGES; None: upstream's default)."""
+    helper images by key (trainctl.frameworks.HELPER_IMAGES; None: upstream's default), ``kube_api_qps``/
+    ``kube_api_burst`` the controller's rate limit (None: its default)."""
     from trainctl.core.crds import all_crds
 
     if not DNS_1123_LABEL.fullmatch(namespace):
@@ -134,6 +141,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang
     if gang_scheduler_name and not DNS_1123_SUBDOMAIN.fullmatch(gang_scheduler_name):
         raise UserError(f"--gang-scheduler-name {gang_scheduler_name!r}: a scheduler's name, e.g. volcano or "
                         "yunikorn (lower-case letters, digits, '-' and '.')")
+    check_rate_limit(0.0 if kube_api_qps is None else kube_api_qps, kube_api_burst or 0)
     account = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(namespace)},
@@ -148,7 +156,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang
          "rules": lease_rules()},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata(NAME, namespace),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}, "subjects": [account]},
-        deployment(namespace, image, gang_scheduler_name, **helper_images),
+        deployment(namespace, image, gang_scheduler_name, kube_api_qps, kube_api_burst, **helper_images),
         {"apiVersion": "v1", "kind": "Service", "metadata": metadata(f"{NAME}-metrics", namespace),
          "spec": {"selector": dict(SELECTOR),
                   "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]}},

@@ -24,6 +24,9 @@ log = logging.getLogger("trainctl.controller")
 
 DRAIN_TIMEOUT_S = 30
 SYNC_LOG_EVERY_S = 10
+# upstream's --kube-api-qps/--kube-api-burst defaults (cmd/training-operator.v1): what the controller's requests
+# may average a second, and how many may go at once after a quiet spell (docs/controller.md, "Rate limits")
+KUBE_API_QPS, KUBE_API_BURST = 20.0, 30
 
 
 @dataclass
@@ -44,6 +47,8 @@ class Options:
     keep_records: bool = True  # trainctl.controller.records
     context: str | None = None
     kubeconfig: str | None = None
+    kube_api_qps: float = KUBE_API_QPS
+    kube_api_burst: int = KUBE_API_BURST
 
     @classmethod
     def from_flags(cls, *, kinds: list[str], log_format: str, helper_images: dict[str, str | None] | None = None,
@@ -65,7 +70,24 @@ class Options:
         given = {key: image for key, image in (helper_images or {}).items() if image is not None}
         for key, image in given.items():
             check_image(image, HELPER_IMAGES[key].flag)
+        check_rate_limit(flags.get("kube_api_qps", KUBE_API_QPS), flags.get("kube_api_burst", KUBE_API_BURST))
         return cls(kinds=frameworks, log_format=log_format, helper_images=given, **flags)
+
+    def limiter(self):
+        """A token bucket for one client (each client has its own, as in client-go); None: unthrottled."""
+        from trainctl.kube.client import rate_limit
+
+        return rate_limit(self.kube_api_qps, self.kube_api_burst)
+
+
+def check_rate_limit(qps: float, burst: int) -> None:
+    """--kube-api-qps: any number (0: client-go's default of 5, negative: no limit); --kube-api-burst: 0 or more."""
+    import math
+
+    if math.isnan(qps):
+        raise UserError(f"--kube-api-qps {qps}: give requests a second, e.g. 20 (a negative value: no limit)")
+    if burst < 0:
+        raise UserError(f"--kube-api-burst {burst}: give 0 or more (0: client-go's default of 10)")
 
 
 def parse_address(text: str, flag: str) -> tuple[str, int] | None:
@@ -114,7 +136,7 @@ class Manager:
         from trainctl.kube.client import connect
 
         self.options = options
-        self.client = connect(options.context, options.kubeconfig)
+        self.client = connect(options.context, options.kubeconfig, options.limiter())
         gang = GangScheduler(options.gang_scheduler_name) if options.gang_scheduler_name else None
         if gang and gang.resource and not self.crd_installed(f"{gang.resource.plural}.{gang.resource.group}"):
             log.warning("--gang-scheduler-name %s: the %s PodGroup CRD is not installed; no PodGroups will be made",
@@ -229,7 +251,12 @@ class Manager:
         from trainctl.controller.leader import LeaderElector
 
         namespace = self.options.lease_namespace or os.environ.get("POD_NAMESPACE") or self.client.config.namespace
-        self.elector = LeaderElector(self.client, namespace, self.options.lease_name, self.controller.identity)
+        from trainctl.kube.client import Client
+
+        # a client of its own, as controller-runtime gives leader election: renewals never queue behind a burst
+        # of the workers' writes for a token
+        lease_client = Client(self.client.config, limiter=self.options.limiter())
+        self.elector = LeaderElector(lease_client, namespace, self.options.lease_name, self.controller.identity)
 
         def elect() -> None:
             self.elector.run(self.stopping)

@@ -107,6 +107,8 @@ class Metrics:
         self.pod_create_failures = Counter("trainctl_pod_creation_failures_total",
                                            "Pods the API server refused to create.", ("kind",))
         self.api_requests = Gauge("trainctl_api_requests", "API requests sent since start, by verb.", ("verb",))
+        self.api_throttled = Gauge("trainctl_api_throttled_seconds", "Seconds requests waited for a token of "
+                                   "--kube-api-qps since start (all requests together).")
         self.progress_writes = Counter("trainctl_progress_writes_total", "Progress annotations written, by job kind "
                                        "(trainctl.controller.progress).", ("kind",))
         self.record_log_reads = Counter("trainctl_record_log_reads_total", "Pod logs read to keep a run's record "

@@ -23,6 +23,38 @@ def controller_uid(obj: dict) -> str | None:
     return None
 
 
+# What the controller reads of a cached pod (observe, the MPI hostfile, progress reads, gang scheduling, the
+# reconcile's restarts and exit codes): of the spec, these and its containers' names; of the status, these and
+# of each container's status the next. The rest (commands, env, volumes, tolerations, conditions, IPs, image
+# IDs ...) was two thirds of a pod's memory, and 5,000 jobs keep 20,000 pods (docs/benchmarks.md).
+CACHED_POD_SPEC = ("nodeName", "schedulerName", "restartPolicy", "priority")
+CACHED_POD_STATUS = ("phase", "reason", "message", "startTime")
+CACHED_CONTAINER_STATUS = ("name", "state", "lastState", "restartCount", "ready", "started")
+CACHED_SERVICE_SPEC = ("clusterIP", "selector")
+
+
+def cached_pod(pod: dict) -> dict:
+    """The pod as the controller's cache keeps it: metadata whole, of spec and status only what is read."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    kept_spec = {key: spec[key] for key in CACHED_POD_SPEC if key in spec}
+    for key in ("containers", "initContainers"):
+        if key in spec:
+            kept_spec[key] = [{"name": container.get("name")} for container in spec[key]
+                              if isinstance(container, dict)]
+    kept_status = {key: status[key] for key in CACHED_POD_STATUS if key in status}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        if key in status:
+            kept_status[key] = [{field: container[field] for field in CACHED_CONTAINER_STATUS if field in container}
+                                for container in status[key] if isinstance(container, dict)]
+    return {**pod, "spec": kept_spec, "status": kept_status}
+
+
+def cached_service(service: dict) -> dict:
+    """The service as the controller's cache keeps it: the controller reads only its metadata."""
+    spec = service.get("spec") or {}
+    return {**service, "spec": {key: spec[key] for key in CACHED_SERVICE_SPEC if key in spec}}
+
+
 def job_index(obj: dict) -> tuple[str, str, str] | None:
     """(operator name, namespace, job name) of a pod or service trainctl's operator labels name."""
     labels = obj["metadata"].get("labels") or {}

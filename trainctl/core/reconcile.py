@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from trainctl.core import conditions as cond
@@ -42,6 +42,7 @@ from trainctl.core.actions import (
 from trainctl.core.attribution import Run, attribute, failed_runs_of
 from trainctl.core.job import Job
 from trainctl.core.observed import ObservedReplica
+from trainctl.core.times import parse_time, rfc3339  # noqa: F401 - rfc3339 is also imported from here
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
 
 if TYPE_CHECKING:
@@ -52,16 +53,6 @@ MISSING_EXIT_CODE = 0xBEEF  # upstream's sentinel when no exit code is known: re
 #: the longest ``requeue_after``: a deadline or TTL years away is looked at again daily, which costs
 #: nothing and keeps every runtime's timer (time.sleep, Condition.wait) inside its range
 MAX_REQUEUE_S = 24 * 3600.0
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
 
 
 def seconds_left(since: datetime, seconds: int, now: datetime) -> float:

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
 OPERATOR_GROUP = "training.kubeflow.org"
 LABEL_OPERATOR = f"{OPERATOR_GROUP}/operator-name"
@@ -87,22 +86,25 @@ def env_var(name: str, value: object) -> dict:
     return {"name": name, "value": str(value)}
 
 
-@dataclass(frozen=True)
-class PeerLoss:
+class PeerLoss(NamedTuple):
     """What a replica writes when it fails because another one did (trainctl/core/attribution.py):
     ``label`` names it in the failure summary ("stopped after its peer was lost (gloo)")."""
 
     label: str
-    pattern: re.Pattern[str]
+    source: str  # the regular expression
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """Compiled when a failure is first judged (re keeps it), not when every command imports the frameworks."""
+        return re.compile(self.source)
 
 
 def peer_loss(label: str, *phrases: str) -> PeerLoss:
     """A signature matching any of ``phrases`` (regular expressions, searched anywhere in a line)."""
-    return PeerLoss(label, re.compile("|".join(f"(?:{phrase})" for phrase in phrases)))
+    return PeerLoss(label, "|".join(f"(?:{phrase})" for phrase in phrases))
 
 
-@dataclass(frozen=True)
-class KindOption:
+class KindOption(NamedTuple):
     """A ``trainctl submit`` option (and ``Client.run`` keyword) that only this kind takes, e.g. ``--ps``.
 
     The submit options (trainctl/submit/options.py) turn it into a flag and a keyword like every other
@@ -116,8 +118,7 @@ class KindOption:
     problem: Callable[[object], str | None] | None = None
 
 
-@dataclass(frozen=True)
-class FunctionLaunch:
+class FunctionLaunch(NamedTuple):
     """How a job's processes know where they stand, as data for the two stdlib-only programs that run in the
     replicas and cannot import this module where trainctl is not installed: a function job's runner
     (trainctl.functions.runner) reads it from call.json, ``trainctl.report()`` (trainctl.reporting) from the
@@ -149,8 +150,7 @@ class FunctionLaunch:
                 "shared_rank": list(self.shared_rank) if self.shared_rank else None, "abort_module": self.abort_module}
 
 
-@dataclass(frozen=True)
-class HelperImage:
+class HelperImage(NamedTuple):
     """An image the in-cluster controller runs beside a kind's replicas (an init container), which a cluster that
     cannot pull the default (air-gapped, a mirror) names with a ``trainctl controller run``/``install`` option."""
 
@@ -160,8 +160,7 @@ class HelperImage:
     help: str
 
 
-@dataclass(frozen=True)
-class ScriptRunner:
+class ScriptRunner(NamedTuple):
     """A program that runs a script file, with options of its own before it (``torchrun [options] train.py``):
     the local backend checks, before it starts anything, that the script exists."""
 

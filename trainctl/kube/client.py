@@ -4,20 +4,21 @@ Why not the official client: importing it costs about 1.7 s (every CLI command p
 and its typed models take several times the memory of plain dicts, which matters to a
 controller caching thousands of pods. The API is plain REST, so this module speaks it
 directly: ``get``/``list``/``create``/``patch``/``delete`` and ``watch`` on a
-:class:`Resource`, with one keep-alive connection per thread.
+:class:`Resource`, with one keep-alive connection per thread, over trainctl.kube.http
+(HTTP/1.1 without http.client's email parser).
 """
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
-import socket
+import math
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
+from trainctl.kube import http
 from trainctl.kube.config import ClusterConfig
 
 REQUEST_TIMEOUT_S = 30
@@ -27,8 +28,7 @@ USER_AGENT = "trainctl"
 STREAM_CHUNK_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
-class Resource:
+class Resource(NamedTuple):
     """A REST collection: ``/api/v1/.../pods`` or ``/apis/<group>/<version>/.../<plural>``."""
 
     group: str
@@ -83,9 +83,47 @@ class ApiError(Exception):
         return self.status == 410
 
 
+class TokenBucket:
+    """client-go's client-side rate limit (flowcontrol.NewTokenBucketRateLimiter): ``qps`` tokens a second,
+    at most ``burst`` saved up; every request takes one, waiting its turn when there is none (waiters
+    are served in the order they came, as golang.org/x/time/rate reserves them)."""
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.qps, self.burst, self.clock, self.sleep = qps, burst, clock, sleep
+        self.tokens, self.updated = float(burst), clock()
+        self.lock = threading.Lock()
+        self.waited_s = 0.0  # all the time requests spent waiting for a token (the controller's metrics)
+
+    def take(self) -> None:
+        with self.lock:
+            now = self.clock()
+            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.qps) - 1
+            self.updated = now
+            delay = -self.tokens / self.qps if self.tokens < 0 else 0.0
+            self.waited_s += delay
+        if delay:
+            self.sleep(delay)
+
+
+# client-go's rest.Config: QPS 0 means its default (5 a second, bursts of 10), a negative QPS no limit at all
+CLIENT_GO_QPS, CLIENT_GO_BURST = 5.0, 10
+
+
+def rate_limit(qps: float, burst: int) -> TokenBucket | None:
+    """The limiter client-go makes of a QPS and a burst (None: unthrottled)."""
+    if math.isnan(qps) or burst < 0:
+        raise ValueError(f"QPS {qps} and burst {burst}: give a QPS (negative: no limit) and a burst of 0 or more")
+    if qps < 0 or math.isinf(qps):
+        return None
+    return TokenBucket(qps or CLIENT_GO_QPS, burst or CLIENT_GO_BURST)
+
+
 class Client:
-    def __init__(self, config: ClusterConfig, timeout: float = REQUEST_TIMEOUT_S) -> None:
-        self.config, self.timeout = config, timeout
+    def __init__(self, config: ClusterConfig, timeout: float = REQUEST_TIMEOUT_S,
+                 limiter: TokenBucket | None = None) -> None:
+        """``limiter``: every request waits for its token (the controller's --kube-api-qps/--kube-api-burst)."""
+        self.config, self.timeout, self.limiter = config, timeout, limiter
         url = urlsplit(config.server)
         self.https = url.scheme == "https"
         self.host, self.port = url.hostname or "localhost", url.port or (443 if self.https else 80)
@@ -95,10 +133,8 @@ class Client:
         self.counter_lock = threading.Lock()
 
     # ---- connections -----------------------------------------------------------
-    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
-        if self.https:
-            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.config.ssl_context)
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+    def _connect(self, timeout: float | None) -> http.Connection:
+        return http.Connection(self.host, self.port, timeout, self.config.ssl_context if self.https else None)
 
     def _headers(self, content_type: str | None = None, accept: str = "application/json") -> dict:
         headers = {"Accept": accept, "User-Agent": USER_AGENT}
@@ -106,13 +142,18 @@ class Client:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         elif self.config.basic_auth:
+            import base64
+
             pair = ":".join(self.config.basic_auth).encode()
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         if content_type:
             headers["Content-Type"] = content_type
         return headers
 
-    def _count(self, verb: str) -> None:
+    def _sending(self, verb: str) -> None:
+        """Before each request goes out: wait for its token (if limited), count it by verb."""
+        if self.limiter is not None:
+            self.limiter.take()
         with self.counter_lock:
             self.requests[verb] = self.requests.get(verb, 0) + 1
 
@@ -127,13 +168,11 @@ class Client:
             connection = getattr(self.local, "connection", None) or self._connect(self.timeout)
             self.local.connection = connection
             try:
-                self._count(verb or method.lower())
-                connection.request(method, target, body=payload,
-                                   headers=self._headers(content_type if payload is not None else None, accept))
-                response = connection.getresponse()
+                self._sending(verb or method.lower())
+                response = connection.request(method, target, payload,
+                                              self._headers(content_type if payload is not None else None, accept))
                 data = response.read()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
-                    http.client.CannotSendRequest, http.client.ResponseNotReady):
+            except (BrokenPipeError, ConnectionResetError):
                 # the server closed an idle keep-alive connection: reconnect and send again
                 connection.close()
                 self.local.connection = None
@@ -169,6 +208,36 @@ class Client:
         if field_selector:
             query["fieldSelector"] = field_selector
         return self.request("GET", resource.path(namespace), query=query or None, verb="list")
+
+    def list_each(self, resources: list[Resource], namespace: str | None = None,
+                  selector: str | None = None) -> list[dict | ApiError]:
+        """:meth:`list` of each resource, all requests sent before the first answer is read (HTTP/1.1
+        pipelining, one round trip for all); each answer decoded, or the ApiError it was. Should the
+        connection drop on the way, what is left is asked for one at a time."""
+        query = f"?{urlencode({'labelSelector': selector})}" if selector else ""
+        targets = [self.prefix + resource.path(namespace) + query for resource in resources]
+        answers: list[dict | ApiError] = []
+        connection = getattr(self.local, "connection", None) or self._connect(self.timeout)
+        self.local.connection = connection
+        try:
+            for target in targets:
+                self._sending("list")
+                connection.send("GET", target, None, self._headers())
+            for _ in targets:
+                response = connection.response("GET")
+                answers.append(decoded(response.status, response.reason, response.read()))
+        except OSError:
+            connection.close()
+            self.local.connection = None
+        if any(isinstance(answer, ApiError) and answer.status == 401 for answer in answers) and self.config.refresh():
+            answers = []  # an exec plugin's token expired: ask again with the new one
+        return answers + [self._answer_of(resource, namespace, selector) for resource in resources[len(answers):]]
+
+    def _answer_of(self, resource: Resource, namespace: str | None, selector: str | None) -> dict | ApiError:
+        try:
+            return self.list(resource, namespace, selector)
+        except ApiError as error:
+            return error
 
     def create(self, resource: Resource, body: dict, namespace: str | None = None, dry_run: bool = False) -> dict:
         """Create the object; with ``dry_run`` the server validates and admits it, and stores nothing."""
@@ -234,9 +303,8 @@ class Client:
         ``opened``: called once the server answered, before any of the body came."""
         connection = self._connect(timeout)
         try:
-            self._count("watch" if query.get("watch") else "stream")
-            connection.request("GET", self.prefix + path + "?" + urlencode(query), headers=self._headers())
-            response = connection.getresponse()
+            self._sending("watch" if query.get("watch") else "stream")
+            response = connection.request("GET", self.prefix + path + "?" + urlencode(query), None, self._headers())
             if response.status >= 400:
                 raise error_from(response.status, response.reason, response.read())
             if opened is not None:
@@ -244,7 +312,7 @@ class Client:
             while True:
                 try:
                     line = response.read1(STREAM_CHUNK_BYTES) if chunks else response.readline()
-                except (socket.timeout, TimeoutError):
+                except TimeoutError:
                     return
                 if not line:
                     return
@@ -277,6 +345,13 @@ class Client:
             self.local.connection = None
 
 
+def decoded(status: int, reason: str, data: bytes) -> dict | ApiError:
+    """An answer's JSON, or the ApiError its status says it is."""
+    if status >= 400:
+        return error_from(status, reason, data)
+    return json.loads(data) if data else {}
+
+
 def error_from(status: int, reason: str, data: bytes) -> ApiError:
     try:
         body = json.loads(data) if data else {}
@@ -286,7 +361,7 @@ def error_from(status: int, reason: str, data: bytes) -> ApiError:
     return ApiError(status, body.get("reason") or reason if isinstance(body, dict) else reason, message, body)
 
 
-def connect(context: str | None = None, kubeconfig: str | None = None) -> Client:
+def connect(context: str | None = None, kubeconfig: str | None = None, limiter: TokenBucket | None = None) -> Client:
     from trainctl.kube import config
 
-    return Client(config.load(context, kubeconfig))
+    return Client(config.load(context, kubeconfig), limiter=limiter)

@@ -5,36 +5,40 @@ pay the Kubernetes client's import time (about 1.7 s). Supported: bearer tokens 
 or tokenFile), client certificates (files or inline data), basic auth, exec credential
 plugins, certificate authorities and insecure-skip-tls-verify; that is what kubectl's
 own kubeconfigs use. Legacy auth-provider entries are refused with the fix.
+
+The context a command used is kept, parsed, in trainctl.kube.kubeconfig_cache, so the next
+command reads JSON instead of importing the YAML parser (docs/benchmarks.md, CLI latency).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import os
 import ssl
-import subprocess
-import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainctl.errors import UserError, option
+from trainctl.kube import kubeconfig_cache
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-@dataclass
 class ClusterConfig:
-    server: str
-    context: str
-    namespace: str = "default"
-    user: str = ""
-    token: str | None = None
-    token_file: str | None = None
-    basic_auth: tuple[str, str] | None = None
-    ssl_context: ssl.SSLContext | None = None
-    #: an exec plugin to run for a (fresh) token when the server answers 401
-    exec_plugin: dict | None = field(default=None, repr=False)
+    """Where the API server is and the credentials to show it (a plain class: every command makes it, and a
+    dataclass costs ten times as long to make; docs/benchmarks.md, CLI latency)."""
+
+    def __init__(self, server: str, context: str, namespace: str = "default", user: str = "",
+                 token: str | None = None, token_file: str | None = None,
+                 basic_auth: tuple[str, str] | None = None, ssl_context: ssl.SSLContext | None = None,
+                 exec_plugin: dict | None = None) -> None:
+        self.server, self.context, self.namespace, self.user = server, context, namespace, user
+        self.token, self.token_file, self.basic_auth, self.ssl_context = token, token_file, basic_auth, ssl_context
+        #: an exec plugin to run for a (fresh) token when the server answers 401
+        self.exec_plugin = exec_plugin
+
+    def __repr__(self) -> str:  # never the credentials
+        return f"ClusterConfig(server={self.server!r}, context={self.context!r}, namespace={self.namespace!r}, " \
+               f"user={self.user!r})"
 
     def bearer_token(self) -> str | None:
         if self.token_file:
@@ -77,9 +81,20 @@ def kubeconfig_path(kubeconfig: str | None) -> Path:
 
 
 def from_kubeconfig(context: str | None, kubeconfig: str | None) -> ClusterConfig:
+    path = kubeconfig_path(kubeconfig)
+    chosen = kubeconfig_cache.read(path, context)
+    if chosen is None:
+        stamp = kubeconfig_cache.fingerprint(path)  # before reading: an edit meanwhile is seen next time
+        chosen = chosen_context(path, context)
+        kubeconfig_cache.write(path, context, chosen, stamp)
+    return cluster_config(path, chosen)
+
+
+def chosen_context(path: Path, context: str | None) -> dict:
+    """From the kubeconfig at ``path``: the context to use (``context``, else the current one) as
+    ``{"name", "context", "cluster", "user"}``, each entry as the file has it."""
     import yaml
 
-    path = kubeconfig_path(kubeconfig)
     try:
         # libyaml's loader where built in: kubeconfigs with many contexts parse in a fraction of the time
         document = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
@@ -103,10 +118,16 @@ def from_kubeconfig(context: str | None, kubeconfig: str | None) -> ClusterConfi
     if not cluster or not cluster.get("server"):
         raise UserError(f"kubeconfig {path}: context {name!r} names cluster {chosen.get('cluster')!r}, "
                         "which has no server; fix the kubeconfig")
-    user_name = chosen.get("user", "")
-    user = named(document, "users", "user").get(user_name) or {}
-    config = ClusterConfig(server=cluster["server"].rstrip("/"), context=name,
-                           namespace=chosen.get("namespace") or "default", user=user_name)
+    user = named(document, "users", "user").get(chosen.get("user", "")) or {}
+    return {"name": name, "context": chosen, "cluster": cluster, "user": user}
+
+
+def cluster_config(path: Path, chosen: dict) -> ClusterConfig:
+    """The connection :func:`chosen_context` describes: TLS context, credentials (an exec plugin is run now)."""
+    context, cluster, user = chosen["context"], chosen["cluster"], chosen["user"]
+    user_name = context.get("user", "")
+    config = ClusterConfig(server=cluster["server"].rstrip("/"), context=chosen["name"],
+                           namespace=context.get("namespace") or "default", user=user_name)
     config.ssl_context = tls_context(cluster, user, path.parent) if config.server.startswith("https") else None
     authenticate(config, user, path)
     return config
@@ -138,6 +159,8 @@ def load_client_certificate(context: ssl.SSLContext, user: dict, base: Path) -> 
     if user.get("client-certificate") and user.get("client-key"):
         context.load_cert_chain(relative(base, user["client-certificate"]), relative(base, user["client-key"]))
     elif user.get("client-certificate-data") and user.get("client-key-data"):
+        import tempfile
+
         # ssl wants files: write both to a private directory that exists only while loading
         with tempfile.TemporaryDirectory(prefix="trainctl-") as private:
             cert, key = Path(private, "cert.pem"), Path(private, "key.pem")
@@ -164,6 +187,10 @@ def authenticate(config: ClusterConfig, user: dict, path: Path) -> None:
 
 def run_exec_plugin(plugin: dict, config: ClusterConfig) -> str | None:
     """Run a client.authentication.k8s.io exec plugin (no shell) and return its token."""
+    import json
+    import subprocess
+    import tempfile
+
     command = [plugin.get("command", "")] + [str(a) for a in plugin.get("args") or []]
     env = {**os.environ, **{e["name"]: e["value"] for e in plugin.get("env") or []}}
     try:

@@ -16,7 +16,7 @@ server, after parsing here so that a bad selector is the same one-line error on 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from trainctl.errors import UserError, option
 
@@ -25,8 +25,7 @@ TOKEN = re.compile(r"\s*(?:(?P<symbol>==|!=|=|\(|\)|,|!|<|>)|(?P<word>[^\s=!(),<
 SET_OPERATORS = ("in", "notin")
 
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(NamedTuple):
     key: str
     operator: str  # exists, !, =, !=, in, notin, >, <
     values: tuple[str, ...] = ()
@@ -55,8 +54,7 @@ class Requirement:
         return f"{self.key}{self.operator}{self.values[0]}"
 
 
-@dataclass(frozen=True)
-class Selector:
+class Selector(NamedTuple):
     requirements: tuple[Requirement, ...] = ()
 
     def matches(self, labels: dict[str, str] | None) -> bool:

@@ -158,8 +158,8 @@ class Client:
     def _poll(self, name: str, namespace: str | None, until: str, timeout: float | None,
               on_progress: Callable[[dict], None] | None) -> dict:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            resource = self.get(name, namespace).resource
+        while True:  # the job alone (on a cluster one GET, not three, five times a second)
+            resource = self.backend.resource(name, self._ns(namespace))
             if on_progress:
                 on_progress(resource)
             if cond.reached(resource, until) or cond.has_finished(resource):

@@ -67,9 +67,10 @@ def since(timestamp: str | None, until: str | None = None) -> str:
     """Human duration between two RFC 3339 times (until: now)."""
     if not timestamp:
         return "-"
-    start = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    end = datetime.strptime(until, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) if until \
-        else datetime.now(timezone.utc)
+    # fromisoformat (C, Python >= 3.11 reads the Z) rather than strptime, whose first use loads _strptime,
+    # locale and calendar: every list and status reads an age
+    start = datetime.fromisoformat(timestamp)
+    end = datetime.fromisoformat(until) if until else datetime.now(timezone.utc)
     seconds = max(0, int((end - start).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:

@@ -36,9 +36,9 @@ from trainctl.kube.names import (
     label_key_problem,
     label_value_problem,
 )
+from trainctl.submit.durations import parse_duration
 from trainctl.submit.setpath import parse_assignment
 
-DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)([numkMGTPE]|[KMGTPE]i)?")
 SIZE = re.compile(r"(\d{1,12})(Ki|Mi|Gi|K|M|G)?")
 SIZE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
@@ -144,19 +144,6 @@ def positive(value: int | None, name: str, minimum: int = 1, maximum: int = INT3
         raise UserError(f"{option(name)} {value}: must be at most {maximum} (the field is an "
                         f"{'int32' if maximum == INT32_MAX else 'int64'})")
     return value
-
-
-def parse_duration(text: str | None, flag: str) -> int | None:
-    """``90``, ``90s``, ``5m``, ``1h30m`` -> seconds."""
-    if text is None:
-        return None
-    if text.isdigit():
-        return int(text)
-    match = DURATION.fullmatch(text)
-    if not text or not match or not any(match.groups()):
-        raise UserError(f"{flag} {text!r}: expected a duration such as 30s, 5m or 1h30m")
-    hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
 
 
 def seconds(text: str | None, name: str) -> int | None:

@@ -149,6 +149,10 @@ class KubeBackend(Backend):
             {"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"), "time": event_time(e)}
             for e in recent])
 
+    def resource(self, name: str, namespace: str, kind: str | None = None) -> dict:
+        """The job alone: one GET, where :meth:`get` also lists its pods and events."""
+        return self.find(name, namespace, kind)
+
     def kept_runs(self, job: Job, pods: list[dict]) -> dict[str, tuple]:
         """The runs kept of the job's replicas, by replica id, when some replica has no pod (one metadata-only
         list of its records: trainctl.backends.kube.records); {} when every replica has one."""
@@ -193,13 +197,11 @@ class KubeBackend(Backend):
     def list(self, namespace: str | None, selector: str | None = None) -> list[dict]:
         label_selector = selectors.parse(selector).text() or None  # a bad one fails here, as locally
         jobs = []
-        with self.errors("list jobs"):
-            for framework in ALL:
-                try:
-                    jobs += self.client.list(job_resource(framework), namespace, selector=label_selector)["items"]
-                except kube.ApiError as error:
-                    if error.status != 404:
-                        raise  # 404: that CRD is not installed, so no jobs of that kind
+        with self.errors("list jobs"):  # the six kinds' lists in one round trip
+            for answer in self.client.list_each([job_resource(fw) for fw in ALL], namespace, label_selector):
+                if isinstance(answer, kube.ApiError) and answer.status != 404:
+                    raise answer  # 404: that CRD is not installed, so no jobs of that kind
+                jobs += [] if isinstance(answer, kube.ApiError) else answer["items"]
         return sorted(jobs, key=lambda j: (j["metadata"].get("namespace", ""), j["metadata"]["name"]))
 
     def log_chunks(self, name: str, namespace: str, replica: str | None = None, follow: bool = False,
@@ -273,8 +275,9 @@ class KubeBackend(Backend):
         found = pods.get(pod) if pods is not None else None
         kept = records.Kept(self.client, job, pod, replica_id, found, container, previous,
                             {"tail": tail, "since_seconds": since_seconds, "keep_stamps": timestamps})
-        if pods is not None and found is None and kept.run() is not None:  # the pod is gone
-            yield from kept.chunks()
+        if pods is not None and found is None:  # the pod is gone, or not made yet: its log is not asked for
+            yield from kept.chunks() if kept.run() is not None else [
+                LogChunk(replica_id, pod_logs.no_logs(f'pods "{pod}" not found'), 0.0)]
             return
         failed = None if previous else failed_init((found or {}).get("status"))
         if failed is not None:

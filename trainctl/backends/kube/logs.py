@@ -111,7 +111,7 @@ def whole_lines(pieces: Iterator[bytes]) -> Iterator[bytes]:
         yield carry + b"\n"
 
 
-def no_logs(error: Exception) -> bytes:
+def no_logs(error: Exception | str) -> bytes:
     return f"(no logs: {getattr(error, 'message', '') or error})\n".encode()
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,13 +18,13 @@ from typing import TYPE_CHECKING
 
 import trainctl
 from trainctl.backends.base import CRASH_LOOP, Backend, JobDetails, LogChunk, ReplicaReports, ReplicaRow, pick_replica
-from trainctl.backends.local import containment, processes
+from trainctl.backends.local import processes
 from trainctl.backends.local.logs import follow_logs, read_logs, report_lines
 from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, all_job_dirs, remove_function_files,
                                            stored_window)
 from trainctl.core import conditions as cond
 from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
-from trainctl.core.reconcile import rfc3339
+from trainctl.core.times import rfc3339
 from trainctl.errors import NotFound, UserError, spelled
 from trainctl.kube import selectors
 
@@ -55,6 +53,8 @@ class LocalBackend(Backend):
     # ---- create ----------------------------------------------------------------
     def create(self, resource: dict, replace: bool = False, preflight: bool = True,
                snapshot: Snapshot | None = None, dry_run: bool = False) -> dict:
+        import uuid  # here: it loads platform, which the reading commands never need
+
         metadata = resource["metadata"]
         job_dir = JobDir(metadata.get("namespace") or "default", metadata["name"])
         job = Job(resource)
@@ -150,6 +150,8 @@ class LocalBackend(Backend):
     # ---- change ---------------------------------------------------------------------
     def delete(self, name: str, namespace: str, kind: str | None = None) -> None:
         """Stop every process of the job and remove it, whatever state its files are in."""
+        from trainctl.backends.local import containment  # here: the reading commands never need it
+
         job_dir = JobDir(namespace, name)
         if not job_dir.path.is_dir():
             raise job_dir.not_found()
@@ -282,6 +284,8 @@ def visible_gpus() -> list[str]:
     """GPU ids this machine offers: $CUDA_VISIBLE_DEVICES if set, else what nvidia-smi lists."""
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         return [gpu for gpu in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if gpu.strip()]
+    import subprocess  # here: reading commands never start a process
+
     try:
         listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
@@ -315,6 +319,8 @@ def start_supervisor(job_dir: JobDir, uid: str) -> None:
     runtime = job_dir.read_runtime()
     if runtime.pop("supervisor_pid", None):
         job_dir.write_runtime(runtime)  # until the new one records itself, it is found by its marker env
+    import subprocess
+
     env = {**os.environ, processes.SUPERVISOR_MARKER: uid}
     with open(job_dir.path / "supervisor.log", "ab") as log:
         subprocess.Popen([sys.executable, "-m", "trainctl.backends.local.supervisor", str(job_dir.path)],

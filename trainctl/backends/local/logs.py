@@ -29,7 +29,9 @@ POLL_SECONDS = 0.1
 # of a replica's progress file (trainctl.reporting): the end read for its latest progress, and the most read
 # for all its points (a replica's writer keeps its series to some 100,000 points, a few MiB)
 RECENT_REPORT_BYTES, MAX_REPORT_BYTES = 256 << 10, 32 << 20
-CHUNK_BYTES = 4 << 20  # large enough that per-chunk costs vanish, small enough to bound memory
+# large enough that per-chunk costs vanish; small enough that a chunk and its prefixed copy stay in the CPU's
+# caches and below the size at which malloc maps fresh pages for every one (4 MiB chunks took twice as long)
+CHUNK_BYTES = 1 << 20
 TAIL_BLOCK_BYTES = 64 << 10
 
 

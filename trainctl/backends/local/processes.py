@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:  # socket and subprocess are imported where used: reading commands (logs, status) use neither
+    import subprocess
 
 MARKER = "TRAINCTL_JOB_UID"
 SUPERVISOR_MARKER = "TRAINCTL_SUPERVISOR_UID"
@@ -27,6 +28,8 @@ GRACE_SECONDS = 3.0
 
 def free_port(host: str = "127.0.0.1", avoid: set[int] = frozenset()) -> int:
     """A port nothing listens on now and that is not in ``avoid`` (ports promised to other jobs)."""
+    import socket
+
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind((host, 0))
@@ -39,6 +42,8 @@ def start(command: list[str], env: dict[str, str], cwd: str, log: BinaryIO,
           before_exec: Callable[[], None] | None = None) -> subprocess.Popen:
     """One replica: its own session (so one killpg stops its tree), output appended to ``log``;
     ``before_exec`` runs in the child first (entering the replica's cgroup)."""
+    import subprocess
+
     return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=before_exec)
 
@@ -69,6 +74,8 @@ def alive(pid: int | None) -> bool:
 
 def stop_group(process: subprocess.Popen, grace: float = GRACE_SECONDS) -> None:
     """SIGTERM a replica's process group, SIGKILL what is left after ``grace`` seconds, reap it."""
+    import subprocess
+
     _signal_group(process.pid, signal.SIGTERM)
     try:
         process.wait(grace)

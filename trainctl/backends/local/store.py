@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,6 +70,8 @@ class AlreadyExists(UserError):
 def write_json(path: Path, data: object) -> None:
     """Replace ``path`` whole: a reader sees the old file or the new one, and a failed write
     (ENOSPC, an unserializable value) leaves the old file and no temporary behind."""
+    import tempfile  # here: reading a job writes nothing
+
     text = json.dumps(data, indent=1, sort_keys=False)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -201,6 +202,8 @@ class JobDir:
         """A hidden, empty draft of this job's directory to fill; renamed into place when the block
         ends, removed if it raises. The rename fails if the job exists, so of two creators one wins."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile
+
         remove_abandoned_drafts(self.path.parent)
         draft = copy_with_path(self, Path(tempfile.mkdtemp(prefix=f".{self.name}.{os.getpid()}.", suffix=DRAFT_SUFFIX,
                                                            dir=self.path.parent)))

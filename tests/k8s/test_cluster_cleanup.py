@@ -1,0 +1,92 @@
+"""Whatever ends a test or benchmark process, the etcd and kube-apiserver it started go with it (and a benchmark's
+controller and node processes): SIGTERM, SIGINT, SIGHUP, an uncaught exception (tests/cluster/server.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.k8s
+
+STARTER = """
+import sys, time
+from pathlib import Path
+from tests.cluster.server import TestCluster, cached_apiserver
+cluster = TestCluster(Path(sys.argv[1]), cached_apiserver()).start()
+print("up", flush=True)
+if sys.argv[2] == "raise":
+    raise RuntimeError("a bug after the cluster started")
+time.sleep(600)
+"""
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of running processes that name ``text`` (a cluster's directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline and int(entry.name) != os.getpid():
+                found.append(cmdline)
+    return found
+
+
+def gone(text: str, timeout: float = 30) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while (left := processes_mentioning(text)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+@pytest.fixture
+def apiserver(k8s_cluster):
+    """Only where the cached kube-apiserver exists (k8s_cluster fails or skips otherwise)."""
+    return k8s_cluster.apiserver
+
+
+@pytest.mark.parametrize("ending", ["SIGTERM", "SIGINT", "SIGHUP", "raise"])
+def test_a_process_that_started_a_cluster_stops_it_however_it_ends(apiserver, tmp_path, ending):
+    workdir = tmp_path / "cluster"
+    process = subprocess.Popen([sys.executable, "-c", STARTER, str(workdir), ending], cwd=REPO, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert process.stdout.readline().strip() == "up", process.stderr.read()
+    assert any("etcd" in line for line in processes_mentioning(str(workdir)))
+    assert any("kube-apiserver" in line for line in processes_mentioning(str(workdir)))
+    if ending != "raise":
+        process.send_signal(getattr(signal, ending))
+    process.wait(60)
+    assert gone(str(workdir)) == []
+
+
+def test_an_interrupted_scale_benchmark_leaves_nothing_running(apiserver):
+    """SIGTERM while the controller mode runs: its API server, etcd, controller and node processes all stop."""
+    process = subprocess.Popen([sys.executable, "-m", "benchmarks.controller_scale", "--sizes", "300", "--qps",
+                                "unthrottled"], cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    workdir, deadline = None, time.monotonic() + 300
+    while workdir is None:
+        line = process.stderr.readline()
+        assert line and time.monotonic() < deadline, "the benchmark never reached its controller mode"
+        match = re.search(r"unthrottled: cluster in (\S+)", line)
+        workdir = match and match[1]
+    while not any("controller" in line for line in processes_mentioning(workdir)):
+        assert time.monotonic() < deadline, "the controller never started"
+        time.sleep(0.2)
+    time.sleep(2)  # jobs being made, pods being created
+    process.send_signal(signal.SIGTERM)
+    process.wait(120)
+    assert process.returncode != 0
+    assert gone(workdir) == []
