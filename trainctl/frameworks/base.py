@@ -299,6 +299,11 @@ class Framework:
         """The env the operator appends to the wired containers of one replica (contract section 2)."""
         return [PYTHONUNBUFFERED]
 
+    def restart_env(self, attempt: int) -> list[dict]:
+        """What this kind's own launchers tell a process of its restarts, for the job's ``attempt`` (0: the first
+        run), so that code written for them works unchanged when trainctl restarts the job instead."""
+        return []
+
     def wired_containers(self, job: Job, rtype: str, containers: list[dict]) -> list[dict]:
         """Containers that receive :meth:`env`: all of them, unless the kind says otherwise."""
         return containers

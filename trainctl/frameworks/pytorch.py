@@ -123,6 +123,10 @@ class PyTorch(Framework):
             return env + [env_var("PET_NNODES", job.total_replicas)]
         return env + self.elastic_env(job, elastic, network)
 
+    def restart_env(self, attempt):
+        # torchrun's count of its worker group's restarts: elastic-aware code reads it to resume
+        return [env_var("TORCHELASTIC_RESTART_COUNT", attempt)]
+
     def elastic_env(self, job, elastic, network):
         host = elastic.get("rdzvHost") or network.host(job, "Worker", 0)
         port = elastic.get("rdzvPort") or network.port(job, "Worker", 0)
