@@ -433,3 +433,11 @@ def test_checkpoint_forms_refused(text):
 def test_no_checkpoint_storage_no_volume():
     pods = [a for a in reconcile(pytorch(), [], T0, ClusterNetwork()).actions if isinstance(a, CreateReplica)]
     assert all("TRAINCTL_CHECKPOINT_DIR" not in a.env for a in pods)
+
+
+def test_a_job_with_counts_in_status_from_before_the_record_moves_them_into_it():
+    resource = pytorch()
+    resource["status"] = {"replicaStatuses": {"Worker": {"restarts": 2}}}
+    plan = reconcile(resource, [], T0, LocalNetwork())
+    assert Record.of({"metadata": {"annotations": plan.annotations}}).counted == 2
+    assert "restarts" not in plan.status["replicaStatuses"]["Worker"]

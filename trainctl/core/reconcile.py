@@ -32,6 +32,7 @@ import re
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from trainctl.core import checkpoint_volume
 from trainctl.core import conditions as cond
 from trainctl.core.actions import (
     CreateReplica,
@@ -42,12 +43,12 @@ from trainctl.core.actions import (
     Plan,
     RecordEvent,
 )
-from trainctl.core import checkpoint_volume
 from trainctl.core.attribution import Judged, Run, attribute, failed_runs_of
 from trainctl.core.job import Job
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.restarts import (ATTEMPT_ENV, ATTEMPT_LABEL, COUNTED, DISRUPTION, MISSING_EXIT_CODE, PERMANENT,
-                                    RECORD_ANNOTATION, RETRYABLE_FROM, Record, Rules, cause_text, failure_class)
+                                    RECORD_ANNOTATION, RETRYABLE_FROM, Record, Rules, annotations_of, cause_text,
+                                    failure_class)
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
 
 if TYPE_CHECKING:
@@ -114,7 +115,9 @@ class Reconciler:
         self.requeue_after: float | None = None
         self.restarting: set[str] = set()  # names of replicas restarted in this pass
         self.rules, self.record = Rules.of(job.resource), Record.of(job.resource)
-        self.recorded = self.record.text()
+        # what the annotation holds: a job without one has the empty record (nothing to write until something
+        # happens), but one whose counts are still in status (before the record existed) moves them into it
+        self.recorded = annotations_of(job.resource).get(RECORD_ANNOTATION) or Record().text()
         self.old_attempt_left = False  # job scope: replicas of an earlier attempt are still there
 
     def _order(self, replica: ObservedReplica) -> tuple:
