@@ -369,8 +369,10 @@ class Reconciler:
         replica_id = self.job.replica_id(replica.rtype, replica.index)
         current = Run(replica_id, replica.exit_code, replica.reason, replica.finished_at,
                       exit_window=replica.exit_window, message=replica.message)
-        last = Run(replica_id, replica.last_exit_code, replica.last_reason, replica.last_finished_at, previous=True,
-                   exit_window=replica.last_exit_window, message=replica.last_message)
+        # in job scope the run before was the previous attempt's, whose failure was settled by its restart
+        last = Run(replica_id, None) if self.rules.job_scope else \
+            Run(replica_id, replica.last_exit_code, replica.last_reason, replica.last_finished_at, previous=True,
+                exit_window=replica.last_exit_window, message=replica.last_message)
         return failed_runs_of(current, last, failed=replica.phase == "Failed", succeeded=replica.phase == "Succeeded")
 
     # ---- creation and scaling (1.4) -----------------------------------------------------
