@@ -4,8 +4,9 @@
 Every rank trains a tiny model for STEPS steps (gloo on CPU), saves its own ``torch.save`` file into
 ``trainctl.checkpoint_path(step)`` every CHECKPOINT_EVERY steps and marks it complete; on start it loads
 ``trainctl.latest_checkpoint()``. SIGTERM (a suspend, a deleted pod) is agreed on by all ranks at the next
-step, which they save, then exit 143. Each rank prints what a test asserts:
-``rank R attempt A start step S`` and ``rank R attempt A done step N``. The fault to inject comes from the
+step, which they save, then exit 143. Each rank prints what a test asserts, and appends it to
+``events-rank<R>.log`` in its checkpoint directory (a pod's output goes with the pod; that directory stays):
+``rank R attempt A start step S``, ``... saved step N``, ``... done step N``. The fault to inject comes from the
 environment: ``KILL_AT=25`` (rank 1 SIGKILLs itself at that step, on attempt 0 only), ``HALF_WRITE_AT=30``
 (rank 1 dies half-way through writing that step's checkpoint, unmarked, on attempt 0), ``STEP_SECONDS``.
 """
@@ -34,7 +35,16 @@ if latest is not None:
     model.module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     start = state["step"]
-print(f"rank {rank} attempt {attempt} start step {start} pid {os.getpid()}", flush=True)
+
+
+def say(text):
+    line = f"rank {rank} attempt {attempt} {text}"
+    print(line, flush=True)
+    with open(trainctl.checkpoint_dir() / f"events-rank{rank}.log", "a") as events:
+        events.write(line + "\n")
+
+
+say(f"start step {start} pid {os.getpid()}")
 
 
 def save(step, half=False):
@@ -55,17 +65,17 @@ for step in range(start + 1, STEPS + 1):
     optimizer.step()
     time.sleep(PAUSE)
     if rank == 1 and attempt == 0 and step == KILL_AT:
-        print(f"rank {rank} attempt {attempt} killing itself at step {step}", flush=True)
+        say(f"killing itself at step {step}")
         os.kill(os.getpid(), signal.SIGKILL)
     stopping = torch.tensor([1.0 if trainctl.preempting() else 0.0])
     dist.all_reduce(stopping, op=dist.ReduceOp.MAX)  # every rank saves the same step
     if step % EVERY == 0 or stopping.item():
         save(step, half=rank == 1 and attempt == 0 and step == HALF_AT)
-        print(f"rank {rank} attempt {attempt} saved step {step}", flush=True)
+        say(f"saved step {step}")
     if stopping.item():
-        print(f"rank {rank} attempt {attempt} preempted at step {step}", flush=True)
+        say(f"preempted at step {step}")
         sys.exit(trainctl.PREEMPTED_EXIT)
-print(f"rank {rank} attempt {attempt} done step {STEPS}", flush=True)
+say(f"done step {STEPS}")
 dist.destroy_process_group()
 '''
 
@@ -84,6 +94,12 @@ if rank == "1":
     sys.exit(int(os.environ["CODE"]) if attempt == 0 or not os.environ.get("ONCE") else 0)
 time.sleep(3600 if os.environ.get("WAIT") else 1)
 '''
+
+
+def saved(text: str, attempt: int) -> list[int]:
+    """The steps a rank's ``saved step`` lines of ``attempt`` name, in order."""
+    return [int(line.split()[-1]) for line in text.splitlines()
+            if f"attempt {attempt} saved step " in line]
 
 
 def started(text: str) -> list[tuple[int, int, int]]:
