@@ -244,9 +244,7 @@ class Reconciler:
         next attempt or fail the job, by the class of the failure that started it. True when the job failed."""
         self.stop_old_attempts()
         failed = [r for r in self.observed if r.phase == "Failed" and not r.deleting]
-        disrupted = [r for r in self.observed if (r.deleting and r.phase != "Succeeded"
-                                                  and r.index < self.job.replicas(r.rtype)) or
-                     (r.disruption and r.phase == "Failed")]
+        disrupted = [r for r in self.observed if self.disrupted(r)]
         if not failed and not disrupted:
             return False
         decision = self.disruption_decision(disrupted[0]) if disrupted else self.failure_decision(failed)
@@ -262,6 +260,14 @@ class Reconciler:
             return True
         self.restart_job(kind, cause)
         return False
+
+    def disrupted(self, replica: ObservedReplica) -> bool:
+        """A replica of this attempt that the infrastructure took: its pod deleted by someone else while the job
+        runs (none of the core's own deletes leaves one of this attempt, in range, behind), or failed with a
+        disruption (an eviction, a lost node)."""
+        if replica.deleting:
+            return replica.phase != "Succeeded" and replica.index < self.job.replicas(replica.rtype)
+        return bool(replica.disruption) and replica.phase == "Failed"
 
     def stop_old_attempts(self) -> None:
         """Replicas of an earlier attempt are stopped, and are no replicas of this one: none of this attempt
