@@ -92,7 +92,8 @@ if rank == "1":
     if os.environ.get("RAISE"):
         raise ValueError("a bug, the same on every attempt")
     sys.exit(int(os.environ["CODE"]) if attempt == 0 or not os.environ.get("ONCE") else 0)
-time.sleep(3600 if os.environ.get("WAIT") else 1)
+# WAIT: until stopped; ONCE: the first attempt's rank 0 waits for the restart, the next one's ends after a moment
+time.sleep(3600 if os.environ.get("WAIT") or (os.environ.get("ONCE") and attempt == 0) else 1)
 '''
 
 

@@ -360,6 +360,28 @@ def test_a_pod_deleted_by_hand_restarts_the_job_as_a_disruption():
     assert run.replicas["pt-master-0"].deleting
 
 
+def test_a_pod_gone_before_any_pass_saw_it_terminating_is_a_disruption_too():
+    run = Runtime(pytorch("OnFailure", scope="job", workers=2, backoffLimit=0), ClusterNetwork())
+    run.step()
+    run.step()  # every replica seen together: from now on, one missing is gone, not yet to be created
+    assert run.record().seen == {"Master": 1, "Worker": 2}
+    run.gone("pt-worker-1")  # deleted with no grace, or its node's pods removed
+    run.step()
+    assert run.record().attempt == 1 and run.record().disruptions == 1
+    assert run.record().history[0]["cause"] == "worker-1: its pod is gone" and run.record().seen == {}
+
+
+def test_scaling_up_in_job_scope_adds_replicas_without_a_restart():
+    run = Runtime(pytorch("OnFailure", scope="job", workers=1), ClusterNetwork())
+    run.step()
+    run.step()
+    run.resource["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 2
+    plan = run.step()
+    assert [a.name for a in plan.actions if isinstance(a, CreateReplica)] == ["pt-worker-1"]
+    run.step()
+    assert run.record().attempt == 0 and run.record().seen == {"Master": 1, "Worker": 2}
+
+
 def test_job_scope_with_never_fails_on_any_failure():
     run = Runtime(pytorch("Never", scope="job"))
     run.step()

@@ -243,16 +243,13 @@ class Reconciler:
         """Stop what is left of earlier attempts; when a replica of this one failed, restart every replica as the
         next attempt or fail the job, by the class of the failure that started it. True when the job failed."""
         self.stop_old_attempts()
+        self.note_all_started()
         failed = [r for r in self.observed if r.phase == "Failed" and not r.deleting]
-        disrupted = [r for r in self.observed if self.disrupted(r)]
-        if not failed and not disrupted:
-            return False
-        decision = self.disruption_decision(disrupted[0]) if disrupted else self.failure_decision(failed)
+        decision = self.infrastructure_decision() or (self.failure_decision(failed) if failed else None)
         if decision is None:
-            return False  # waiting for the cause to show
-        kind, cause = decision
+            return False  # nothing failed, or waiting for the cause to show
+        kind, cause, rtype = decision
         if kind == PERMANENT:
-            rtype = (disrupted or failed)[0].rtype
             self.fail(f"{self.job.framework.kind} {self.job.name} is failed because {len(failed) or 1} {rtype} "
                       "replica(s) failed.")
             return True
@@ -279,13 +276,35 @@ class Reconciler:
         self.old_attempt_left = bool(old)
         self.observed = [r for r in self.observed if r.attempt == self.record.attempt]
 
-    def disruption_decision(self, replica: ObservedReplica) -> tuple[str, str]:
-        what = replica.disruption or "its pod was deleted"
-        policy = self.job.restart_policy(replica.rtype)
-        return (failure_class(replica.exit_code, replica.reason, what, policy, self.rules),
-                cause_text(self.job.replica_id(replica.rtype, replica.index), replica.exit_code, replica.reason, what))
+    def note_all_started(self) -> None:
+        """Once every replica of this attempt is there together, remember how many of each type there are."""
+        present = {(r.rtype, r.index) for r in self.observed if not r.deleting}
+        wanted = {rtype: self.job.replicas(rtype) for rtype in self.job.replica_types}
+        if self.record.seen != wanted and all((rtype, index) in present for rtype, count in wanted.items()
+                                              for index in range(count)):
+            self.record.seen = wanted
 
-    def failure_decision(self, failed: list[ObservedReplica]) -> tuple[str, str] | None:
+    def infrastructure_decision(self) -> tuple[str, str, str] | None:
+        """A replica of this attempt the infrastructure took (deleted, evicted, gone): a disruption."""
+        disrupted = [r for r in self.observed if self.disrupted(r)]
+        if disrupted:
+            replica = disrupted[0]
+            what = replica.disruption or "its pod was deleted"
+            return (failure_class(replica.exit_code, replica.reason, what, self.job.restart_policy(replica.rtype),
+                                  self.rules),
+                    cause_text(self.job.replica_id(replica.rtype, replica.index), replica.exit_code, replica.reason,
+                               what), replica.rtype)
+        present = {(r.rtype, r.index) for r in self.observed}
+        gone = [(rtype, index) for rtype, count in self.record.seen.items() if rtype in self.job.replica_types
+                for index in range(min(count, self.job.replicas(rtype))) if (rtype, index) not in present]
+        if gone:
+            rtype, index = gone[0]
+            what = "its pod is gone"
+            return (failure_class(None, "", what, self.job.restart_policy(rtype), self.rules),
+                    cause_text(self.job.replica_id(rtype, index), None, "", what), rtype)
+        return None
+
+    def failure_decision(self, failed: list[ObservedReplica]) -> tuple[str, str, str] | None:
         """The class and cause of the failure that brought this attempt down, by attribution; None while only
         failures that followed another's are seen and other replicas still run (the cause may show yet)."""
         by_id = {self.job.replica_id(r.rtype, r.index): r for r in failed}
@@ -297,14 +316,14 @@ class Reconciler:
         if culprit.is_cause:
             return (failure_class(replica.exit_code, replica.reason, "", policy, self.rules,
                                   raised=culprit.exception is not None),
-                    cause_text(culprit.run.replica, replica.exit_code, replica.reason))
+                    cause_text(culprit.run.replica, replica.exit_code, replica.reason), replica.rtype)
         waited = self.seconds_since(replica.finished_at)
         if waited < CAUSE_WAIT_S and any(r.active for r in self.observed if r.name not in {f.name for f in failed}):
             self.requeue(CAUSE_WAIT_S - waited)
             return None
         lost = f"lost its peer ({culprit.peer_loss})" if culprit.peer_loss else "stopped"
         return (failure_class(replica.exit_code, replica.reason, lost, policy, self.rules),
-                cause_text(culprit.run.replica, None, "", lost))
+                cause_text(culprit.run.replica, None, "", lost), replica.rtype)
 
     def seconds_since(self, stamp: str | None) -> float:
         moment = parse_time(stamp) if stamp else None

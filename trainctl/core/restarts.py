@@ -141,6 +141,9 @@ class Record:
     preemptions: int = 0  # resumes after a suspend: never limited
     history: list[dict] = field(default_factory=list)  # the last HISTORY attempts: why each began, and when
     in_place: dict[str, int] = field(default_factory=dict)  # pod -> kubelet's restarts of it already classified
+    #: job scope: replicas of each type seen all together in this attempt; one of them missing since is gone
+    #: (a pod deleted before a pass saw it terminating, a lost node's pod removed)
+    seen: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, resource: dict) -> Record:
@@ -154,13 +157,15 @@ class Record:
         if not isinstance(data, dict):
             return cls(counted=legacy_restarts(resource))
         return cls(count(data.get("attempt")), count(data.get("counted")), count(data.get("disruptions")),
-                   count(data.get("preemptions")), history_of(data.get("history")), in_place_of(data.get("inPlace")))
+                   count(data.get("preemptions")), history_of(data.get("history")), in_place_of(data.get("inPlace")),
+                   in_place_of(data.get("seen")))
 
     def text(self) -> str:
         data = {"attempt": self.attempt, "counted": self.counted, "disruptions": self.disruptions,
                 "preemptions": self.preemptions, "history": self.history}
-        if self.in_place:
-            data["inPlace"] = dict(sorted(self.in_place.items()))
+        for key, counts in (("inPlace", self.in_place), ("seen", self.seen)):
+            if counts:
+                data[key] = dict(sorted(counts.items()))
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
     def restarted(self, kind: str, cause: str, now: str) -> None:
@@ -183,7 +188,9 @@ class Record:
         self.remember({"attempt": self.attempt, "class": PREEMPTION, "at": at, "resumed": resumed})
 
     def remember(self, entry: dict) -> None:
+        """A new attempt begins: why, kept; none of its replicas seen yet."""
         self.history = [*self.history, entry][-HISTORY:]
+        self.seen = {}
 
     def describe(self, entry: dict) -> str:
         """One attempt as ``status`` says it: ``attempt 3 (restarted after worker-1: exit 137, OOMKilled)``,
