@@ -227,8 +227,9 @@ class Reconciler:
         return False
 
     def disruption_limit_message(self) -> str:
-        return (f"Job {self.job.name} has failed because it was disrupted {self.record.disruptions} times, as many "
-                f"as trainctl.io/max-disruptions allows ({self.rules.max_disruptions})")
+        times = self.record.disruptions
+        return (f"Job {self.job.name} has failed because it was disrupted {times} time{'' if times == 1 else 's'}, "
+                f"as many as trainctl.io/max-disruptions allows ({self.rules.max_disruptions})")
 
     def restart(self, replica: ObservedReplica, kind: str) -> None:
         self.restarting.add(replica.name)
