@@ -17,7 +17,7 @@
             raise SystemExit(trainctl.PREEMPTED_EXIT)
 
 This module runs inside the replicas, so it imports nothing but the standard library (and
-:mod:`trainctl.reporting`'s list of rank variables): it travels with every job under the stand-in package
+:mod:`trainctl.reporting`'s reading of the job kind's launch facts: which variables hold a rank and a world size): it travels with every job under the stand-in package
 ``trainctl`` (trainctl/code/replica_package.py), like ``trainctl.report()``. docs/fault-tolerance.md walks
 through it with plain DDP and with ``torch.distributed.checkpoint``.
 
@@ -58,8 +58,8 @@ OUTSIDE_A_JOB = "checkpoints"
 STEP = re.compile(r"step-(\d+)")
 MARKERS = ".trainctl-complete"
 MARKER = re.compile(r"(\d+)-(\d+)-of-(\d+)")
-# the job-wide rank and world size each kind's launcher sets: PyTorch and XGBoost, JAX, Paddle, MPI
-WORLD_SIZES = ("WORLD_SIZE", "NUM_PROCESSES", "PADDLE_TRAINERS_NUM", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE")
+# where no launch facts say otherwise (a script run by hand): torch.distributed's own variables
+DEFAULT_FACTS = {"rank_variables": ["RANK"], "world_variables": ["WORLD_SIZE"]}
 
 _notice: dict = {"armed": False, "since": None}
 _warned: set = set()
@@ -111,7 +111,7 @@ def checkpoint_step(path: str | os.PathLike) -> int:
 def checkpoint_complete(path: str | os.PathLike, rank: int | None = None, world_size: int | None = None) -> None:
     """Say that this rank's part of the checkpoint ``path`` is written: its files are synced to disk, then its
     marker written. Every rank calls it, each after its own part (a rank with nothing to save too). ``rank`` and
-    ``world_size`` default to what the job's launcher set (RANK and WORLD_SIZE, or the kind's own)."""
+    ``world_size`` default to what the job's launcher set (the kind's variables, else RANK and WORLD_SIZE)."""
     path = Path(path)
     rank, world = own_rank(rank), own_world(world_size)
     if not 0 <= rank < world:
@@ -181,17 +181,19 @@ def arm() -> None:
 
 
 def own_rank(given: int | None) -> int:
-    from trainctl.reporting import JOB_RANKS
-
-    return given if given is not None else first_number(JOB_RANKS, 0)
+    return given if given is not None else first_number("rank_variables", 0)
 
 
 def own_world(given: int | None) -> int:
-    return given if given is not None else first_number(WORLD_SIZES, 1)
+    return given if given is not None else first_number("world_variables", 1)
 
 
-def first_number(variables: tuple[str, ...], default: int) -> int:
-    for name in variables:
+def first_number(key: str, default: int) -> int:
+    """The first number of the variables the job kind's launch facts list under ``key`` (the runtime names them in
+    TRAINCTL_LAUNCH: trainctl.reporting), else of torch.distributed's; ``default`` when none is set."""
+    from trainctl.reporting import launch_facts, names
+
+    for name in names(launch_facts(os.environ), key) or DEFAULT_FACTS[key]:
         value = os.environ.get(name, "")
         if value.isdigit():
             return int(value)

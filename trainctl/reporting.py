@@ -36,7 +36,11 @@ last point of each write is kept whatever it is, so progress is never more than 
 
 **Who reports.** One process per replica: a replica's local rank 0 (torchrun's ``LOCAL_RANK``);
 under mpirun only world rank 0, whose output is the launcher's. The job's rank 0 also logs its
-points to MLflow when ``MLFLOW_TRACKING_URI`` is set and mlflow imports (:class:`MLflowLog`).
+points to MLflow when ``MLFLOW_TRACKING_URI`` is set and mlflow imports (:class:`MLflowLog`). Which
+variables say so is the job kind's fact, not this module's: trainctl hands it over in
+:data:`LAUNCH_ENV` (the framework's launch facts as JSON: trainctl.frameworks.base.FunctionLaunch),
+which both runtimes set beside :data:`ENV`. Without it every process reports, as its replica's and
+the job's first.
 
 **Frameworks' loops.** :func:`transformers_callback` (for a Hugging Face ``Trainer``) and
 :func:`lightning_callback` (PyTorch Lightning) report for you; trainctl's fine-tuning recipe uses
@@ -61,11 +65,7 @@ MAX_SERIES = 10_000  # points with metrics kept at full rate; then at half rate 
 MAX_LINE_BYTES = 4000  # under PIPE_BUF (4096): one atomic write on a pipe
 MAX_METRICS = 32  # per point; more are dropped, with a warning
 MAX_NAME_CHARS = 64
-# mpirun's (Open MPI, PMIx, MPICH) and torchrun's ranks: only the first process of each reports
-LOCAL_RANKS = ("LOCAL_RANK",)
-WORLD_RANKS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
-# the job-wide rank each kind's launcher sets: PyTorch and XGBoost, JAX, Paddle, MPI
-JOB_RANKS = ("RANK", "PROCESS_ID", "PADDLE_TRAINER_ID", *WORLD_RANKS)
+LAUNCH_ENV = "TRAINCTL_LAUNCH"  # the job kind's launch facts, JSON: which variables number its processes
 
 
 def report(step: int | None = None, total: int | None = None, **metrics: float) -> None:
@@ -168,25 +168,42 @@ def fitted(points: list[tuple]) -> list[bytes]:
 
 # ---- who reports, and the writer -----------------------------------------------------------------
 
+def launch_facts(env: os._Environ | dict) -> dict:
+    """The job kind's launch facts from :data:`LAUNCH_ENV`; {} when there are none (or they are garbled)."""
+    try:
+        facts = json.loads(env.get(LAUNCH_ENV) or "{}")
+    except ValueError:
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
+def names(facts: dict, key: str) -> list[str]:
+    value = facts.get(key)
+    return [name for name in value if isinstance(name, str)] if isinstance(value, list) else []
+
+
 def leads_its_replica(env: os._Environ | dict) -> bool:
-    """The one process of a replica that reports: local rank 0 under torchrun, world rank 0 under mpirun."""
-    return all(env.get(name, "0") == "0" for name in (*LOCAL_RANKS, *WORLD_RANKS))
+    """The one process of a replica that reports: where each of its kind's replica ranks (torchrun's local rank,
+    mpirun's world rank) is 0 or unset."""
+    return all(env.get(name, "0") == "0" for name in names(launch_facts(env), "replica_ranks"))
 
 
 def leads_the_job(env: os._Environ | dict) -> bool:
-    """Whether this process is the job's rank 0, by the rank its kind's launcher set (TF_CONFIG's chief, or its
-    worker 0 when there is no chief); a process with none of them (one replica) is."""
-    rank = next((env[name] for name in JOB_RANKS if name in env), None)
+    """Whether this process is the job's rank 0, by the rank its kind's launcher set, or by its cluster spec (the
+    first leader task the cluster has, else worker 0); a process with none of them (one replica) is."""
+    facts = launch_facts(env)
+    rank = next((env[name] for name in names(facts, "rank_variables") if name in env), None)
     if rank is not None:
         return rank == "0"
+    spec = facts.get("cluster_spec")
     try:
-        config = json.loads(env.get("TF_CONFIG") or "{}")
+        config = json.loads(env.get(spec) or "{}") if isinstance(spec, str) else {}
         task, cluster = config.get("task") or {}, config.get("cluster") or {}
     except (ValueError, AttributeError):
         return False
     if not task:
         return True
-    leader = next((role for role in ("chief", "master") if cluster.get(role)), "worker")
+    leader = next((role for role in names(facts, "leader_tasks") if cluster.get(role)), "worker")
     return task.get("type") == leader and str(task.get("index", 0)) == "0"
 
 

@@ -77,3 +77,27 @@ def test_a_silent_job_is_called_stalled_and_the_controller_fails_it_at_its_stall
     status = trainctl("status", "quiet", "-n", ns).stdout
     assert re.search(r"Failed +True .*it stalled: no replica wrote output or progress for \d+s \(stall timeout 12s\)",
                      status), status
+
+
+def test_a_restarted_controller_keeps_the_write_bound_by_the_time_the_annotation_carries(
+        kube_node, start_controller, managed_namespace, trainctl, rest):
+    """The bound is one write per job per 30 s whoever writes: a restart (or a new leader) remembers nothing
+    of the last write but what the stored annotation says of it."""
+    ns = managed_namespace
+    first_controller = start_controller(ns)
+    submit_running(trainctl, ns, "rs")
+    kube_node.write_log(ns, "rs-master-0", "pytorch", report_lines(range(1, 11), 40))
+
+    def stored(step: int) -> dict | None:
+        text = (get_job(rest, "PyTorchJob", ns, "rs")["metadata"].get("annotations") or {}).get(PROGRESS_ANNOTATION)
+        data = json.loads(text) if text else None
+        return data if data and data["step"] == step else None
+
+    first = wait_for(lambda: stored(10), timeout=40, what="the first controller's write")
+    assert first_controller.metric("trainctl_progress_writes_total") == 1
+    assert first_controller.stop() == 0
+    kube_node.write_log(ns, "rs-master-0", "pytorch", report_lines(range(11, 16), 40))
+    restarted = start_controller(ns)  # its first round sees new progress at once, a few seconds after the write
+    second = wait_for(lambda: stored(15), timeout=60, what="the restarted controller's write")
+    assert second["written"] - first["written"] >= 30, (first, second)
+    assert restarted.metric("trainctl_progress_writes_total") == 1

@@ -81,7 +81,7 @@ def test_what_the_runner_records_comes_back_as_its_first_line(message, tmp_path_
     path = tmp_path_factory.mktemp("termination") / "message"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(function_runner.TERMINATION_LOG_ENV, str(path))
-        function_runner.record_raise(RuntimeError(message))
+        function_runner.record_raise(RuntimeError(message), {})
     [record] = raised_records(path.read_text().splitlines())
     expected = function_runner.described(RuntimeError(message)).splitlines()[0][:function_runner.MAX_RECORDED_CHARS]
     assert record["exception"] == expected

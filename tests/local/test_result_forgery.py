@@ -9,8 +9,14 @@ rank 0's own data), and the marker must never appear. Only ``allow_pickle=True``
 from __future__ import annotations
 
 import base64
+import importlib
+import io
+import json
 import os
 import pickle
+import re
+import secrets
+import tarfile
 
 import pytest
 
@@ -100,3 +106,62 @@ def test_a_rewritten_job_json_and_log_line_never_run_code(client, cli, tmp_path)
             job.result(timeout=30)
         assert "\n" not in refused.value.message
         assert not marker.exists(), line[:40]
+
+
+SHIPPED_MODULE = '''\
+def train(lr, steps):
+    return {"lr": lr, "steps": steps}
+'''
+# What key material looks like in a file: a name that says so, 128 bits or more in hex, or 30 bytes or more in
+# base64 (the old result key was 64 hex digits in call.json and in the job's trainctl.io/result-key annotation)
+KEY_LIKE = re.compile(rb"(?i)result[-_]?key|hmac|private[ _]key|\b[0-9a-f]{32,}\b|[A-Za-z0-9+/_-]{40,}={0,2}")
+
+
+def key_like(data: bytes) -> set[bytes]:
+    """What :data:`KEY_LIKE` finds, less long words and paths: random base64 mixes digits, upper and lower case."""
+    found = set()
+    for match in KEY_LIKE.finditer(data):
+        text = match.group(0)
+        if len(text) < 40 or all(re.search(letters, text) for letters in (rb"[0-9]", rb"[A-Z]", rb"[a-z]")):
+            found.add(text[:80])
+    return found
+
+
+@pytest.mark.parametrize("pickle_result", [False, True], ids=["data result", "pickled result"])
+def test_a_function_jobs_snapshot_and_job_hold_no_key_material(tmp_path, monkeypatch, pickle_result):
+    """Every file a function job ships to a cluster, as the dry run renders it (its ConfigMaps, unpacked: call.json,
+    the runner, the pickles, the stand-in package, the project's files) and the job itself: nothing in them could
+    sign or check a result, so whoever may read ConfigMaps or jobs in the namespace learns no key."""
+    from trainctl.cli.submit import dry_run_documents
+    from trainctl.sdk import running
+    from trainctl.sdk.client import Client
+
+    assert key_like(json.dumps({"result_key": secrets.token_hex(32)}).encode())  # it finds the old leak
+    assert key_like(json.dumps({"k": base64.b64encode(bytes(range(32))).decode()}).encode())
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "shipped_module.py").write_text(SHIPPED_MODULE)
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    train = importlib.import_module("shipped_module").train
+    client = Client("kubernetes", kubeconfig=str(tmp_path / "no-such-kubeconfig"))
+    # run(dry_run=True) returns planned()'s resource; the ConfigMaps come with the code it plans
+    resource, code, _ = running.planned(client, train, "pytorch", {"lr": 0.1, "steps": 3},
+                                        {"workers": 2, "name": "fn"}, pickle_result=pickle_result)
+    *maps, job = dry_run_documents(resource, code)
+    archive = b"".join(base64.b64decode(config_map["binaryData"]["chunk"]) for config_map in maps)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        shipped = {member.name: tar.extractfile(member).read() for member in tar.getmembers()}
+    function = ".trainctl/function/"
+    assert set(shipped) == {"shipped_module.py", *(function + name for name in (
+        "trainctl_function.py", "call.json", "globals.pickle", "args.pickle")),
+        ".trainctl/lib/trainctl/__init__.py", ".trainctl/lib/trainctl/reporting.py",
+        ".trainctl/lib/trainctl/checkpoints.py"}
+    call = json.loads(shipped[function + "call.json"])
+    assert set(call) == {"kind", "launch", "module", "qualname", "filename", "source", "imports", "pickle_result",
+                         "submission", "package"}
+    assert call["pickle_result"] is pickle_result and re.fullmatch("[0-9a-f]{16}", call["submission"])
+    public = {code.snapshot.hex.encode()}  # the archive's sha256 names its content: no secret
+    for name, data in [*shipped.items(), ("the job", json.dumps(job).encode())]:
+        found = key_like(data) - public
+        assert not found, (name, found)

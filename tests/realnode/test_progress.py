@@ -1,7 +1,7 @@
 """Progress reports in real pods (issue 25): ``trainctl.report()`` from a function and from a plain script, in an
 image without trainctl (the stand-in package travels in the code snapshot), read back by ``trainctl status``
 within seconds of a report and whole by ``job.metrics()``; a job that stops reporting is called stalled, and
-the in-cluster controller fails it at its stall timeout.
+the in-cluster controller fails it at its stall timeout, each within a stated tolerance of the configured time.
 """
 
 from __future__ import annotations
@@ -39,13 +39,20 @@ import time
 
 import trainctl
 
+TOTAL = 20
+reports = int(sys.argv[1]) if sys.argv[1:] else TOTAL
 print("trainctl from", trainctl.__file__, flush=True)
-for step in range(1, 21):
-    trainctl.report(step=step, total=20, accuracy=step / 20)
+for step in range(1, reports + 1):
+    trainctl.report(step=step, total=TOTAL, accuracy=step / TOTAL)
     time.sleep(0.5)
-if sys.argv[1:] == ["hang"]:
-    time.sleep(3600)
+if reports < TOTAL:
+    time.sleep(3600)  # hung, as a stuck all-reduce is: no output, no progress
 '''
+STALL_AFTER_S, STALL_TIMEOUT_S = 15, 60
+# How much later than the configured time a stall may be seen: status is asked once a second and takes a
+# second or two to answer; the controller reads logs in rounds of controller.progress.ROUND_S (10 s), and
+# `trainctl wait` looks every few seconds.
+STATUS_TOLERANCE_S, CONTROLLER_TOLERANCE_S = 5, 10 + 5
 
 
 def seen_while_running(trainctl, name: str, namespace: str) -> list[tuple[int, int]]:
@@ -85,7 +92,10 @@ def test_a_function_in_two_pods_shows_its_steps_in_status_within_seconds_and_eve
     assert (job.progress().step, job.progress().total) == (40, 40)
 
 
-def test_a_plain_script_reports_from_an_image_without_trainctl(trainctl, namespace, python_image, tmp_path):
+def test_a_plain_script_reports_from_an_image_without_trainctl(real_node, trainctl, namespace, python_image,
+                                                               tmp_path):
+    from trainctl import Client
+
     (tmp_path / "report.py").write_text(SCRIPT)
     submitted = trainctl("submit", "pytorch", "--workers", "2", "--name", "plain", "-n", namespace, "--image",
                          python_image, "--workdir", str(tmp_path), "--backoff-limit", "0", "--", "python3", "report.py")
@@ -98,26 +108,43 @@ def test_a_plain_script_reports_from_an_image_without_trainctl(trainctl, namespa
     assert "progress: 20/20 (100%), accuracy 1" in status, status
     logs = trainctl("logs", "plain", "-n", namespace, "--replica", "master-0").stdout
     assert "trainctl from /workspace/.trainctl/lib/trainctl/__init__.py" in logs, logs
+    job = Client("kubernetes", kubeconfig=str(real_node.kubeconfig)).job("plain", namespace)
+    for replica in ("master-0", "worker-0"):
+        points = [(p.step, p.total, p.metrics) for p in job.metrics(replica=replica)]
+        assert points == [(s, 20, {"accuracy": s / 20}) for s in range(1, 21)], (replica, points)
 
 
-def test_a_job_that_stops_reporting_is_stalled_and_the_controller_fails_it(trainctl, namespace, python_image,
-                                                                            tmp_path):
+def test_a_job_that_stops_reporting_is_stalled_and_the_controller_fails_it(real_node, trainctl, namespace,
+                                                                            python_image, tmp_path):
+    """Five reports, then silence: ``status`` calls it stalled STALL_AFTER_S after the last report (not
+    before, at most STATUS_TOLERANCE_S later), and the controller fails it STALL_TIMEOUT_S after it."""
+    from trainctl import Client
+
     (tmp_path / "report.py").write_text(SCRIPT)
     submitted = trainctl("submit", "pytorch", "--workers", "2", "--name", "hung", "-n", namespace, "--image",
-                         python_image, "--workdir", str(tmp_path), "--stall-after", "15s", "--stall-timeout", "60s",
-                         "--backoff-limit", "0", "--", "python3", "report.py", "hang")
+                         python_image, "--workdir", str(tmp_path), "--stall-after", f"{STALL_AFTER_S}s",
+                         "--stall-timeout", f"{STALL_TIMEOUT_S}s", "--backoff-limit", "0", "--",
+                         "python3", "report.py", "5")
     assert submitted.returncode == 0, submitted.stderr
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while "stalled: no output or progress for" not in (status := trainctl("status", "hung", "-n", namespace).stdout):
         assert time.monotonic() < deadline and "Failed" not in status.splitlines()[0], status
         time.sleep(1)
-    assert "progress: 20/20 (100%)" in status, status  # reported in 10 s; stalled 15 s after the last report
-    while not re.search(r"hung +PyTorchJob +Running .*(20/20 100%|stalled)", listed := trainctl("list", "-n",
-                                                                                                namespace).stdout):
+    stalled_seen = time.time()
+    assert "progress: 5/20 (25%)" in status, status
+    progress = Client("kubernetes", kubeconfig=str(real_node.kubeconfig)).progress("hung", namespace)
+    assert [p.step for p in progress.replicas] == [5, 5], progress  # both replicas reported, then stopped
+    last_report = max(p.time for p in progress.replicas)
+    assert STALL_AFTER_S <= stalled_seen - last_report <= STALL_AFTER_S + STATUS_TOLERANCE_S, \
+        (stalled_seen - last_report, status)
+    while not re.search(r"hung +PyTorchJob +Running .*(5/20 25%|stalled)", listed := trainctl("list", "-n",
+                                                                                              namespace).stdout):
         assert time.monotonic() < deadline, listed  # the controller's summary, written every 30 s at most
         time.sleep(1)
     waited = trainctl("wait", "hung", "-n", namespace, "--timeout", f"{JOB_TIMEOUT_S}s")
+    failed_seen = time.time()
     assert waited.returncode == 1 and waited.stderr.count("stalled: no output or progress for") == 1, waited.stderr
+    assert failed_seen - last_report <= STALL_TIMEOUT_S + CONTROLLER_TOLERANCE_S, failed_seen - last_report
     failed = trainctl("status", "hung", "-n", namespace).stdout
     assert re.search(r"Failed +True .*it stalled: no replica wrote output or progress for \d+s "
-                     r"\(stall timeout 60s\)", failed), failed
+                     rf"\(stall timeout {STALL_TIMEOUT_S}s\)", failed), failed

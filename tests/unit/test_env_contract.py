@@ -149,11 +149,12 @@ def test_mpi_launcher_init_container_image_is_the_controllers_setting():
 
     resource = job("MPIJob", "mpi", {"Launcher": 1, "Worker": 2})
     images = {}
-    for network in (ClusterNetwork(), ClusterNetwork(mpi_kubectl_delivery_image="reg.example.com/kd:1")):
+    [helper] = by_kind("MPIJob").helper_images
+    for network in (ClusterNetwork(), ClusterNetwork(helper_images={helper.key: "reg.example.com/kd:1"})):
         pod = {"spec": {"containers": [{"name": "mpi", "image": "x"}]}}
         by_kind("MPIJob").decorate_pod(Job(resource), "Launcher", pod, network)
         [init] = pod["spec"]["initContainers"]
-        images[network.mpi_kubectl_delivery_image] = init["image"]
+        images[network.image(helper)] = init["image"]
     assert images == {"kubeflow/kubectl-delivery:latest": "kubeflow/kubectl-delivery:latest",
                       "reg.example.com/kd:1": "reg.example.com/kd:1"}
 

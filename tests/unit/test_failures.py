@@ -14,6 +14,7 @@ from trainctl.backends.kube.backend import podless_rows, replica_row
 from trainctl.core.attribution import Run, judge, last_exception, raised_records, signatures
 from trainctl.core.job import Job
 from trainctl.errors import JobFailed, UserError
+from trainctl.frameworks import by_name
 from trainctl.sdk.client import condition_type
 from trainctl.sdk.failures import signal_name, summarize
 
@@ -201,12 +202,13 @@ def test_function_runner_records_what_it_raised_with_a_nanosecond_time(tmp_path,
     monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4")
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "2")
     before = time.time_ns()
-    function_runner.record_raise(ValueError("first line\nsecond line"))
-    function_runner.record_raise(KeyError())
+    mpi, pytorch = (by_name(name).function_launch.as_call() for name in ("mpi", "pytorch"))  # call.json's launch
+    function_runner.record_raise(ValueError("first line\nsecond line"), mpi)
+    function_runner.record_raise(KeyError(), mpi)
     first, second = raised_records((tmp_path / "termination").read_text().splitlines())
     assert first["exception"] == "ValueError: first line" and first["rank"] == "2" and first["time_ns"] >= before
     assert second["exception"] == "KeyError"
-    assert function_runner.shared_rank({"RANK": "5", "LOCAL_WORLD_SIZE": "1"}) is None
+    assert function_runner.shared_rank(pytorch, {"RANK": "5", "LOCAL_WORLD_SIZE": "1"}) is None
 
 
 def test_the_failed_condition_names_the_cause_among_observed_and_waiting_replicas():

@@ -60,7 +60,7 @@ def test_on_a_cluster_the_recipe_travels_in_the_code_snapshot(project, monkeypat
                         or {**resource, "metadata": {"name": "ft", "namespace": "default"}})
     client.finetune("model", "data.jsonl", name="ft")
     code = handed["code"]
-    with tarfile.open(fileobj=io.BytesIO(code.snapshot.archive)) as archive:
+    with tarfile.open(fileobj=io.BytesIO(bytes(code.snapshot.archive))) as archive:
         names = archive.getnames()
         assert archive.extractfile(SNAPSHOT_RECIPE).read() == Path(recipe.__file__).read_bytes()
     assert {"model", "data.jsonl"} <= {name.split("/")[0] for name in names}

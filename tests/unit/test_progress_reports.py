@@ -16,8 +16,9 @@ from tests.conftest import REPO
 from trainctl import reporting
 from trainctl.backends.base import JobDetails, ReplicaReports, ReplicaRow
 from trainctl.backends.reported import (MAX_POINTS, JobProgress, Point, Progress, from_annotation, job_progress, summary,
-                               thinned, to_annotation)
+                                       stamped, stored_fields, thinned, to_annotation)
 from trainctl.code.pods import replica_library
+from trainctl.frameworks import by_name
 
 
 def replica(code: str, progress: Path | None, **env: str) -> subprocess.CompletedProcess:
@@ -61,11 +62,65 @@ def test_steps_without_metrics_only_move_the_progress_on(tmp_path):
     assert len(points) <= 3 and points[-1][1:] == (1000, 1000, {})  # the first at once, the last at exit
 
 
+def launch_env(kind: str) -> dict[str, str]:
+    """The kind's launch facts, as both runtimes hand them to a replica (trainctl.code.pods, the supervisor)."""
+    return {reporting.LAUNCH_ENV: json.dumps(by_name(kind).function_launch.as_call())}
+
+
 def test_only_the_first_process_of_a_replica_reports(tmp_path):
-    for env in ({"LOCAL_RANK": "1"}, {"OMPI_COMM_WORLD_RANK": "2"}):
+    for kind, env in (("pytorch", {"LOCAL_RANK": "1"}), ("mpi", {"OMPI_COMM_WORLD_RANK": "2"})):
         progress = tmp_path / "p"
-        assert replica("import trainctl; trainctl.report(step=1)", progress, **env).returncode == 0
+        assert replica("import trainctl; trainctl.report(step=1)", progress, **launch_env(kind), **env).returncode == 0
         assert not progress.exists(), env
+
+
+@pytest.mark.parametrize("kind, env, leads_replica, leads_job", [
+    ("pytorch", {"LOCAL_RANK": "0", "RANK": "0"}, True, True),
+    ("pytorch", {"LOCAL_RANK": "0", "RANK": "2"}, True, False),
+    ("pytorch", {"LOCAL_RANK": "1", "RANK": "1"}, False, False),
+    ("xgboost", {"RANK": "1"}, True, False),
+    ("mpi", {"OMPI_COMM_WORLD_RANK": "0"}, True, True),
+    ("mpi", {"PMI_RANK": "3"}, False, False),
+    ("paddle", {"PADDLE_TRAINER_ID": "0"}, True, True),
+    ("jax", {"PROCESS_ID": "1"}, True, False),
+    ("tensorflow", {"TF_CONFIG": json.dumps({"cluster": {"chief": ["c:1"], "worker": ["w:1"]},
+                                             "task": {"type": "chief", "index": 0}})}, True, True),
+    ("tensorflow", {"TF_CONFIG": json.dumps({"cluster": {"chief": ["c:1"], "worker": ["w:1"]},
+                                             "task": {"type": "worker", "index": 0}})}, True, False),
+    ("tensorflow", {"TF_CONFIG": json.dumps({"cluster": {"worker": ["w:1", "w:2"]},
+                                             "task": {"type": "worker", "index": 0}})}, True, True),
+    ("tensorflow", {}, True, True),  # one replica: no TF_CONFIG
+])
+def test_who_reports_is_the_kinds_fact_handed_over_as_data(kind, env, leads_replica, leads_job):
+    """The rank variables are the framework's (FunctionLaunch), read from TRAINCTL_LAUNCH: the reporter names none."""
+    given = {**launch_env(kind), **env}
+    assert (reporting.leads_its_replica(given), reporting.leads_the_job(given)) == (leads_replica, leads_job)
+    # another kind's variables mean nothing to this one
+    assert reporting.leads_its_replica({**launch_env("jax"), **env}) is True
+
+
+def test_without_launch_facts_every_process_reports_and_garbled_facts_change_nothing():
+    for facts in ({}, {reporting.LAUNCH_ENV: "not json"}, {reporting.LAUNCH_ENV: "[1]"},
+                  {reporting.LAUNCH_ENV: json.dumps({"replica_ranks": "LOCAL_RANK", "cluster_spec": ["x"]})}):
+        env = {**facts, "LOCAL_RANK": "3", "TF_CONFIG": "{}"}
+        assert reporting.leads_its_replica(env) and reporting.leads_the_job(env), facts
+
+
+def test_a_pod_gets_the_kinds_launch_facts(tmp_path):
+    from trainctl.submit.code_plan import request
+    from trainctl.submit.options import SubmitOptions
+    from trainctl.submit.render import render
+
+    (tmp_path / "train.py").write_text("")
+    for kind in ("pytorch", "mpi"):
+        options = SubmitOptions(command=["python", "train.py"], workdir=str(tmp_path))
+        framework = by_name(kind)
+        resource = render(framework, options, request(options, "kubernetes", framework.kind))
+        for spec in resource["spec"][framework.replica_spec_field].values():
+            [container] = spec["template"]["spec"]["containers"]
+            env = {item["name"]: item.get("value") for item in container["env"]}
+            assert json.loads(env[reporting.LAUNCH_ENV]) == framework.function_launch.as_call(), kind
+    # locally the supervisor sets it: tests/local/test_progress.py's MLflow test sees one run of two replicas
 
 
 def test_what_is_no_number_is_left_out_and_said_once(tmp_path):
@@ -176,9 +231,10 @@ def test_the_default_stall_time_is_ten_minutes():
 def test_the_controllers_annotation_reads_back_with_its_stall():
     lead = Progress("master-0", step=3, total=9, time=START + 1, metrics={"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0,
                                                                         "e": 5.0}, rate=0.5)
-    text = to_annotation(lead, START + 2)
+    text = stamped(to_annotation(lead, START + 2), written=START + 3)
     assert len(json.loads(text)["metrics"]) == 4
     details = JobDetails(running(**{"trainctl.io/progress": text}))
+    assert stored_fields(details.resource) == (to_annotation(lead, START + 2), START + 3)  # the write bound's clock
     progress = from_annotation(details, now=START + 10)
     assert (progress.step, progress.total, progress.rate, progress.cell()) == (3, 9, 0.5, "3/9 33%")
     assert from_annotation(details, now=START + 2 + 600).cell() == "stalled 10m"

@@ -17,7 +17,8 @@ and when it last wrote anything at all. This module turns them into what people 
   :data:`MAX_POINTS` to that many evenly spaced ones (the first and the last always among them).
 
 On a cluster ``list`` cannot read every job's logs; trainctl's controller stores each running job's
-summary in its annotation :data:`PROGRESS_ANNOTATION` (at most once per job every 10 s), which is
+summary in its annotation :data:`PROGRESS_ANNOTATION` (at most once per job every 30 s, by the write time
+the annotation carries), which is
 what ``list`` shows there (:func:`from_annotation`).
 """
 
@@ -40,6 +41,7 @@ RATE_WINDOW_S = 60.0  # the rate is the steps made over about the last minute of
 PROGRESS_ANNOTATION = "trainctl.io/progress"
 ANNOTATED_METRICS = 4  # of the latest metrics, the first few go into the annotation (it stays small)
 MAX_ANNOTATION_CHARS = 2000
+WRITTEN = "written"  # the annotation's own write time, in it
 SHOWN_METRICS = 8  # of a replica's latest metrics, what status's line shows (job.progress() has them all)
 
 
@@ -78,14 +80,21 @@ class Progress:
             return None
         return max(0.0, (self.total - self.step) / self.rate)
 
+    def eta_text(self) -> str:
+        """``ETA 5s`` while steps are left; "" without an ETA or at the last step, where "ETA 0s" says nothing
+        (and a display that showed it just before the job ended would keep it as its last word)."""
+        if self.eta is None or self.step >= self.total:
+            return ""
+        return f"ETA {duration(self.eta)}"
+
     def text(self, now: float, finished: bool = False) -> str:
         """``30/40 (75%), 2.1 steps/s, ETA 5s, loss 0.0333, 2s ago``."""
         parts = [self.where()]
         if not finished:
             if self.rate:
                 parts.append(f"{self.rate:.3g} steps/s")
-            if self.eta is not None:
-                parts.append(f"ETA {duration(self.eta)}")
+            if self.eta_text():
+                parts.append(self.eta_text())
         parts += [f"{name} {number(value)}" for name, value in list(self.metrics.items())[:SHOWN_METRICS]]
         if self.time is not None and not finished:
             parts.append(f"{duration(max(0.0, now - self.time))} ago")
@@ -264,16 +273,34 @@ def thinned(series: list, limit: int) -> list:
 
 # ---- the controller's summary in the job's annotation -----------------------------------------------
 
-def to_annotation(lead: Progress | None, last_output: float | None) -> str | None:
-    """A job's leading replica's progress and the job's last sign of life as the annotation's JSON (None:
+def to_annotation(lead: Progress | None, last_output: float | None) -> dict | None:
+    """A job's leading replica's progress and the job's last sign of life as the annotation's fields (None:
     nothing to store). Only what ``list`` shows and the stall needs; the replicas' own lines stay in their logs."""
     if lead is None and last_output is None:
         return None
-    data = {"step": lead.step if lead else None, "total": lead.total if lead else None,
+    return {"step": lead.step if lead else None, "total": lead.total if lead else None,
             "time": round(lead.time, 3) if lead and lead.time else None,
             "metrics": dict(list(lead.metrics.items())[:ANNOTATED_METRICS]) if lead else {},
             "rate": lead.rate if lead else None, "lastOutput": round(last_output, 3) if last_output else None}
-    return json.dumps(data, separators=(",", ":"))
+
+
+def stamped(fields: dict, written: float) -> str:
+    """The annotation's text: its fields and when it was written (Unix time), which bounds the next write
+    whoever makes it (another leader, the same controller after a restart)."""
+    return json.dumps({**fields, WRITTEN: round(written, 3)}, separators=(",", ":"))
+
+
+def stored_fields(resource: dict) -> tuple[dict | None, float | None]:
+    """The job's stored annotation as its fields and when it was written (None for what it lacks or garbles)."""
+    text = ((resource.get("metadata") or {}).get("annotations") or {}).get(PROGRESS_ANNOTATION)
+    try:
+        data = json.loads(text) if isinstance(text, str) and len(text) <= MAX_ANNOTATION_CHARS else None
+    except (ValueError, RecursionError):
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    written = data.pop(WRITTEN, None)
+    return data, float(written) if type(written) in (int, float) and math.isfinite(written) else None
 
 
 def from_annotation(details: JobDetails, now: float | None = None) -> JobProgress | None:

@@ -15,6 +15,7 @@ import typer
 
 from trainctl import __version__
 from trainctl.cli import arguments, coercion
+from trainctl.frameworks import ALL, DEFAULT
 
 coercion.install()
 
@@ -24,9 +25,9 @@ COMMAND_MODULES = ("submit", "apply", "status", "logs", "wait", "plot", "lifecyc
 app = typer.Typer(
     name="trainctl",
     help=(
-        "Run distributed training jobs (PyTorch, TensorFlow, XGBoost, MPI, Paddle, JAX) "
+        f"Run distributed training jobs ({', '.join(framework.title for framework in ALL)}) "
         "locally or on Kubernetes, as Kubeflow kubeflow.org/v1 jobs.\n\n"
-        "Example: trainctl submit pytorch --workers 4 -- python train.py"
+        f"Example: trainctl submit {DEFAULT.name} --workers 4 -- python train.py"
     ),
     no_args_is_help=True,
     rich_markup_mode=None,  # plain help: Rich help formatting costs ~130 ms at start-up

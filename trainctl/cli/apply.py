@@ -9,8 +9,9 @@ import typer
 
 from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump_all, make_client
 from trainctl.errors import UserError
+from trainctl.frameworks import DEFAULT
 
-HELP = """Submit every job in a YAML file (multi-document files and - for stdin work).
+HELP = f"""Submit every job in a YAML file (multi-document files and - for stdin work).
 
 Every document is checked first, as the backend would check it (locally: that its commands can
 start here; on a cluster: its CRD, namespace and the API server's own validation): if one is
@@ -19,11 +20,11 @@ snapshot ConfigMaps that submit --dry-run prints are uploaded with the jobs that
 
 Examples:
 
-  trainctl apply -f pytorchjob.yaml
+  trainctl apply -f {DEFAULT.singular}.yaml
 
   cat jobs.yaml | trainctl apply -f - --dry-run
 
-  trainctl apply -f xgboostjob.yaml --entrypoint 'python dist_train.py'   # YAML that relies on its image
+  trainctl apply -f job.yaml --entrypoint 'python dist_train.py'   # YAML that relies on its image
 """
 
 

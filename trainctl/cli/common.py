@@ -160,6 +160,22 @@ def dumped_pieces(documents: Iterable[dict], fmt: str) -> Iterator[str]:
     yield "\n  ]\n}"
 
 
+
+def with_parameters(command, added: list):
+    """``command`` with ``added`` (keyword-only :class:`inspect.Parameter` objects made from a registry: the
+    submit options, the kinds' helper images) among its parameters, after its positional ones and before its own
+    keywords; its ``**given`` receives them."""
+    import inspect
+
+    signature = inspect.signature(command, eval_str=True)
+    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    positional = [p for p in fixed if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    own = [p for p in fixed if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    parameters = [*positional, *added, *own]
+    command.__signature__ = signature.replace(parameters=parameters)
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    return command
+
 @contextmanager
 def watching(name: str, namespace: str | None = None) -> Iterator[None]:
     """Around ``--wait``/``--follow``: Ctrl-C ends the watching with errors.watching_stopped's words, exit 130."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import Context, Kubeconfig, Output, console
+from trainctl.cli.common import Context, Kubeconfig, Output, console, with_parameters
+from trainctl.frameworks import ALL, CLI_NAMES, DEFAULT, HELPER_IMAGES
 
 controller_app = typer.Typer(
     help="The operator that turns kubeflow.org/v1 jobs into pods. Example: trainctl controller install",
@@ -27,19 +29,17 @@ def _check_namespaces(values: list[str] | None) -> list[str] | None:
 GangSchedulerName = Annotated[str, typer.Option("--gang-scheduler-name", help=(
     "Gang scheduling: 'volcano', 'yunikorn' (task groups on the pods, no CRD), or the scheduler-plugins "
     "scheduler's name (PodGroups are created only when that PodGroup CRD is installed). See docs/schedulers.md."))]
-# upstream's flag name; the default (alpine:3.10) is the Kubeflow operator's
-PytorchInitImage = Annotated[str | None, typer.Option("--pytorch-init-container-image", help=(
-    "Image of the init container that holds PyTorch workers until the master's name resolves (needs sh, "
-    "seq, sleep and nslookup, as alpine and busybox have). Default: alpine:3.10."))]
-MpiKubectlDeliveryImage = Annotated[str | None, typer.Option("--mpi-kubectl-delivery-image", help=(
-    "Image of the MPI launcher's init container: copies kubectl to $TARGET_DIR for kubexec.sh, then waits "
-    "until every worker accepts kubectl exec. Default: kubeflow/kubectl-delivery:latest."))]
-
-KINDS_HELP = "Job kinds to reconcile, comma-separated or repeated (default: all six). Example: --kinds pytorch,tf"
+KINDS_HELP = (f"Job kinds to reconcile, comma-separated or repeated (default: all {len(ALL)}: "
+              f"{', '.join(CLI_NAMES)}). Example: --kinds {DEFAULT.name}")
 
 
-@controller_app.command("run", help="Reconcile jobs into pods and services until stopped (SIGTERM drains). "
-                                    "Example: trainctl controller run --leader-elect --namespace team-a")
+def helper_image_parameters() -> list[inspect.Parameter]:
+    """An option for each image the kinds' frameworks run beside their replicas (upstream's flag names)."""
+    return [inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None,
+                              annotation=Annotated[str | None, typer.Option(helper.flag, help=helper.help)])
+            for key, helper in HELPER_IMAGES.items()]
+
+
 def run(
     namespace: Annotated[list[str] | None, typer.Option(
         "--namespace", "-n", help="Watch only this namespace (repeatable; default: every namespace).",
@@ -58,31 +58,24 @@ def run(
         "Serve /healthz and /readyz here (host:port; '0' turns it off)."))] = ":8081",
     gang_scheduler_name: GangSchedulerName = "",
     cluster_domain: Annotated[str | None, typer.Option("--cluster-domain", envvar="CUSTOM_CLUSTER_DOMAIN", help=(
-        "Cluster domain appended to TF_CONFIG addresses, as the Kubeflow operator's CUSTOM_CLUSTER_DOMAIN."))] = None,
-    pytorch_init_image: PytorchInitImage = None,
-    mpi_kubectl_delivery_image: MpiKubectlDeliveryImage = None,
+        "Cluster domain appended to the fully qualified replica addresses a kind's env carries, as the Kubeflow "
+        "operator's CUSTOM_CLUSTER_DOMAIN."))] = None,
     log_format: Annotated[str, typer.Option("--log-format", help="text or json.")] = "text",
     context: Context = None,
     kubeconfig: Kubeconfig = None,
+    **helper_images: str | None,
 ) -> None:
-    from trainctl.controller.manager import MPI_KUBECTL_DELIVERY_IMAGE, PYTORCH_INIT_IMAGE, Options, run_controller
+    from trainctl.controller.manager import Options, run_controller
 
     options = Options.from_flags(namespaces=namespace or [], kinds=kinds or [], concurrency=concurrency,
                                  leader_elect=leader_elect, lease_namespace=lease_namespace, lease_name=lease_name,
                                  metrics_addr=metrics_addr, health_addr=health_addr,
                                  gang_scheduler_name=gang_scheduler_name, cluster_domain=cluster_domain,
-                                 pytorch_init_image=PYTORCH_INIT_IMAGE if pytorch_init_image is None
-                                 else pytorch_init_image,
-                                 mpi_kubectl_delivery_image=MPI_KUBECTL_DELIVERY_IMAGE
-                                 if mpi_kubectl_delivery_image is None else mpi_kubectl_delivery_image,
-                                 log_format=log_format, context=context, kubeconfig=kubeconfig)
+                                 helper_images=helper_images, log_format=log_format, context=context,
+                                 kubeconfig=kubeconfig)
     raise typer.Exit(run_controller(options))
 
 
-@controller_app.command("install", help=(
-    "Install the controller in a cluster: namespace, CRDs, ServiceAccount, least-privilege RBAC, "
-    "Deployment and metrics Service (running it again updates them in place). "
-    "Example: trainctl controller install --dry-run > trainctl.yaml"))
 def install(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the manifests; change nothing.")] = False,
     image: Annotated[str | None, typer.Option("--image", help=(
@@ -90,23 +83,31 @@ def install(
     install_namespace: Annotated[str, typer.Option("--install-namespace", help=(
         "Namespace the controller and its Lease live in."))] = "trainctl-system",
     gang_scheduler_name: GangSchedulerName = "",
-    pytorch_init_image: PytorchInitImage = None,
-    mpi_kubectl_delivery_image: MpiKubectlDeliveryImage = None,
     output: Output = None,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
+    **helper_images: str | None,
 ) -> None:
     from trainctl.cli.apply import dump_all
     from trainctl.controller.install import apply_manifests, manifests
 
     documents = manifests(namespace=install_namespace, image=image, gang_scheduler_name=gang_scheduler_name,
-                          pytorch_init_image=pytorch_init_image,
-                          mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
+                          **helper_images)
     if dry_run:
         typer.echo(dump_all(documents, output or "yaml"), nl=False)
         return
     for line in apply_manifests(documents, context=context, kubeconfig=kubeconfig):
         console().print(line)
+
+
+controller_app.command("run", help="Reconcile jobs into pods and services until stopped (SIGTERM drains). "
+                                  "Example: trainctl controller run --leader-elect --namespace team-a")(
+    with_parameters(run, helper_image_parameters()))
+controller_app.command("install", help=(
+    "Install the controller in a cluster: namespace, CRDs, ServiceAccount, least-privilege RBAC, "
+    "Deployment and metrics Service (running it again updates them in place). "
+    "Example: trainctl controller install --dry-run > trainctl.yaml"))(
+    with_parameters(install, helper_image_parameters()))
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from trainctl.cli.common import Context, Kubeconfig, Output, console, dump
+from trainctl.frameworks import ALL, DEFAULT
 
 crds_app = typer.Typer(
     help="The kubeflow.org/v1 CRDs trainctl generates. Example: trainctl crds print > crds.yaml",
@@ -15,9 +16,10 @@ crds_app = typer.Typer(
 )
 
 
-@crds_app.command("print", help="Print the CRDs (all kinds, or the ones named). Example: trainctl crds print pytorch")
+@crds_app.command("print", help="Print the CRDs (all kinds, or the ones named). "
+                                f"Example: trainctl crds print {DEFAULT.name}")
 def print_crds(
-    kinds: Annotated[list[str] | None, typer.Argument(help="Job kinds to print (default: all six).")] = None,
+    kinds: Annotated[list[str] | None, typer.Argument(help=f"Job kinds to print (default: all {len(ALL)}).")] = None,
     output: Output = None,
 ) -> None:
     from trainctl.core.crds import all_crds, crd

@@ -36,11 +36,11 @@ def split_kind(reference: str) -> tuple[str | None, str]:
     """``tfjob/mnist`` (kind in any spelling by_name knows) -> (``TFJob``, ``mnist``); ``mnist`` -> (None, ``mnist``)."""
     if "/" not in reference:
         return None, reference
-    from trainctl.frameworks import by_name
+    from trainctl.frameworks import DEFAULT, by_name
 
     kind, _, name = reference.partition("/")
     if not name or "/" in name:
-        raise UserError(f"{reference!r}: write NAME or KIND/NAME, e.g. pytorchjob/mnist")
+        raise UserError(f"{reference!r}: write NAME or KIND/NAME, e.g. {DEFAULT.singular}/mnist")
     return by_name(kind).kind, name
 
 

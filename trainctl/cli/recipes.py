@@ -7,12 +7,13 @@ from typing import Annotated
 import typer
 
 from trainctl.errors import UserError
+from trainctl.frameworks import DEFAULT
 
 recipes_app = typer.Typer(
-    help="""Ready-made training programs: plain framework code that imports nothing from trainctl.
+    help=f"""Ready-made training programs: plain framework code that imports nothing from trainctl.
 
 Example: trainctl recipes show finetune > finetune.py
-then change it and run your copy: trainctl submit pytorch --workers 2 -- python finetune.py --model ...
+then change it and run your copy: trainctl submit {DEFAULT.name} --workers 2 -- python finetune.py --model ...
 (on a cluster it travels with the working directory; docs/finetuning.md)
 """,
     no_args_is_help=True,

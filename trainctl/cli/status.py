@@ -17,11 +17,13 @@ from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOut
                                  console, dump, make_client, print_failure)
 from trainctl.cli.completers import job_names
 from trainctl.cli.formatting import colored_state, print_table, resource_name, split_kind
+from trainctl.frameworks import DEFAULT
 from trainctl.sdk.display import (column_widths, job_row, list_columns, plain_lines, progress_cell, replica_images,
                               since)
 
 JobReference = Annotated[str, typer.Argument(metavar="[KIND/]NAME", show_default=False, autocompletion=job_names,
-                                             help="Job name, or KIND/NAME such as pytorchjob/mnist (see trainctl list).")]
+                                             help=f"Job name, or KIND/NAME such as {DEFAULT.singular}/mnist "
+                                                  "(see trainctl list).")]
 REPLICA_COLUMNS = ["REPLICA", "STATE", "RESTARTS", "EXIT", "REASON", "NODE", "DURATION"]
 WIDE_REPLICA_COLUMNS = ["IMAGE", "STARTED", "FINISHED"]
 WATCH_POLL_S = 1.0
@@ -254,7 +256,8 @@ def watch_jobs(fetch, jobs: list[dict], output: str | None, cell) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command(help="Show a job's conditions, replicas and events. "
-                     "Example: trainctl status mnist, or trainctl status tfjob/mnist -o wide")(status)
-    app.command("get", help="The same as status (kubectl habit). Example: trainctl get pytorchjob/mnist -o yaml")(status)
+                     f"Example: trainctl status mnist, or trainctl status {DEFAULT.singular}/mnist -o wide")(status)
+    app.command("get", help="The same as status (kubectl habit). "
+                            f"Example: trainctl get {DEFAULT.singular}/mnist -o yaml")(status)
     app.command("list", help="List jobs of every kind. "
                              "Example: trainctl list -A -l 'team in (nlp,cv)' -o wide; trainctl list -w")(list_jobs)

@@ -20,19 +20,23 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand
 
-from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, echo_all, make_client
+from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, Output, console, dump, echo_all, make_client,
+                                 with_parameters)
 from trainctl.cli.completers import job_kinds
 from trainctl.errors import UserError
-from trainctl.frameworks import ALL, CLI_NAMES
+from trainctl.frameworks import ALL, CLI_NAMES, DEFAULT
 from trainctl.submit.options import OPTIONS, Option, unenforced
 
 WORKERS_TABLE = "\n".join(f"  {fw.name + ':':12} {fw.workers_help}" for fw in ALL)
 # options every command declares alike keep that shared declaration (its check runs as the flag is read)
 SHARED = {"namespace": Namespace}
+ALIASES = ", ".join(f"{alias} = {fw.name}" for fw in ALL for alias in fw.aliases if alias != fw.singular)
+LAUNCHED = "".join(f" ({fw.title} runs it under {fw.launchers[0]})" for fw in ALL if fw.launchers)
+KIND_EXAMPLES = "".join(f"  trainctl submit {fw.name} {fw.cli_example}\n" for fw in ALL if fw.cli_example)
 
-HELP = f"""Submit a distributed training job: KIND is one of {", ".join(CLI_NAMES)} (tf = tensorflow).
+HELP = f"""Submit a distributed training job: KIND is one of {", ".join(CLI_NAMES)} (also {ALIASES}).
 
-Everything after -- is the command every replica runs (an MPI launcher runs it under mpirun).
+Everything after -- is the command every replica runs{LAUNCHED}.
 
 \b
 --workers N means:
@@ -40,11 +44,9 @@ Everything after -- is the command every replica runs (an MPI launcher runs it u
 
 \b
 Examples:
-  trainctl submit pytorch --workers 4 --gpus 1 -- python train.py --epochs 3
-  trainctl submit tf --workers 2 --ps 1 --dry-run -o yaml -- python train.py
-  trainctl submit mpi --workers 2 --slots-per-worker 2 -- python allreduce.py
-  trainctl submit pytorch --backoff-limit 0 -- python train.py   # fail on the first crash, no restart
-  trainctl submit pytorch --pip einops -- python train.py        # on Kubernetes ./ travels with the job
+  trainctl submit {DEFAULT.name} --workers 4 --gpus 1 -- python train.py --epochs 3
+{KIND_EXAMPLES}  trainctl submit {DEFAULT.name} --backoff-limit 0 -- python train.py   # fail on the first crash, no restart
+  trainctl submit {DEFAULT.name} --pip einops -- python train.py        # on Kubernetes ./ travels with the job
 """
 
 
@@ -119,14 +121,7 @@ def parameter_type(option: Option) -> object:
 
 def with_options(command):
     """``command`` with the submit options among its parameters, before the front-end's own keywords."""
-    signature = inspect.signature(command, eval_str=True)
-    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    positional = [p for p in fixed if p.kind is not inspect.Parameter.KEYWORD_ONLY]
-    own = [p for p in fixed if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    parameters = [*positional, *option_parameters(), *own]
-    command.__signature__ = signature.replace(parameters=parameters)
-    command.__annotations__ = {p.name: p.annotation for p in parameters}
-    return command
+    return with_parameters(command, option_parameters())
 
 
 def show_dry_run(submission, output: str | None) -> None:

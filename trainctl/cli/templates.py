@@ -7,13 +7,14 @@ from typing import Annotated
 import typer
 
 from trainctl.errors import UserError
+from trainctl.frameworks import CLI_NAMES, DEFAULT
 
 SHARED_LAYOUT = "_job"  # the KIND that show takes for the layout every kind's template extends
 
 templates_app = typer.Typer(
-    help="""The Jinja templates submit renders (built-in < ~/.config/trainctl/templates < ./.trainctl/templates < --template).
+    help=f"""The Jinja templates submit renders (built-in < ~/.config/trainctl/templates < ./.trainctl/templates < --template).
 
-Example: trainctl templates show pytorch > .trainctl/templates/pytorchjob.yaml.j2
+Example: trainctl templates show {DEFAULT.name} > .trainctl/templates/{DEFAULT.singular}.yaml.j2
 (show skips the file it is writing to, so this also starts over from the template below it)
 """,
     no_args_is_help=True,
@@ -44,9 +45,9 @@ def list_templates() -> None:
     print_table(["KIND", "FROM", "FILE"], rows, whole=("KIND", "FILE"))
 
 
-@templates_app.command("show", help="Print a kind's template. Example: trainctl templates show tf")
+@templates_app.command("show", help=f"Print a kind's template. Example: trainctl templates show {DEFAULT.name}")
 def show_template(
-    kind: Annotated[str, typer.Argument(help="Job kind (pytorch, tf, ...) or _job for the shared layout.")],
+    kind: Annotated[str, typer.Argument(help=f"Job kind ({', '.join(CLI_NAMES)}) or _job for the shared layout.")],
 ) -> None:
     from trainctl.frameworks import by_name
     from trainctl.submit.render import template_name

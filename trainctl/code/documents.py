@@ -15,6 +15,7 @@ import hashlib
 import io
 
 from trainctl.code import unpack
+from trainctl.code.archive import Archive
 from trainctl.code.pods import CHUNK_KEY, DIGEST, LABEL_SNAPSHOT, SOURCE, CodeRequest
 from trainctl.code.snapshot import Snapshot
 from trainctl.errors import UserError
@@ -66,5 +67,5 @@ def code_for(job: dict, archives: dict[str, bytes]) -> CodeRequest | None:
     except unpack.ERRORS as err:
         raise UserError(f"code snapshot {annotations[DIGEST][:19]}: not a snapshot trainctl can unpack ({err}): "
                         "print it again with submit --dry-run") from None
-    snapshot = Snapshot(annotations.get(SOURCE, "-"), archive, annotations[DIGEST], files, size)
+    snapshot = Snapshot(annotations.get(SOURCE, "-"), Archive.of(archive), annotations[DIGEST], files, size)
     return CodeRequest(snapshot)

@@ -11,7 +11,8 @@ pod template gains, as plain kubeflow.org/v1 pod fields any operator honours:
 * what ``trainctl.report()`` needs (trainctl.reporting): the snapshot's stand-in package ``trainctl``
   first on PYTHONPATH (in front of a PYTHONPATH the container's env gives; an image's own ENV
   PYTHONPATH is replaced, as any container variable replaces the image's), reports to
-  ``/dev/stdout`` (``TRAINCTL_PROGRESS``) and the job's name (``TRAINCTL_JOB``),
+  ``/dev/stdout`` (``TRAINCTL_PROGRESS``), the job's name (``TRAINCTL_JOB``) and the kind's launch facts
+  (``TRAINCTL_LAUNCH``: which of its processes reports),
 * with ``--pip``/``--requirements``: an emptyDir for the packages and the main container's
   command wrapped by :mod:`trainctl.code.pipwrap`.
 
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainctl.code.archive import Archive
 from trainctl.code.snapshot import Snapshot, human
 from trainctl.core.job import main_container
 from trainctl.errors import UserError, option
@@ -73,14 +75,15 @@ def describe(annotations: dict) -> str | None:
             f"from {annotations.get(SOURCE, '?')}")
 
 
-def chunks(archive: bytes) -> list[memoryview]:
-    """The archive in ConfigMap-sized pieces: views of it, not copies."""
-    view = memoryview(archive)
-    return [view[start:start + CHUNK_BYTES] for start in range(0, len(archive), CHUNK_BYTES)] or [view]
+def chunks(archive: Archive) -> Iterator[bytes]:
+    """The archive in ConfigMap-sized pieces, read one at a time (an empty archive is one empty chunk)."""
+    if not len(archive):
+        yield b""
+    yield from archive.pieces(CHUNK_BYTES)
 
 
 def config_map_names(snapshot: Snapshot) -> list[str]:
-    count = len(chunks(snapshot.archive))
+    count = max(1, -(-len(snapshot.archive) // CHUNK_BYTES))
     return [f"{PREFIX}-{snapshot.hex[:20]}-{index}" for index in range(count)]
 
 
@@ -89,8 +92,9 @@ def labels(snapshot: Snapshot) -> dict[str, str]:
 
 
 def config_maps(snapshot: Snapshot, namespace: str | None) -> Iterator[dict]:
-    """The ConfigMaps holding ``snapshot``, without owners (the backend adds the jobs), one at a time: all of
-    them at once would hold the archive again, a third larger in base64."""
+    """The ConfigMaps holding ``snapshot``, without owners (the backend adds the jobs), one at a time, each
+    chunk read from the archive's file as its ConfigMap is made: all of them at once would hold the archive in
+    memory, a third larger in base64."""
     for name, chunk in zip(config_map_names(snapshot), chunks(snapshot.archive)):
         metadata = {"name": name, **({"namespace": namespace} if namespace else {}), "labels": labels(snapshot),
                     "annotations": {DIGEST: snapshot.digest}}
@@ -153,7 +157,8 @@ def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
             continue
         if code.snapshot is not None:
             ship_snapshot(pod, container, code)
-            report_env(container, code.mount, metadata.get("name") if isinstance(metadata, dict) else None)
+            report_env(container, code.mount, metadata.get("name") if isinstance(metadata, dict) else None,
+                       framework)
         if code.pip or code.requirements is not None:
             wrap_with_pip(pod, container, code)
 
@@ -178,9 +183,11 @@ def ship_snapshot(pod: dict, container: dict, code: CodeRequest) -> None:
     container["workingDir"] = code.mount
 
 
-def report_env(container: dict, mount: str, job_name: object) -> None:
+def report_env(container: dict, mount: str, job_name: object, framework: Framework) -> None:
     """What ``trainctl.report()`` needs in a pod (see the module docstring); a value the container's env
     already gives wins (``TRAINCTL_PROGRESS=""`` turns reporting off)."""
+    import json
+
     from trainctl import reporting
 
     env = entry(container, "env", [])
@@ -191,7 +198,8 @@ def report_env(container: dict, mount: str, job_name: object) -> None:
         env.append({"name": "PYTHONPATH", "value": library})
     elif isinstance(path.get("value"), str):
         path["value"] = f"{library}:{path['value']}" if path["value"] else library
-    for name, value in ((reporting.ENV, "/dev/stdout"), (reporting.JOB_ENV, job_name)):
+    launch = json.dumps(framework.function_launch.as_call(), separators=(",", ":"))
+    for name, value in ((reporting.ENV, "/dev/stdout"), (reporting.JOB_ENV, job_name), (reporting.LAUNCH_ENV, launch)):
         if name not in given and isinstance(value, str):
             env.append({"name": name, "value": value})
 

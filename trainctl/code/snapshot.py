@@ -15,26 +15,28 @@ devices never travel. Every skip is a warning naming the path, never silent.
 Limits, each a one-line refusal naming the largest files, all checked before anything is sent:
 :data:`MAX_FILES` files and :data:`MAX_UNPACKED` bytes as they unpack (counted from the files'
 sizes before one is read: a 1 GiB sparse file compresses to a megabyte, yet would fill every
-pod), and ``limit`` bytes compressed, checked as the archive grows so memory never holds more.
-Files are streamed into the archive, never read whole, and opened only as regular files. The
-init container (:mod:`.unpack`) enforces the same file and byte limits on whatever it is given.
+pod), and ``limit`` bytes compressed, checked as the archive grows. Files are streamed into the
+archive, never read whole, and opened only as regular files; the archive itself goes to a private
+temporary file (:mod:`.archive`), so memory holds neither, whatever the limit. The init container
+(:mod:`.unpack`) enforces the same file and byte limits on whatever it is given.
 """
 
 from __future__ import annotations
 
 import errno
 import gzip
-import hashlib
 import io
 import os
 import posixpath
 import stat
 import tarfile
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainctl.code import credentials, ignore, regular, unpack
+from trainctl.code.archive import Archive, OverLimit, SpoolFailed
 from trainctl.errors import UserError, option, setting
 from trainctl.paths import home
 
@@ -49,7 +51,7 @@ HELD_BACK_NAMED = 50  # past this many, the warning counts the rest, so that it 
 @dataclass(frozen=True)
 class Snapshot:
     source: str  # the directory packed, absolute
-    archive: bytes  # the tar.gz
+    archive: Archive  # the tar.gz
     digest: str  # "sha256:<hex>" of archive
     files: int
     unpacked_bytes: int
@@ -95,45 +97,36 @@ def take(directory: str | Path, limit: int = DEFAULT_LIMIT, extra: dict[str, byt
     warnings = walk.warnings + [f"{name} is {human(size)}: data and checkpoints belong on a volume "
                                 f"({option('volume')}), not in the code snapshot"
                                 for name, size in packed.items() if size > LARGE_FILE]
-    return Snapshot(str(root), archive, "sha256:" + hashlib.sha256(archive).hexdigest(), len(packed) + len(extra),
+    return Snapshot(str(root), archive, archive.digest, len(packed) + len(extra),
                     sum(packed.values()) + sum(len(data) for data in extra.values()), warnings)
 
 
-class OverLimit(Exception):
-    """The compressed archive grew past its limit."""
-
-
-class Capped(io.BytesIO):
-    """The archive in memory, refused the moment it passes ``limit``: one incompressible file of 256 MiB
-    must not be held whole first and refused after."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
-
-    def write(self, data) -> int:
-        if self.tell() + len(data) > self.limit:
-            raise OverLimit
-        return super().write(data)
-
-
 def pack(root: Path, files: dict[str, Path], sizes: dict[str, int], extra: dict[str, bytes], limit: int,
-         warnings: list[str]) -> tuple[bytes, dict[str, int]]:
-    """The tar.gz of ``files`` (streamed, each at the size the walk saw) and ``extra``; the size of each file packed."""
-    buffer, packed = Capped(limit), {}
+         warnings: list[str]) -> tuple[Archive, dict[str, int]]:
+    """The tar.gz of ``files`` (streamed, each at the size the walk saw) and ``extra``; the size of each file
+    packed. Refused the moment the archive passes ``limit``: an incompressible 256 MiB file is not packed whole
+    first and refused after."""
+    archive, packed = Archive(limit), {}
     try:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=GZIP_LEVEL) as zipped, \
+        with gzip.GzipFile(filename="", mode="wb", fileobj=archive, mtime=0, compresslevel=GZIP_LEVEL) as zipped, \
                 tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for name, path in files.items():
                 if add_file(tar, name, path, sizes[name], warnings):
                     packed[name] = sizes[name]
             for name, data in sorted(extra.items()):
                 tar.addfile(header(name, len(data), executable=False), io.BytesIO(data))
+        archive.flush()
     except OverLimit:
+        archive.close()
         raise UserError(f"{option('workdir')}: the code snapshot of {root} passes the {human(limit)} compressed "
                         f"limit ({option('workdir_limit')}); largest files: {largest(sizes)}; exclude data and outputs "
                         f"in .trainctlignore, or {setting('no_workdir')}") from None
-    return buffer.getvalue(), packed
+    except SpoolFailed as failed:
+        archive.close()
+        raise UserError(f"{option('workdir')}: the code snapshot of {root} could not be written to a temporary file "
+                        f"in {tempfile.gettempdir()} ({failed}): free space there, or point TMPDIR at a disk with "
+                        "room") from None
+    return archive, packed
 
 
 def add_file(tar: tarfile.TarFile, name: str, path: Path, size: int, warnings: list[str]) -> bool:

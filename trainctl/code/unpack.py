@@ -180,9 +180,13 @@ def write(stream, into):
 
 
 def extract(archive, into):
-    """Unpack the tar.gz bytes ``archive`` under ``into``, all of it checked first; returns how many files."""
-    survey(io.BytesIO(archive))
-    return write(io.BytesIO(archive), into)
+    """Unpack the tar.gz ``archive`` (bytes, or a seekable binary file) under ``into``, all of it checked
+    first; returns how many files."""
+    stream = io.BytesIO(archive) if isinstance(archive, (bytes, bytearray, memoryview)) else archive
+    stream.seek(0)
+    survey(stream)
+    stream.seek(0)
+    return write(stream, into)
 
 
 def main(argv=None):

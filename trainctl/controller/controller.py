@@ -30,7 +30,7 @@ from trainctl.controller.queue import WorkQueue
 from trainctl.core import checkpoint_volume
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
-from trainctl.core.network import MPI_KUBECTL_DELIVERY_IMAGE, PYTORCH_INIT_IMAGE, ClusterNetwork
+from trainctl.core.network import ClusterNetwork
 from trainctl.core.reconcile import reconcile, rfc3339
 from trainctl.frameworks import ALL
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR
@@ -49,13 +49,11 @@ INVALID = 422  # the API server's answer to an object it will never accept as it
 class Controller:
     def __init__(self, client: Client, *, frameworks=ALL, namespaces: list[str] | None = None,
                  gang: GangScheduler | None = None, cluster_domain: str | None = None,
-                 pytorch_init_image: str = PYTORCH_INIT_IMAGE,
-                 mpi_kubectl_delivery_image: str = MPI_KUBECTL_DELIVERY_IMAGE, metrics: Metrics | None = None,
+                 helper_images: dict[str, str] | None = None, metrics: Metrics | None = None,
                  identity: str | None = None) -> None:
         self.client, self.frameworks = client, list(frameworks)
         self.by_operator = {fw.operator_name: fw for fw in self.frameworks}
-        network = ClusterNetwork(cluster_domain, pytorch_init_image=pytorch_init_image,
-                                 mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
+        network = ClusterNetwork(cluster_domain, helper_images=dict(helper_images or {}))
         self.metrics = metrics or Metrics()
         self.queue = WorkQueue()
         self.identity = identity or f"{os.uname().nodename}-{uuid.uuid4().hex[:6]}"  # events, the leader's Lease

@@ -16,7 +16,7 @@ from trainctl import API_GROUP, __version__
 from trainctl.controller.manager import check_image
 from trainctl.core.conditions import reached
 from trainctl.errors import UserError
-from trainctl.frameworks import ALL
+from trainctl.frameworks import ALL, HELPER_IMAGES
 from trainctl.kube import client as kube
 from trainctl.kube.errors import api_errors
 
@@ -83,11 +83,6 @@ def metadata(name: str, namespace: str | None = None) -> dict:
     return meta
 
 
-# the helper images `controller run` takes, by keyword: upstream's flag names
-HELPER_IMAGE_FLAGS = {"pytorch_init_image": "--pytorch-init-container-image",
-                      "mpi_kubectl_delivery_image": "--mpi-kubectl-delivery-image"}
-
-
 def deployment(namespace: str, image: str, gang_scheduler_name: str = "", **helper_images: str | None) -> dict:
     args = ["controller", "run", "--leader-elect", "--lease-name", NAME, "--log-format", "json",
             "--metrics-addr", f":{METRICS_PORT}", "--health-addr", f":{HEALTH_PORT}"]
@@ -95,7 +90,7 @@ def deployment(namespace: str, image: str, gang_scheduler_name: str = "", **help
         args += ["--gang-scheduler-name", gang_scheduler_name]
     for name, value in helper_images.items():
         if value:  # a cluster that cannot pull upstream's (air-gapped, a mirror) names its own
-            args += [HELPER_IMAGE_FLAGS[name], value]
+            args += [HELPER_IMAGES[name].flag, value]
     probe = {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 10, "failureThreshold": 3}
     container = {
         "name": "controller", "image": image, "imagePullPolicy": "IfNotPresent",
@@ -125,8 +120,8 @@ def deployment(namespace: str, image: str, gang_scheduler_name: str = "", **help
 
 def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang_scheduler_name: str = "",
               **helper_images: str | None) -> list[dict]:
-    """Everything the controller needs, in the order it must be created; ``helper_images`` are
-    HELPER_IMAGE_FLAGS' keywords (None: upstream's default)."""
+    """Everything the controller needs, in the order it must be created; ``helper_images`` are the kinds'
+    helper images by key (trainctl.frameworks.HELPER_IMAGES; None: upstream's default)."""
     from trainctl.core.crds import all_crds
 
     if not DNS_1123_LABEL.fullmatch(namespace):
@@ -135,7 +130,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang
     image = check_image(image or DEFAULT_IMAGE, "--image")
     for name, value in helper_images.items():
         if value is not None:
-            check_image(value, HELPER_IMAGE_FLAGS[name])
+            check_image(value, HELPER_IMAGES[name].flag)
     if gang_scheduler_name and not DNS_1123_SUBDOMAIN.fullmatch(gang_scheduler_name):
         raise UserError(f"--gang-scheduler-name {gang_scheduler_name!r}: a scheduler's name, e.g. volcano or "
                         "yunikorn (lower-case letters, digits, '-' and '.')")

@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from trainctl.core.network import MPI_KUBECTL_DELIVERY_IMAGE, PYTORCH_INIT_IMAGE
 from trainctl.errors import UserError
 
 log = logging.getLogger("trainctl.controller")
@@ -39,16 +38,18 @@ class Options:
     health_addr: str = ":8081"
     gang_scheduler_name: str = ""
     cluster_domain: str | None = None
-    pytorch_init_image: str = PYTORCH_INIT_IMAGE
-    mpi_kubectl_delivery_image: str = MPI_KUBECTL_DELIVERY_IMAGE
+    #: the kinds' helper images given (trainctl.frameworks.base.HelperImage.key -> image); defaults for the rest
+    helper_images: dict[str, str] = field(default_factory=dict)
     log_format: str = "text"
     context: str | None = None
     kubeconfig: str | None = None
 
     @classmethod
-    def from_flags(cls, *, kinds: list[str], log_format: str, **flags) -> Options:
-        """Validate the flags; one-line UserErrors name the bad one."""
-        from trainctl.frameworks import by_name
+    def from_flags(cls, *, kinds: list[str], log_format: str, helper_images: dict[str, str | None] | None = None,
+                   **flags) -> Options:
+        """Validate the flags; one-line UserErrors name the bad one. ``helper_images``: each helper image's
+        option as given (None: not given)."""
+        from trainctl.frameworks import HELPER_IMAGES, by_name
 
         names = [name.strip() for value in kinds for name in value.split(",") if name.strip()]
         frameworks = []
@@ -60,10 +61,10 @@ class Options:
             raise UserError(f"--log-format {log_format!r}: use text or json")
         for flag in ("metrics_addr", "health_addr"):
             parse_address(flags[flag], "--" + flag.replace("_", "-"))
-        check_image(flags.get("pytorch_init_image", PYTORCH_INIT_IMAGE), "--pytorch-init-container-image")
-        check_image(flags.get("mpi_kubectl_delivery_image", MPI_KUBECTL_DELIVERY_IMAGE),
-                    "--mpi-kubectl-delivery-image")
-        return cls(kinds=frameworks, log_format=log_format, **flags)
+        given = {key: image for key, image in (helper_images or {}).items() if image is not None}
+        for key, image in given.items():
+            check_image(image, HELPER_IMAGES[key].flag)
+        return cls(kinds=frameworks, log_format=log_format, helper_images=given, **flags)
 
 
 def parse_address(text: str, flag: str) -> tuple[str, int] | None:
@@ -120,8 +121,7 @@ class Manager:
             gang = None
         self.controller = Controller(self.client, frameworks=options.kinds or ALL, namespaces=options.namespaces,
                                      gang=gang, cluster_domain=options.cluster_domain,
-                                     pytorch_init_image=options.pytorch_init_image,
-                                     mpi_kubectl_delivery_image=options.mpi_kubectl_delivery_image)
+                                     helper_images=options.helper_images)
         self.controller.hpa = self.served_hpa()
         self.stopping = threading.Event()
         self.acting = threading.Event()

@@ -7,9 +7,10 @@ Master before Workers), and, only while that pod has been silent for half the jo
 line of each other running pod. From them:
 
 * the job's progress summary (trainctl.backends.reported), stored in the job's annotation
-  ``trainctl.io/progress`` when it changed, at most once per job every :data:`MIN_WRITE_INTERVAL_S`
-  (a merge patch of the annotation; nothing else of the job is written; the last output in it to the
-  minute, so a job that prints but does not report is written about once a minute), which is what ``trainctl list``
+  ``trainctl.io/progress`` when it changed, at most once per job every :data:`MIN_WRITE_INTERVAL_S` by the
+  write time the annotation itself carries, so a restarted controller or a new leader keeps the bound (a
+  merge patch of the annotation; nothing else of the job is written; the last output in it to the minute,
+  so a job that prints but does not report is written about once a minute), which is what ``trainctl list``
   shows on a cluster (reading every job's logs there would be a request per pod per job);
 * the job's last activity (its pods' last log line, or their start), which the reconcile core compares
   with the job's ``trainctl.io/stall-timeout`` (trainctl/core/reconcile.py). Activity that could not be
@@ -47,7 +48,7 @@ class ProgressWatcher:
         """``controller``: the trainctl.controller.controller.Controller whose caches, client and queue it uses."""
         self.controller = controller
         self.activity: dict[JobKey, datetime] = {}  # per job: its last known sign of life
-        self.written: dict[JobKey, tuple[float, str]] = {}  # per job: when the annotation was last written, and what
+        self.written: dict[JobKey, tuple[float, dict]] = {}  # per job: when this controller last wrote, and what
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -154,24 +155,34 @@ class ProgressWatcher:
             return None
         return ReplicaReports(name, texts, last)
 
-    def store(self, key: JobKey, resource: dict, text: str | None) -> None:
-        """The job's annotation, when it changed and the job's last write is :data:`MIN_WRITE_INTERVAL_S` old."""
-        from trainctl.backends.reported import PROGRESS_ANNOTATION
+    def store(self, key: JobKey, resource: dict, fields: dict | None) -> None:
+        """The job's annotation, when it changed and its last write is :data:`MIN_WRITE_INTERVAL_S` old.
+
+        The last write's time is the one the stored annotation carries, so a restarted controller or a new
+        leader keeps the bound; the time this controller wrote is remembered too, because its informer may
+        not yet have seen its own write."""
+        from trainctl.backends.reported import PROGRESS_ANNOTATION, stamped, stored_fields
         from trainctl.kube import job_resource
 
-        stored = ((resource["metadata"].get("annotations") or {}).get(PROGRESS_ANNOTATION))
-        when, last_text = self.written.get(key, (float("-inf"), stored))
-        if text is None or text == last_text or text == stored or time.monotonic() - when < MIN_WRITE_INTERVAL_S:
+        stored, stored_when = stored_fields(resource)
+        when, last = self.written.get(key, (None, None))
+        now = time.time()
+        if fields is None or fields in (stored, last) or too_soon(now, stored_when) or too_soon(now, when):
             return
-        patch = {"metadata": {"annotations": {PROGRESS_ANNOTATION: text}}}
+        patch = {"metadata": {"annotations": {PROGRESS_ANNOTATION: stamped(fields, now)}}}
         try:
             self.controller.client.patch(job_resource(Job(resource).framework), key[2], patch, key[1])
         except (ApiError, OSError) as error:
             log.debug("progress of %s/%s not stored: %s", key[1], key[2], error)
             return
-        self.written[key] = (time.monotonic(), text)
+        self.written[key] = (now, fields)
         self.controller.metrics.progress_writes.inc(key[0])
 
+
+def too_soon(now: float, written: float | None) -> bool:
+    """Whether a write at ``written`` (Unix time) forbids one now. A time further ahead than the interval is
+    another clock gone wrong, not a reason never to write again."""
+    return written is not None and abs(now - written) < MIN_WRITE_INTERVAL_S
 
 def started_at(pod: dict) -> float | None:
     from trainctl.backends.reported import unix_time

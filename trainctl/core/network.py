@@ -9,17 +9,13 @@ free port because they share one host.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from trainctl.core.job import Job
-
-
-# upstream's --pytorch-init-container-image default
-PYTORCH_INIT_IMAGE = "alpine:3.10"
-# upstream's --mpi-kubectl-delivery-image default
-MPI_KUBECTL_DELIVERY_IMAGE = "kubeflow/kubectl-delivery:latest"
+    from trainctl.frameworks.base import HelperImage
 
 
 @dataclass(frozen=True)
@@ -28,8 +24,12 @@ class ClusterNetwork:
 
     cluster_domain: str | None = None
     cluster: bool = True
-    pytorch_init_image: str = PYTORCH_INIT_IMAGE
-    mpi_kubectl_delivery_image: str = MPI_KUBECTL_DELIVERY_IMAGE
+    #: the controller's helper images by HelperImage.key (``--pytorch-init-container-image`` ...); a kind's
+    #: default for any not given
+    helper_images: Mapping[str, str] = field(default_factory=dict)
+
+    def image(self, helper: HelperImage) -> str:
+        return self.helper_images.get(helper.key) or helper.default
 
     def host(self, job: Job, rtype: str, index: int) -> str:
         return job.pod_name(rtype, index)
@@ -54,8 +54,9 @@ class LocalNetwork:
     #: the job's directory: where the files a framework's local replicas read are (Framework.local_files)
     files_dir: str = ""
     cluster: bool = False
-    pytorch_init_image: str = ""  # processes need no init container: they start in order
-    mpi_kubectl_delivery_image: str = ""  # mpirun starts local ranks itself: no kubectl
+
+    def image(self, helper: HelperImage) -> str:
+        return ""  # processes need no init containers: they start in order, and mpirun starts local ranks itself
 
     def host(self, job: Job, rtype: str, index: int) -> str:
         return self.address

@@ -35,6 +35,9 @@ _BY_NAME = {alias: fw for fw in ALL for alias in (*fw.cli_names, fw.kind.lower()
 _BY_KIND = {fw.kind: fw for fw in ALL}
 CLI_NAMES = tuple(fw.name for fw in ALL)
 KINDS = tuple(fw.kind for fw in ALL)
+DEFAULT = ALL[0]  # the first listed: the one help's examples show
+# the images ``trainctl controller run``/``install`` take an option for, by HelperImage.key
+HELPER_IMAGES = {helper.key: helper for fw in ALL for helper in fw.helper_images}
 
 
 def by_name(name: str) -> Framework:

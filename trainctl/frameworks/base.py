@@ -66,11 +66,9 @@ if TYPE_CHECKING:  # what a framework is handed, for type checkers: at run time 
 
         #: True when each replica gets a headless Service and pods wait for DNS (a cluster)
         cluster: bool
-        #: image of the init container that holds PyTorch workers until the master's name resolves
-        #: (cluster only: it needs sh, seq, sleep and nslookup, as alpine and busybox have)
-        pytorch_init_image: str
-        #: image of the MPI launcher's init container that copies kubectl into it and waits for the workers
-        mpi_kubectl_delivery_image: str
+
+        def image(self, helper: HelperImage) -> str:
+            """The image the controller runs for ``helper`` (its option's value, else its default; '' locally)."""
 
         def host(self, job: Job, rtype: str, index: int) -> str:
             """Address other replicas use (MASTER_ADDR style)."""
@@ -120,21 +118,62 @@ class KindOption:
 
 @dataclass(frozen=True)
 class FunctionLaunch:
-    """How a function job's process knows where it stands, for the stdlib-only runner (trainctl.functions.runner),
-    which receives it as data in call.json: it cannot import this module where trainctl is not installed."""
+    """How a job's processes know where they stand, as data for the two stdlib-only programs that run in the
+    replicas and cannot import this module where trainctl is not installed: a function job's runner
+    (trainctl.functions.runner) reads it from call.json, ``trainctl.report()`` (trainctl.reporting) from the
+    replica's ``TRAINCTL_LAUNCH`` variable, which both runtimes set (trainctl.code.pods, the local supervisor)."""
 
-    #: the first of these variables that is set holds the process's rank ("0" when none is)
+    #: the first of these variables that is set holds the process's rank in the job ("0" when none is)
     rank_variables: tuple[str, ...] = ()
+    #: the first of these that is set holds how many processes the job runs (trainctl.checkpoints: a checkpoint
+    #: is complete once every one of them marked it)
+    world_variables: tuple[str, ...] = ()
     #: or: a cluster spec in this variable (JSON with "cluster" and "task"), whose rank 0 is index 0 of the
     #: first of ``leader_tasks`` the cluster has, else of the worker tasks
     cluster_spec: str | None = None
     leader_tasks: tuple[str, ...] = ()
     #: (name, default, variable it copies) set where no launcher set them: what a script expects of a launcher
     defaults: tuple[tuple[str, str, str | None], ...] = ()
+    #: the program that sets ``defaults`` for the processes it starts (named in a failure's hint)
+    launcher: str | None = None
+    #: variables numbering the processes one replica runs (a launcher's local ranks): only the process where
+    #: each is 0 or unset reports the replica's progress
+    replica_ranks: tuple[str, ...] = ()
+    #: (rank, local size) variables: when a replica runs several processes, the rank a raise is recorded with
+    shared_rank: tuple[str, str] | None = None
+    #: a module whose ``COMM_WORLD.Abort`` ends every rank when one raises (ranks that wait for each other in
+    #: collectives would otherwise wait for ever)
+    abort_module: str | None = None
 
     def as_call(self) -> dict:
-        return {"rank_variables": list(self.rank_variables), "cluster_spec": self.cluster_spec,
-                "leader_tasks": list(self.leader_tasks), "defaults": [list(entry) for entry in self.defaults]}
+        return {"rank_variables": list(self.rank_variables), "world_variables": list(self.world_variables),
+                "cluster_spec": self.cluster_spec,
+                "leader_tasks": list(self.leader_tasks), "defaults": [list(entry) for entry in self.defaults],
+                "replica_ranks": list(self.replica_ranks),
+                "shared_rank": list(self.shared_rank) if self.shared_rank else None, "abort_module": self.abort_module}
+
+
+@dataclass(frozen=True)
+class HelperImage:
+    """An image the in-cluster controller runs beside a kind's replicas (an init container), which a cluster that
+    cannot pull the default (air-gapped, a mirror) names with a ``trainctl controller run``/``install`` option."""
+
+    key: str  # the option's Python name, and the key of ClusterNetwork.helper_images
+    flag: str  # the option: upstream's flag name
+    default: str  # upstream's default image
+    help: str
+
+
+@dataclass(frozen=True)
+class ScriptRunner:
+    """A program that runs a script file, with options of its own before it (``torchrun [options] train.py``):
+    the local backend checks, before it starts anything, that the script exists."""
+
+    name: str
+    #: options that take no value; any other ``--option`` without ``=`` consumes the next word
+    switches: frozenset[str] = frozenset()
+    #: options after which no file is run (a module, or a program that is not Python)
+    no_file: frozenset[str] = frozenset()
 
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
@@ -201,10 +240,21 @@ class Framework:
     launchers: ClassVar[tuple[str, ...]] = ()
     #: why ``--pip``/``--requirements`` cannot wrap this kind's command (None: they can)
     no_packages: ClassVar[str | None] = None
-    #: how a function job's processes know their rank and what a launcher would have told them
-    function_launch: ClassVar[FunctionLaunch] = FunctionLaunch(rank_variables=("RANK",))
+    #: how a job's processes know their rank and what a launcher would have told them
+    function_launch: ClassVar[FunctionLaunch] = FunctionLaunch(rank_variables=("RANK",), world_variables=("WORLD_SIZE",))
+    #: programs of this framework that run a script file (checked by the local backend before it starts)
+    script_runners: ClassVar[tuple[ScriptRunner, ...]] = ()
+    #: images the controller runs beside this kind's replicas, each an option of ``trainctl controller``
+    helper_images: ClassVar[tuple[HelperImage, ...]] = ()
+    #: a ``trainctl submit`` example showing this kind's own options (the words after ``submit NAME``)
+    cli_example: ClassVar[str | None] = None
 
     # ---- derived names -------------------------------------------------
+    @property
+    def title(self) -> str:
+        """The framework's name as people write it: ``PyTorch`` (a kind may say otherwise)."""
+        return self.kind.removesuffix("Job")
+
     @property
     def plural(self) -> str:
         return self.kind.lower() + "s"
@@ -267,6 +317,11 @@ class Framework:
     def function_command(self, python: str, runner: str, options: dict) -> list[str]:
         """A function job's command: the runner under the launcher this kind needs, if any."""
         return [python, runner]
+
+    def launcher_problem(self, command: list[str], version: Callable[[], str]) -> str | None:
+        """Why ``command``, which starts with one of :attr:`launchers`, cannot run on this machine, or None
+        (``version``: that launcher's ``--version`` output, read only when asked for; '' when it cannot run)."""
+        return None
 
     def run_policy(self, spec: dict) -> dict:
         """The spec's runPolicy as the operator reads it (a kind may keep a deprecated twin of a field)."""

@@ -5,10 +5,12 @@ so they run ``sleep 365d`` unless their template gives a command.
 """
 
 import os
+import re
 from pathlib import Path
 
 from trainctl.frameworks._schema import INT32, STRING
-from trainctl.frameworks.base import LABEL_REPLICA_TYPE, Framework, FunctionLaunch, KindOption, env_var, peer_loss
+from trainctl.frameworks.base import (LABEL_REPLICA_TYPE, Framework, FunctionLaunch, HelperImage, KindOption, env_var,
+                                      peer_loss)
 
 WORKER_IDLE_COMMAND = {"command": ["sleep"], "args": ["365d"]}
 LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
@@ -16,6 +18,14 @@ HOSTFILE = "mpi/hostfile"  # a local job's, under its directory
 CONFIG_DIR, KUBECTL_DIR = "/etc/mpi", "/opt/kube"
 CONFIG_VOLUME, KUBECTL_VOLUME = "mpi-job-config", "mpi-job-kubectl"
 EXECUTABLE, READ_ONLY = 0o555, 0o444
+# upstream's --mpi-kubectl-delivery-image, and its default
+KUBECTL_DELIVERY_IMAGE = HelperImage("mpi_kubectl_delivery_image", "--mpi-kubectl-delivery-image",
+                                     "kubeflow/kubectl-delivery:latest", (
+    "Image of the MPI launcher's init container: copies kubectl to $TARGET_DIR for kubexec.sh, then waits "
+    "until every worker accepts kubectl exec. Default: kubeflow/kubectl-delivery:latest."))
+# Open MPI 4 options whose single-dash spelling Open MPI 5 (prterun) takes for the executable ("Executable: none")
+OPEN_MPI_5_DOUBLE_DASH = ("-bind-to", "-map-by", "-rank-by")
+OPEN_MPI_VERSION = re.compile(r"\(Open MPI\) (\d+)\.[\d.]+")
 
 
 class MPI(Framework):
@@ -52,10 +62,28 @@ class MPI(Framework):
     options = (KindOption("slots_per_worker", int, "MPI slots (ranks) per worker.", minimum=1),)
     launchers = LAUNCHERS
     no_packages = "whose ranks on the workers start over ssh, outside any wrapper"
-    function_launch = FunctionLaunch(rank_variables=("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"))
+    # mpirun's world rank (Open MPI, PMIx, MPICH): its ranks' output is the launcher's, so only rank 0 reports;
+    # a rank that raises aborts the others, which would wait for it in their next collective
+    function_launch = FunctionLaunch(rank_variables=("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"),
+                                     world_variables=("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"),
+                                     replica_ranks=("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"),
+                                     shared_rank=("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+                                     abort_module="mpi4py.MPI")
+    helper_images = (KUBECTL_DELIVERY_IMAGE,)
+    cli_example = "--workers 2 --slots-per-worker 2 -- python allreduce.py"
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Launcher": 1, "Worker": workers}
+
+    def launcher_problem(self, command, version):
+        # upstream's MPIJob example spells them Open MPI 4's way, which Open MPI 5 misreads
+        old = [word for word in command[1:] if word in OPEN_MPI_5_DOUBLE_DASH]
+        found = OPEN_MPI_VERSION.search(version()) if old else None
+        if not found or int(found.group(1)) < 5:
+            return None
+        fixed = ", ".join(f"-{word}" for word in old)
+        return (f"this machine's {command[0]} is Open MPI {found.group(0).split()[-1]}, which reads {' '.join(old)} "
+                f"as the program to run (Executable: none): write {fixed}, which Open MPI 4 reads too")
 
     def command(self, command, workers, options):
         """The launcher runs the command under ``mpirun -np <ranks>`` unless it names a launcher itself."""
@@ -194,7 +222,8 @@ class MPI(Framework):
         spec.setdefault("serviceAccountName", self.service_account(job))
         kubectl = {"name": KUBECTL_VOLUME, "mountPath": KUBECTL_DIR}
         spec["initContainers"] = (spec.get("initContainers") or []) + [{
-            "name": "kubectl-delivery", "image": network.mpi_kubectl_delivery_image, "imagePullPolicy": "IfNotPresent",
+            "name": "kubectl-delivery", "image": network.image(KUBECTL_DELIVERY_IMAGE),
+            "imagePullPolicy": "IfNotPresent",
             "env": [env_var("TARGET_DIR", KUBECTL_DIR), env_var("NAMESPACE", job.namespace)],
             "volumeMounts": [kubectl, config],
             "resources": {kind: {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"}

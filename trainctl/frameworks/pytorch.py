@@ -1,9 +1,14 @@
 """PyTorchJob: Master 1 + Worker N-1, torchrun-style env (MASTER_ADDR, RANK, PET_*)."""
 
 from trainctl.frameworks._schema import BOOLEAN, INT32, METRICS, STRING, obj
-from trainctl.frameworks.base import (PYTHONUNBUFFERED, Framework, FunctionLaunch, KindOption, env_var, peer_loss)
+from trainctl.frameworks.base import (PYTHONUNBUFFERED, Framework, FunctionLaunch, HelperImage, KindOption,
+                                      ScriptRunner, env_var, peer_loss)
 
 TORCHRUN = ("-m", "torch.distributed.run")
+# upstream's --pytorch-init-container-image, and its default
+INIT_IMAGE = HelperImage("pytorch_init_image", "--pytorch-init-container-image", "alpine:3.10", (
+    "Image of the init container that holds PyTorch workers until the master's name resolves (needs sh, "
+    "seq, sleep and nslookup, as alpine and busybox have). Default: alpine:3.10."))
 
 
 class PyTorch(Framework):
@@ -37,11 +42,18 @@ class PyTorch(Framework):
     leader_types = ("Master",)
     default_workers = 2
     options = (KindOption("nproc_per_node", str, "processes per node (int, auto, cpu, gpu)."),)
-    # what torchrun gives each process, for a function job's one process per replica when no torchrun ran it
-    function_launch = FunctionLaunch(rank_variables=("RANK",), defaults=(
+    # what torchrun gives each process, for a function job's one process per replica when no torchrun ran it;
+    # under torchrun (--nproc-per-node) a replica's local rank 0 reports its progress
+    function_launch = FunctionLaunch(rank_variables=("RANK",), world_variables=("WORLD_SIZE",), defaults=(
         ("LOCAL_RANK", "0", None), ("LOCAL_WORLD_SIZE", "1", None), ("GROUP_RANK", "0", "RANK"),
         ("GROUP_WORLD_SIZE", "1", "WORLD_SIZE"), ("ROLE_RANK", "0", "RANK"), ("ROLE_WORLD_SIZE", "1", "WORLD_SIZE"),
-        ("ROLE_NAME", "default", None), ("TORCHELASTIC_RESTART_COUNT", "0", None)))
+        ("ROLE_NAME", "default", None), ("TORCHELASTIC_RESTART_COUNT", "0", None)),
+        launcher="torchrun", replica_ranks=("LOCAL_RANK",), shared_rank=("RANK", "LOCAL_WORLD_SIZE"))
+    script_runners = (ScriptRunner(
+        "torchrun", switches=frozenset({"--standalone", "--run-path", "--run_path", "--virtual-local-rank",
+                                        "--virtual_local_rank"}),
+        no_file=frozenset({"-m", "--module", "--no-python", "--no_python"})),)
+    helper_images = (INIT_IMAGE,)
     spec_properties = {
         "nprocPerNode": STRING,
         "elasticPolicy": obj(
@@ -91,7 +103,7 @@ class PyTorch(Framework):
         # an answer instead. (The master's name is a validated DNS label: safe in the script.)
         script = (f"err=1;for i in $(seq 100); do if nslookup {master} 2>/dev/null | grep -q '^Name:'; "
                   "then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err")
-        return {"name": "init-pytorch", "image": network.pytorch_init_image, "imagePullPolicy": "IfNotPresent",
+        return {"name": "init-pytorch", "image": network.image(INIT_IMAGE), "imagePullPolicy": "IfNotPresent",
                 "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
                               "requests": {"cpu": "50m", "memory": "10Mi"}},
                 "command": ["sh", "-c", script]}

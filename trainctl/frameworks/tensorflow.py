@@ -37,6 +37,8 @@ class TensorFlow(Framework):
     )
     # rank 0 is the chief (or master) if the cluster has one, else worker 0; a single replica has no TF_CONFIG
     function_launch = FunctionLaunch(cluster_spec="TF_CONFIG", leader_tasks=("chief", "master"))
+    cli_example = "--workers 2 --ps 1 --dry-run -o yaml -- python train.py"
+    title = "TensorFlow"
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         counts = {"Chief": options.get("chief", 0), "Evaluator": options.get("evaluator", 0),

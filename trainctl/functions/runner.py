@@ -206,11 +206,12 @@ def described(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def record_raise(error: BaseException) -> None:
-    """Append what this process raised, and when, to the container's termination message."""
+def record_raise(error: BaseException, launch: dict) -> None:
+    """Append what this process raised, and when, to the container's termination message (``launch``: call.json's,
+    which says how this kind numbers the processes of a replica)."""
     first_line = described(error).splitlines()[0]
     record = {"time_ns": time.time_ns(), "exception": first_line[:MAX_RECORDED_CHARS],
-              "rank": shared_rank(os.environ)}
+              "rank": shared_rank(launch, os.environ)}
     local = os.environ.get(TERMINATION_LOG_ENV)
     # kubelet's file exists in every container; elsewhere nothing is created under /dev
     flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if local else 0)
@@ -222,19 +223,19 @@ def record_raise(error: BaseException) -> None:
         out.write(f"{RAISED_MARKER} {json.dumps(record)}\n")
 
 
-def shared_rank(env: os._Environ | dict) -> str | None:
-    """This process's rank when its replica runs several (mpirun's ranks, torchrun's nproc_per_node), else None."""
-    for rank, local_size in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"), ("RANK", "LOCAL_WORLD_SIZE")):
-        size = env.get(local_size, "1")
-        if size.isdigit() and int(size) > 1:
-            return env.get(rank)
-    return None
+def shared_rank(launch: dict, env: os._Environ | dict) -> str | None:
+    """This process's rank when its replica runs several (mpirun's ranks, torchrun's nproc_per_node), else None:
+    launch's ``shared_rank`` names the kind's (rank, local size) variables."""
+    rank, local_size = launch.get("shared_rank") or (None, None)
+    size = env.get(local_size, "1") if local_size else "1"
+    return env.get(rank) if size.isdigit() and int(size) > 1 else None
 
 
-def abort_mpi() -> None:
-    """Under mpirun, end every rank, as ``python -m mpi4py`` does: a rank that only exits leaves the others
-    waiting for it in their next collective, and the job running for ever."""
-    mpi = sys.modules.get("mpi4py.MPI")
+def abort_peers(launch: dict) -> None:
+    """Under a launcher whose ranks wait for each other (mpirun's, in their next collective), end every rank, as
+    ``python -m mpi4py`` does: a rank that only exits leaves the job running for ever. launch's ``abort_module``
+    is the kind's MPI module, when this process imported it."""
+    mpi = sys.modules.get(launch.get("abort_module") or "")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
         sys.stderr.flush()
         mpi.COMM_WORLD.Abort(1)
@@ -261,10 +262,10 @@ def main(directory: Path) -> int:
     try:
         value = target(**args)
     except Exception as error:  # the job fails with the traceback and one line naming what was raised
-        record_raise(error)
+        record_raise(error, call["launch"])
         traceback.print_exc()
         print(f"trainctl: {call['qualname']}() raised {described(error)}", file=sys.stderr, flush=True)
-        abort_mpi()
+        abort_peers(call["launch"])
         return 1
     if not is_rank_zero(call["launch"], os.environ):
         return 0

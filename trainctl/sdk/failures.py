@@ -113,7 +113,8 @@ class FailureSummary:
 
 def env_hint(exception: str | None, kind: str) -> str | None:
     """For ``KeyError: 'TF_CONFIG'`` and its kin, read from os.environ: what the job's kind does set, and which
-    kind sets the missing name (a script written for another framework), or who sets LOCAL_RANK."""
+    kind sets the missing name (a script written for another framework), or which launcher sets it for the
+    processes it starts (a framework's FunctionLaunch: torchrun's LOCAL_RANK)."""
     from trainctl.frameworks import ALL
 
     found = MISSING_ENV.search(exception or "")
@@ -125,11 +126,26 @@ def env_hint(exception: str | None, kind: str) -> str | None:
     if name in given:
         return None  # it was set: the KeyError is about something else
     said = f"{name} is not set: a {framework.kind}'s replicas get {shown}"
-    if name.startswith("LOCAL_"):
-        return (f"{said}; torchrun sets {name} for the processes it starts: start the script with torchrun "
-                f"(torchrun train.py), or read os.environ.get({name!r}, '0')")
+    launched = launcher_setting(name)
+    if launched:
+        launcher, default = launched
+        return (f"{said}; {launcher} sets {name} for the processes it starts: start the script with {launcher} "
+                f"({launcher} train.py), or read os.environ.get({name!r}, {default!r})")
     others = [fw.kind for fw in ALL if fw is not framework and name in operator_env(fw)]
     return f"{said}; {name} is what a {' or '.join(others)} gets" if others else said
+
+
+def launcher_setting(name: str) -> tuple[str, str] | None:
+    """The launcher that sets variable ``name`` for the processes it starts (torchrun's LOCAL_RANK), and the value
+    a single process would have, from the frameworks' launch facts; None when no launcher sets it."""
+    from trainctl.frameworks import ALL
+
+    for framework in ALL:
+        launch = framework.function_launch
+        for variable, default, _ in launch.defaults if launch.launcher else ():
+            if variable == name:
+                return launch.launcher, default
+    return None
 
 
 def operator_env(framework) -> list[str]:

@@ -96,15 +96,15 @@ class ProgressPeek:
 
 def bar_text(progress: JobProgress) -> str:
     """``━━━━━━━━━╸━━━━━━ 30/40 75% ETA 5s loss 0.0333``, or ``step 30, loss 0.0333`` without a total."""
-    from trainctl.backends.reported import duration, number
+    from trainctl.backends.reported import number
 
     lead = progress.lead
     if lead is None:
         return ""
     parts = [lead.where()] if lead.fraction is None else [f"{bar(lead.fraction)} {lead.step}/{lead.total} "
                                                           f"{lead.fraction:.0%}"]
-    if lead.eta is not None and not progress.finished:
-        parts.append(f"ETA {duration(lead.eta)}")
+    if lead.eta_text() and not progress.finished:
+        parts.append(lead.eta_text())
     parts += [f"{name} {number(value)}" for name, value in list(lead.metrics.items())[:3]]
     return " ".join(parts)
 

@@ -242,7 +242,7 @@ def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[
     if snapshot is not None:
         from trainctl.code import unpack
 
-        unpack.extract(snapshot.archive, str(draft.path / WORKSPACE))
+        unpack.extract(snapshot.archive.stream(), str(draft.path / WORKSPACE))
     workdir = str(workspace) if snapshot is not None else os.getcwd()
     draft.write_runtime({"uid": resource["metadata"]["uid"], "workdir": workdir, "gpus": gpus, "replicas": {}})
     draft.write_job(resource)

@@ -10,14 +10,15 @@ What is checked (``--no-preflight`` / ``preflight=False`` skips all of it):
 
 * the executable resolves: on the replica's PATH, or as a path relative to the working
   directory, or absolute;
-* the script of an interpreter exists: ``python[3[.N]] [options] FILE``, ``torchrun [options]
-  FILE``, ``bash|sh [options] FILE``; ``python -m MODULE``, ``-c CODE`` and ``torchrun -m``
+* the script of an interpreter exists: ``python[3[.N]] [options] FILE``, ``bash|sh [options] FILE``,
+  and a framework's own script runner's (``torchrun [options] FILE``: Framework.script_runners, whose
+  options the framework describes); ``python -m MODULE``, ``-c CODE`` and a runner's module option
   are not checked, since the module is found on the replica's own import path;
-* behind an MPI launcher (``mpirun ... python FILE``) the launcher resolves, and the first
-  interpreter word after it is checked as above: launcher options are too many to parse, and a
-  check that rejected a command that would run is worse than none; the one exception is Open
-  MPI 4's single-dash spelling of ``--bind-to``, ``--map-by`` and ``--rank-by`` (upstream's MPIJob
-  example uses it), which Open MPI 5's prterun misreads as the program to run;
+* behind a framework's launcher (``mpirun ... python FILE``: Framework.launchers) the launcher
+  resolves, and the first interpreter word after it is checked as above: launcher options are too
+  many to parse, and a check that rejected a command that would run is worse than none; the
+  framework may name one problem it knows (Framework.launcher_problem: Open MPI 4's single-dash
+  options, which Open MPI 5 misreads as the program to run);
 * volumes: a ``hostPath`` volume is honoured when its mount path already is that host path
   (``--volume host:/data:/data``), since a process sees this machine's files; anything else,
   and every ``persistentVolumeClaim``, cannot be provided to a process and is rejected.
@@ -33,16 +34,15 @@ from pathlib import Path
 from trainctl.core.job import Job
 from trainctl.errors import UserError, setting, spelled
 from trainctl.frameworks import ALL
+from trainctl.frameworks.base import ScriptRunner
 
-# what starts the job's command on other replicas (mpirun): the word after the launcher's options is checked
-LAUNCHERS = frozenset(word for framework in ALL for word in framework.launchers)
+# what starts the job's command on other replicas, and the framework that knows it: the word after the
+# launcher's options is checked
+LAUNCHERS = {word: framework for framework in ALL for word in framework.launchers}
+# the frameworks' programs that run a script file, by name
+SCRIPT_RUNNERS = {runner.name: runner for framework in ALL for runner in framework.script_runners}
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
 SHELLS = ("bash", "sh", "dash", "zsh")
-# torchrun options that take no value; every other ``--option`` without ``=`` consumes the next word.
-TORCHRUN_SWITCHES = {"--standalone", "--run-path", "--run_path", "--virtual-local-rank", "--virtual_local_rank"}
-TORCHRUN_NOT_A_FILE = {"-m", "--module", "--no-python", "--no_python"}
-# Open MPI 4 options whose single-dash spelling Open MPI 5 (prterun) takes for the executable ("Executable: none")
-OPEN_MPI_5_DOUBLE_DASH = ("-bind-to", "-map-by", "-rank-by")
 
 
 def check(job: Job, workdir: str) -> None:
@@ -81,7 +81,9 @@ def check_command(command: list[str], workdir: str, path: str, where: str) -> No
     require_executable(command[0], workdir, path, where, shown)
     words = command
     if Path(command[0]).name in LAUNCHERS:
-        check_open_mpi_spelling(command, path, where, shown)
+        problem = LAUNCHERS[Path(command[0]).name].launcher_problem(command, lambda: version_of(command[0], path))
+        if problem:
+            raise UserError(f"{where}: {shown}: {problem} {skip_hint()}")
         wrapped = [i for i, word in enumerate(command[1:], 1) if interpreter_kind(word)]
         if not wrapped:
             return
@@ -102,24 +104,15 @@ def skip_hint() -> str:
     return f"({spelled('--no-preflight', 'preflight=False')} skips this check)"
 
 
-def check_open_mpi_spelling(command: list[str], path: str, where: str, shown: str) -> None:
-    """Refuse Open MPI 4's single-dash policy options when this machine's launcher is Open MPI 5 or later."""
+def version_of(program: str, path: str) -> str:
+    """What ``program --version`` prints on this machine; '' when it cannot run (its own check says why)."""
     import subprocess
 
-    old = [word for word in command[1:] if word in OPEN_MPI_5_DOUBLE_DASH]
-    if not old:
-        return
     try:
-        version = subprocess.run([shutil.which(command[0], path=path) or command[0], "--version"],
-                                 capture_output=True, text=True, timeout=10).stdout
+        return subprocess.run([shutil.which(program, path=path) or program, "--version"],
+                              capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
-        return  # the launcher's own check says what is wrong with it
-    found = re.search(r"\(Open MPI\) (\d+)\.[\d.]+", version)
-    if found and int(found.group(1)) >= 5:
-        fixed = ", ".join(f"-{word}" for word in old)
-        raise UserError(f"{where}: {shown}: this machine's {command[0]} is Open MPI {found.group(0).split()[-1]}, "
-                        f"which reads {' '.join(old)} as the program to run (Executable: none): write {fixed}, "
-                        f"which Open MPI 4 reads too {skip_hint()}")
+        return ""
 
 
 def require_executable(word: str, workdir: str, path: str, where: str, shown: str) -> None:
@@ -134,11 +127,12 @@ def require_executable(word: str, workdir: str, path: str, where: str, shown: st
 
 
 def interpreter_kind(word: str) -> str | None:
+    """"python", "shell", a framework's script runner by its name, or None for any other program."""
     name = Path(word).name
     if PYTHON.fullmatch(name):
         return "python"
-    if name == "torchrun":
-        return "torchrun"
+    if name in SCRIPT_RUNNERS:
+        return name
     return "shell" if name in SHELLS else None
 
 
@@ -147,10 +141,10 @@ def script_of(words: list[str]) -> str | None:
     kind = interpreter_kind(words[0])
     if kind == "python":
         return python_script(words[1:])
-    if kind == "torchrun":
-        return torchrun_script(words[1:])
     if kind == "shell":
         return shell_script(words[1:])
+    if kind is not None:
+        return runner_script(words[1:], SCRIPT_RUNNERS[kind])
     return None
 
 
@@ -173,15 +167,15 @@ def python_script(args: list[str]) -> str | None:
     return None
 
 
-def torchrun_script(args: list[str]) -> str | None:
+def runner_script(args: list[str], runner: ScriptRunner) -> str | None:
     skip_next = False
     for word in args:
         if skip_next:
             skip_next = False
-        elif word in TORCHRUN_NOT_A_FILE:
+        elif word in runner.no_file:
             return None
         elif word.startswith("-"):
-            skip_next = "=" not in word and word not in TORCHRUN_SWITCHES
+            skip_next = "=" not in word and word not in runner.switches
         else:
             return word
     return None

@@ -369,9 +369,11 @@ class Supervisor:
     def report_env(self, replica_id: str, resource: dict, env: dict[str, str]) -> dict[str, str]:
         """What ``trainctl.report()`` needs (trainctl.reporting): the replica's own progress file (whatever a
         template said: the reports are read there), the job's stand-in package ``trainctl`` first on PYTHONPATH,
-        for a replica whose Python has no trainctl, and the job's name."""
+        for a replica whose Python has no trainctl, the job's name and its kind's launch facts."""
+        launch = Job(resource).framework.function_launch.as_call()  # which of its processes reports
         variables = {reporting.ENV: str(self.dir.progress_file(replica_id)),
-                     reporting.JOB_ENV: resource["metadata"]["name"]}
+                     reporting.JOB_ENV: resource["metadata"]["name"],
+                     reporting.LAUNCH_ENV: json.dumps(launch, separators=(",", ":"))}
         if self.dir.replica_lib.is_dir():  # a job created before trainctl shipped it has none
             path = env.get("PYTHONPATH")
             variables["PYTHONPATH"] = str(self.dir.replica_lib) + (os.pathsep + path if path else "")

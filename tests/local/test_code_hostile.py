@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import io
 import os
+import resource
 import signal
 import socket
 import stat
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from trainctl.code import pods, unpack
+from trainctl.code.archive import Archive
 
 SECONDS, MEGABYTES = 5, 200
 
@@ -32,10 +34,11 @@ SECONDS, MEGABYTES = 5, 200
 @dataclass
 class Measured:
     code: int
-    stdout: str
+    stdout: str  # its first MiB
     stderr: str
     seconds: float
     peak_mb: float
+    stdout_bytes: int = 0
 
     def one_line(self) -> str:
         lines = self.stderr.strip().splitlines()
@@ -55,13 +58,19 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def measured(command: list[str], cwd: Path, env: dict | None = None, hang: float = 3 * SECONDS) -> Measured:
-    """``command`` run to its end, with its wall time and peak RSS; a hang is killed after ``hang`` s and fails."""
+def measured(command: list[str], cwd: Path, env: dict | None = None, hang: float = 3 * SECONDS,
+             file_size_limit: int | None = None) -> Measured:
+    """``command`` run to its end, with its wall time and peak RSS; a hang is killed after ``hang`` s and fails.
+    ``file_size_limit``: the most bytes it may write into one file (RLIMIT_FSIZE: a disk that fills up)."""
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.NamedTemporaryFile("r") as peak:
         start = time.monotonic()
         process = subprocess.Popen([sys.executable, "-c", PEAK_OF_CHILD, peak.name, *command], cwd=cwd, env=env,
-                                   stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                                   preexec_fn=limited if file_size_limit else None)
         try:
             process.wait(hang)
         except subprocess.TimeoutExpired:
@@ -71,12 +80,17 @@ def measured(command: list[str], cwd: Path, env: dict | None = None, hang: float
         seconds = time.monotonic() - start
         out.seek(0)
         err.seek(0)
-        return Measured(process.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                        seconds, int(peak.read()) / 1024)
+        return Measured(process.returncode, out.read(1 << 20).decode(errors="replace"),
+                        err.read().decode(errors="replace"), seconds, int(peak.read()) / 1024, out.seek(0, 2))
 
 
 def trainctl(cli, *args: str) -> Measured:
     return measured([sys.executable, "-m", "trainctl", *args], cli.cwd, cli.env)
+
+
+def trainctl_slow(cli, *args: str) -> Measured:
+    """A legitimate command over a big snapshot: gzip alone takes seconds, so only its memory is bounded."""
+    return measured([sys.executable, "-m", "trainctl", *args], cli.cwd, cli.env, hang=180)
 
 
 def submit_dry_run(cli) -> Measured:
@@ -141,6 +155,40 @@ def test_special_files_and_a_symlink_loop_are_each_named_in_one_warning(cli, pro
     assert "code: 1 file," in run.stderr
 
 
+
+def incompressible(path: Path, mib: int) -> None:
+    with open(path, "wb") as out:
+        for _ in range(mib):
+            out.write(os.urandom(1 << 20))
+
+
+@pytest.mark.parametrize("output", [[], ["-o", "json"]], ids=["abridged", "every ConfigMap printed"])
+def test_a_raised_limit_does_not_raise_submits_memory(cli, project, output):
+    """150 MiB that gzip cannot shrink, under --workdir-limit 256Mi: the archive goes to a private temporary file
+    and each ConfigMap's chunk is read from it as that ConfigMap is printed, so the peak is what it is at the
+    default limit (it was 208 MB with the archive in memory)."""
+    incompressible(project / "weights.bin", 150)
+    run = trainctl_slow(cli, "submit", "pytorch", "--workdir", "project", "--workdir-limit", "256Mi", "--dry-run",
+                        *output, "--", "python", "train.py")
+    assert run.code == 0, run.stderr[-2000:]
+    assert run.peak_mb < MEGABYTES, f"{run.peak_mb:.0f} MB"
+    if output:
+        assert run.stdout_bytes > (150 << 20) * 4 // 3  # the whole archive, in base64
+    else:
+        assert "travels   2 files, 150.0 MiB (150.1 MiB compressed)" in run.stdout, run.stdout[:2000]
+
+
+def test_a_temporary_directory_that_fills_up_is_one_line(cli, project):
+    """The archive's temporary file cannot grow (a full disk: here RLIMIT_FSIZE, EFBIG): the packed file is not
+    blamed, and the line says where the space ran out."""
+    incompressible(project / "weights.bin", 4)
+    run = measured([sys.executable, "-m", "trainctl", "submit", "pytorch", "--workdir", "project", "--dry-run", "--",
+                    "python", "train.py"], cli.cwd, cli.env, file_size_limit=2 << 20)
+    within_limits(run)
+    line = run.one_line()
+    assert run.code == 2 and "could not be written to a temporary file in" in line and "TMPDIR" in line, line
+
+
 # ---- apply -f and the unpacker -------------------------------------------------------------------
 
 class Zeros(io.RawIOBase):
@@ -186,7 +234,7 @@ def applied_file(archive: bytes) -> str:
                                "labels": {"trainctl.io/code-snapshot": digest[7:27]},
                                "annotations": {"trainctl.io/code-digest": digest}},
                   "binaryData": {"chunk": base64.b64encode(chunk).decode()}}
-                 for index, chunk in enumerate(pods.chunks(archive))]
+                 for index, chunk in enumerate(pods.chunks(Archive.of(archive)))]
     documents.append({"apiVersion": "kubeflow.org/v1", "kind": "JAXJob",
                       "metadata": {"name": "hostile", "annotations": {"trainctl.io/code-digest": digest}},
                       "spec": {"jaxReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [
@@ -214,7 +262,7 @@ def test_apply_of_a_fifo_with_no_writer_ends_in_one_line(cli):
 def unpacker(archive: bytes, chunks: Path, into: Path) -> Measured:
     """The init container's command as the pod runs it, over ``archive`` cut into ConfigMap chunks."""
     chunks.mkdir()
-    for index, chunk in enumerate(pods.chunks(archive)):
+    for index, chunk in enumerate(pods.chunks(Archive.of(archive))):
         (chunks / f"{index:05d}").write_bytes(chunk)
     digest = f"sha256:{hashlib.sha256(archive).hexdigest()}"
     command = pods.script_command("unpack", "trainctl-unpack",
