@@ -7,6 +7,7 @@
 and inside a job's replicas (any script or function, with or without trainctl in the image)::
 
     trainctl.report(step=i, total=steps, loss=loss)   # trainctl status / job.progress() / job.metrics()
+    trainctl.latest_checkpoint(), trainctl.checkpoint_path(step), trainctl.preempting()  # docs/fault-tolerance.md
 
 (docs/python-api.md is the walkthrough.) The package is layered so that the CLI stays a thin shell over a
 Python API, and one engine serves every framework and both runtimes (docs/architecture.md draws the layers):
@@ -27,6 +28,8 @@ inside the functions that need them, so ``trainctl --help`` stays fast.
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from trainctl.checkpoints import (PREEMPTED_EXIT, checkpoint_complete, checkpoint_dir, checkpoint_path,
+                                      checkpoint_step, latest_checkpoint, preempting, restart_attempt)
     from trainctl.errors import InvalidArgument, JobFailed, UserError
     from trainctl.reporting import report
     from trainctl.sdk.client import Client
@@ -37,9 +40,12 @@ API_GROUP = "kubeflow.org"
 API_VERSION = "kubeflow.org/v1"
 
 # The public API, loaded on first use so `import trainctl` (and the CLI's start-up) stays light.
-__all__ = ["Client", "InvalidArgument", "JobFailed", "JobHandle", "UserError", "report"]
+CHECKPOINTS = ["checkpoint_dir", "checkpoint_path", "checkpoint_complete", "checkpoint_step", "latest_checkpoint",
+               "preempting", "restart_attempt", "PREEMPTED_EXIT"]
+__all__ = ["Client", "InvalidArgument", "JobFailed", "JobHandle", "UserError", "report", *CHECKPOINTS]
 _EXPORTS = {"Client": "trainctl.sdk.client", "JobHandle": "trainctl.sdk.handle", "JobFailed": "trainctl.errors",
-            "InvalidArgument": "trainctl.errors", "UserError": "trainctl.errors", "report": "trainctl.reporting"}
+            "InvalidArgument": "trainctl.errors", "UserError": "trainctl.errors", "report": "trainctl.reporting",
+            **dict.fromkeys(CHECKPOINTS, "trainctl.checkpoints")}
 
 
 def __getattr__(name: str):

@@ -160,3 +160,23 @@ def test_managed_by_allows_exactly_what_upstreams_webhooks_allow():
         assert managed_by["enum"] == ["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"]
         assert managed_by["x-kubernetes-validations"] == [
             {"rule": "self == oldSelf", "message": "spec.runPolicy.managedBy is immutable"}]
+
+
+@pytest.mark.parametrize("scope", ["replica", "job"])
+def test_what_restarts_leave_in_a_job_satisfies_the_upstream_crd(upstream, scope):
+    """Counts, attempts and their causes live in an annotation: a status with a field of trainctl's own would be
+    pruned (or refused) under upstream's schema, which lists every field of replicaStatuses."""
+    from tests.unit.test_restarts import Runtime, pytorch
+
+    run = Runtime(pytorch("ExitCode", scope=scope, retry="3", backoffLimit=2))
+    run.step()
+    run.exit("pt-worker-0", 3)
+    run.step()
+    run.step()
+    run.resource["spec"]["runPolicy"]["suspend"] = True
+    run.step(60)
+    run.resource["spec"]["runPolicy"]["suspend"] = False
+    run.step(60)
+    assert run.record().counted == 1 and run.record().preemptions == 1
+    schema = openapi_to_jsonschema(upstream_schema(upstream, by_kind(run.resource["kind"])))
+    jsonschema.validate(run.resource, schema)

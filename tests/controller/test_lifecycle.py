@@ -19,6 +19,7 @@ from tests.controller.jobs import (
     wait_state,
 )
 from trainctl.controller.gang import VOLCANO
+from trainctl.core.restarts import Record
 from trainctl.frameworks import by_kind
 from trainctl.kube import job_resource
 from trainctl.kube.client import CRDS, EVENTS, ApiError, Resource
@@ -89,7 +90,7 @@ def test_on_failure_recreates_a_failed_pod(rest, kube_node, ns):
     wait_for(lambda: (p := pods(rest, ns, "rs").get("rs-master-0")) and p["metadata"]["uid"] != first
              and p.get("status", {}).get("phase") == "Running", what="recreated pod")
     wait_state(rest, "PyTorchJob", ns, "rs", "Running")
-    assert get_job(rest, "PyTorchJob", ns, "rs")["status"]["replicaStatuses"]["Master"]["restarts"] == 1
+    assert Record.of(get_job(rest, "PyTorchJob", ns, "rs")).counted == 1  # the record annotation, not status
     assert ("Warning", "PyTorchJobRestarting") in events(rest, ns, "rs")
 
 

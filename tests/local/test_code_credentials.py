@@ -95,7 +95,8 @@ def test_submit_dry_run_of_the_credential_tree_ships_none_and_names_them_on_one_
     maps = [doc for doc in yaml.safe_load_all(printed.stdout) if doc["kind"] == "ConfigMap"]
     archive = b"".join(base64.b64decode(doc["binaryData"]["chunk"]) for doc in maps)
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:  # and trainctl.report's stand-in package
-        assert tar.getnames() == ["train.py", ".trainctl/lib/trainctl/__init__.py", ".trainctl/lib/trainctl/reporting.py"]
+        assert tar.getnames() == ["train.py", ".trainctl/lib/trainctl/__init__.py",
+                                  ".trainctl/lib/trainctl/checkpoints.py", ".trainctl/lib/trainctl/reporting.py"]
     (line,) = [line for line in printed.stderr.splitlines() if "held back" in line]
     assert all(name in line for name in CREDENTIALS), line
 

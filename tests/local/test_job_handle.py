@@ -88,9 +88,9 @@ def test_handles_job_lists_and_logs_show_as_tables_and_text(client):
         data, _ = DisplayFormatter().format(shown)
         html, text = data["text/html"], data["text/plain"]
         assert html.startswith("<table") and "<td>shown</td>" in html and "<td>Succeeded</td>" in html, html
-        assert text.splitlines()[0].split() == ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE",
+        assert text.splitlines()[0].split() == ["NAMESPACE", "NAME", "KIND", "STATE", "ATTEMPT", "REPLICAS", "AGE",
                                                 "DURATION", "PROGRESS"], text
-        assert text.splitlines()[1].split()[:5] == ["default", "shown", "JAXJob", "Succeeded", "2"], text
+        assert text.splitlines()[1].split()[:6] == ["default", "shown", "JAXJob", "Succeeded", "1", "2"], text
     assert repr(job) == "<JobHandle jaxjob/shown in default on local>"  # no I/O: what debuggers and lists show
     assert [handle.name for handle in client.jobs()] == ["shown"] and isinstance(client.jobs(), list)
     logs = DisplayFormatter().format(job.logs())[0]["text/plain"]

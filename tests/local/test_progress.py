@@ -40,7 +40,7 @@ def test_a_two_replica_function_shows_its_steps_while_it_runs_and_every_point_af
     status = wait_until(lambda: cli("status", "steps"), lambda r: "progress: 40/40 (100%)" in r.stdout)
     assert re.search(r"pytorchjob/steps in default on local: Running", status.stdout), status.stdout
     assert re.search(r"progress: 40/40 \(100%\), .*loss 0\.025, \d+s ago", status.stdout), status.stdout
-    assert re.search(r"default +steps +PyTorchJob +Running +2 .* 40/40 100%", cli("list").stdout)
+    assert re.search(r"default +steps +PyTorchJob +Running +1 +2 .* 40/40 100%", cli("list").stdout)
 
     release.touch()
     assert job.wait(timeout=60, progress=False).status == "Succeeded"
@@ -87,7 +87,7 @@ def test_a_job_that_stops_reporting_is_called_stalled_said_once_by_wait_and_fail
     status = wait_until(lambda: cli("status", "hung"), lambda r: "stalled:" in r.stdout, timeout=30)
     assert re.search(r"progress: 5/100 \(5%\).*\n\s+stalled: no output or progress for [2-7]s", status.stdout), \
         status.stdout
-    assert re.search(r"hung +PyTorchJob +Running +2 .* stalled \ds", cli("list").stdout)
+    assert re.search(r"hung +PyTorchJob +Running +1 +2 .* stalled \ds", cli("list").stdout)
     waited = cli("wait", "hung", timeout=60)  # until the stall timeout fails it
     assert waited.returncode == 1, output(waited)
     assert waited.stderr.count("stalled: no output or progress for") == 1, waited.stderr

@@ -155,7 +155,8 @@ def test_a_function_jobs_snapshot_and_job_hold_no_key_material(tmp_path, monkeyp
     function = ".trainctl/function/"
     assert set(shipped) == {"shipped_module.py", *(function + name for name in (
         "trainctl_function.py", "call.json", "globals.pickle", "args.pickle")),
-        ".trainctl/lib/trainctl/__init__.py", ".trainctl/lib/trainctl/reporting.py"}
+        ".trainctl/lib/trainctl/__init__.py", ".trainctl/lib/trainctl/reporting.py",
+        ".trainctl/lib/trainctl/checkpoints.py"}
     call = json.loads(shipped[function + "call.json"])
     assert set(call) == {"kind", "launch", "module", "qualname", "filename", "source", "imports", "pickle_result",
                          "submission", "package"}

@@ -67,13 +67,18 @@ def test_exit_code_policy_retries_a_sigkilled_replica_then_fails(real_node, trai
     # PID namespace, and a signal it sends itself would be ignored.
     marker = f"sigkill-me-{namespace}"
     submit(trainctl, namespace, "killed", python_image, "--workers", "1", "--restart-policy", "ExitCode",
-           "--backoff-limit", "1", code=f"import time; time.sleep(600)  # {marker}")
-    for attempt in range(2):  # the first kill is retried (137 >= 128), the second exceeds the backoff limit
+           "--backoff-limit", "0", "--annotation", "trainctl.io/max-disruptions=1",
+           code=f"import time; time.sleep(600)  # {marker}")
+    # the first kill is retried (a signal: a disruption, which spends no backoffLimit, 0 here), the second is
+    # one disruption more than the job allows (docs/fault-tolerance.md)
+    for attempt in range(2):
         wait_for(lambda: subprocess.run(["pkill", "-KILL", "-f", marker]).returncode == 0, 120,
                  f"a running replica to SIGKILL (attempt {attempt + 1})")
         time.sleep(1)
     output = wait_failed(trainctl, namespace, "killed")
     assert "exit code 137" in output and "SIGKILL" in output, output
+    status = trainctl("status", "killed", "-n", namespace).stdout
+    assert "disrupted 1 time, as many as trainctl.io/max-disruptions allows (1)" in status, status
 
 
 def test_memory_limit_exceeded_is_reported_as_oomkilled(trainctl, namespace, python_image):

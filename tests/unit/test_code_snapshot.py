@@ -224,8 +224,10 @@ def test_the_init_container_unpacks_the_snapshot(big, tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "ws" / "train.py").read_text() == "print('ok')\n"
     assert (tmp_path / "ws" / "blob.bin").stat().st_size == 5 << 20
-    assert f"4 files of {code.snapshot.digest[:19]}" in done.stdout  # and trainctl.report's stand-in package, 2
-    assert (tmp_path / "ws" / ".trainctl" / "lib" / "trainctl" / "reporting.py").is_file()
+    # 2 files and the stand-in package's 3 (trainctl.report's and the checkpoint functions')
+    assert f"5 files of {code.snapshot.digest[:19]}" in done.stdout
+    for module in ("reporting.py", "checkpoints.py"):
+        assert (tmp_path / "ws" / ".trainctl" / "lib" / "trainctl" / module).is_file()
 
 
 @pytest.mark.parametrize("damage", ["flip", "missing"])

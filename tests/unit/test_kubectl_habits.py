@@ -51,12 +51,13 @@ def test_list_forms_name_wide_and_plain_columns_when_piped(cli, jobs):
     wide = cli("list", "-A", "-o", "wide")
     assert "\x1b[" not in wide.stdout
     header, *rows = wide.stdout.splitlines()
-    assert header.split() == ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION", "PROGRESS", "TYPES",
-                              "IMAGES"]
+    assert header.split() == ["NAMESPACE", "NAME", "KIND", "STATE", "ATTEMPT", "REPLICAS", "AGE", "DURATION",
+                              "PROGRESS", "TYPES", "IMAGES"]
     by_name = {row.split()[1]: row.split() for row in rows}
-    assert by_name[LONG_NAME][7] == "-"  # nothing reported: a cell of its own, so the columns still split
-    assert by_name[LONG_NAME][8] == "Master:1,Worker:1" and by_name[LONG_NAME][9].startswith("docker.io/pytorch/")
-    assert by_name["tf1"][2] == "TFJob" and len(by_name["tf1"]) == 10
+    assert by_name[LONG_NAME][4] == "1"  # the first attempt: never restarted nor resumed
+    assert by_name[LONG_NAME][8] == "-"  # nothing reported: a cell of its own, so the columns still split
+    assert by_name[LONG_NAME][9] == "Master:1,Worker:1" and by_name[LONG_NAME][10].startswith("docker.io/pytorch/")
+    assert by_name["tf1"][2] == "TFJob" and len(by_name["tf1"]) == 11
 
 
 def test_status_kind_slash_name_get_alias_and_output_forms(cli, jobs):

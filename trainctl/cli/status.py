@@ -70,6 +70,8 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
     for condition in conditions_of(resource):
         out.print(f"  {condition['type']:<11} {condition['status']:<5} {escape(condition.get('reason', ''))}: "
                   f"{escape(condition.get('message', ''))}", soft_wrap=True)
+    for line in restart_lines(resource):
+        out.print(f"  {escape(line)}", soft_wrap=True)
     progress = client.progress(name, namespace, details=details)
     for line in progress.lines():
         out.print(f"  [yellow]{escape(line)}[/]" if line == progress.stall_text() else f"  {escape(line)}",
@@ -87,6 +89,14 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
         summary = client.failure_summary(name, namespace, details=details)
         if summary is not None:
             print_failure(summary, out)
+
+
+def restart_lines(resource: dict) -> list[str]:
+    """The job's attempts and what its restart budgets have left (trainctl.core.restarts)."""
+    from trainctl.core.job import Job
+    from trainctl.core.restarts import Record, Rules
+
+    return Record.of(resource).lines(Job(resource).run_policy.get("backoffLimit"), Rules.of(resource))
 
 
 def kueue_lines(client, resource: dict) -> list[str]:

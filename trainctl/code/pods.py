@@ -208,13 +208,14 @@ def report_env(container: dict, mount: str, job_name: object, framework: Framewo
 
 def replica_library(directory: str) -> dict[str, bytes]:
     """The files of the stand-in package ``trainctl`` under ``directory`` (path -> content): its
-    ``__init__`` (trainctl/code/replica_package.py, which gives way to an installed trainctl) and
-    :mod:`trainctl.reporting`, whose ``report`` it exports."""
-    from trainctl import reporting
+    ``__init__`` (trainctl/code/replica_package.py, which gives way to an installed trainctl),
+    :mod:`trainctl.reporting` and :mod:`trainctl.checkpoints`, whose functions it exports."""
+    from trainctl import checkpoints, reporting
     from trainctl.code import replica_package
 
     return {f"{directory}/trainctl/__init__.py": Path(replica_package.__file__).read_bytes(),
-            f"{directory}/trainctl/reporting.py": Path(reporting.__file__).read_bytes()}
+            f"{directory}/trainctl/reporting.py": Path(reporting.__file__).read_bytes(),
+            f"{directory}/trainctl/checkpoints.py": Path(checkpoints.__file__).read_bytes()}
 
 
 def wrap_with_pip(pod: dict, container: dict, code: CodeRequest) -> None:

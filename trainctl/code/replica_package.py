@@ -1,12 +1,14 @@
 """The ``__init__.py`` of the package ``trainctl`` that travels with every job, so that a replica can
 ``import trainctl; trainctl.report(...)`` in an image without trainctl.
 
-trainctl writes this file, as ``trainctl/__init__.py``, and :mod:`trainctl.reporting` beside it, into a
+trainctl writes this file, as ``trainctl/__init__.py``, and :mod:`trainctl.reporting` and
+:mod:`trainctl.checkpoints` beside it, into a
 directory of the job's own (``.trainctl/lib`` of a pod's code snapshot; the job's state directory
 locally) and puts that directory first on the replicas' PYTHONPATH (trainctl.code.pods.REPLICA_LIB).
 Imported there, it first looks for a trainctl installed anywhere else on ``sys.path``: if there is
 one, this import becomes that package, whole (its Client and all), so an image that has trainctl
-runs its own; if not, the package is this stand-in, whose only attribute is ``report``.
+runs its own; if not, the package is this stand-in, whose attributes are ``report`` and the checkpoint
+functions (``checkpoint_dir``, ``latest_checkpoint``, ``preempting`` ...).
 
 The standard library only, and nothing runs unless it is imported as ``trainctl``.
 """
@@ -43,6 +45,10 @@ if __name__ == "trainctl":
         sys.modules["trainctl"] = _module
         _installed.loader.exec_module(_module)
     else:
-        from trainctl.reporting import report  # noqa: F401 - the stand-in's one export
+        from trainctl.checkpoints import (PREEMPTED_EXIT, checkpoint_complete, checkpoint_dir,  # noqa: F401
+                                          checkpoint_path, checkpoint_step, latest_checkpoint, preempting,
+                                          restart_attempt)
+        from trainctl.reporting import report  # noqa: F401 - the stand-in's exports
 
-        __all__ = ["report"]
+        __all__ = ["report", "checkpoint_dir", "checkpoint_path", "checkpoint_complete", "checkpoint_step",
+                   "latest_checkpoint", "preempting", "restart_attempt", "PREEMPTED_EXIT"]

@@ -28,6 +28,7 @@ from trainctl.controller.owned import OwnedObjects
 from trainctl.controller.progress import ProgressWatcher
 from trainctl.controller.queue import WorkQueue
 from trainctl.controller.records import RecordKeeper
+from trainctl.core import checkpoint_volume
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
 from trainctl.core.network import ClusterNetwork
@@ -178,10 +179,14 @@ class Controller:
         if self.pod_groups and not self.pod_groups.sync(key, job, self.lookup(self.pod_groups.informers,
                                                                                job.namespace, job.name)):
             return
-        self.owned.sync(key, job, job.framework.cluster_objects(job, pods), job.framework.pruned_kinds)
+        claim = checkpoint_volume.claim(job.resource)  # the job's checkpoint storage, when it owns one
+        self.owned.sync(key, job, [*job.framework.cluster_objects(job, pods), *([claim] if claim else [])],
+                        job.framework.pruned_kinds)
         observed = [o for o in (pod_objects.observe(job, p) for p in pods) if o is not None]
         plan = reconcile(job.resource, observed, datetime.now(timezone.utc), self.executor.network, services,
                          last_activity=self.progress.activity.get(key))
+        if plan.annotations is not None:  # the restart record, before the pods it decides about are touched
+            job = self.executor.write_annotations(job, plan.annotations, lambda updated: self.cache(key, updated))
         for action in plan.actions:
             self.executor.execute(key, job, action)
         if plan.status != job.status:
@@ -190,12 +195,13 @@ class Controller:
             self.queue.add_after(key, plan.requeue_after)
 
     def write_status(self, key: JobKey, job: Job, status: dict) -> None:
-        def cached(updated: dict) -> None:
-            for informer in self.jobs[key[0]]:
-                if informer.namespace in (None, key[1]):
-                    informer.apply("MODIFIED", updated)
+        self.executor.write_status(job, status, lambda updated: self.cache(key, updated))
 
-        self.executor.write_status(job, status, cached)
+    def cache(self, key: JobKey, updated: dict) -> None:
+        """Show the job as just written in the informer's cache, so the next pass does not act on the old one."""
+        for informer in self.jobs[key[0]]:
+            if informer.namespace in (None, key[1]):
+                informer.apply("MODIFIED", updated)
 
     def delete_orphans(self, key: JobKey, resource: Resource, orphans: list[dict]) -> None:
         """Children of a job that is gone (or of an older job of the same name): garbage-collect them.

@@ -120,6 +120,16 @@ class Executor:
         cached(updated)
         self.count_transitions(job, status)
 
+    def write_annotations(self, job: Job, annotations: dict[str, str], cached: Callable[[dict], None]) -> Job:
+        """Set the job's annotations the core keeps (its restart record) before anything else of the pass is done,
+        on the version of the job the pass read (a 409 when that is stale: the pass is retried on the new one), and
+        return the job as written, whose version the status write then goes on."""
+        patch = {"metadata": {"annotations": annotations,
+                              "resourceVersion": job.resource["metadata"].get("resourceVersion")}}
+        updated = self.client.patch(job_resource(job.framework), job.name, patch, job.namespace)
+        cached(updated)
+        return Job(updated)
+
     def count_transitions(self, job: Job, status: dict) -> None:
         before, after = cond.conditions_of(job.resource), status.get("conditions") or []
         for ctype, counter in (("Succeeded", self.metrics.successful), ("Failed", self.metrics.failed)):

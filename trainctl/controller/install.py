@@ -63,6 +63,8 @@ def cluster_rules() -> list[dict]:
         rule("", ["configmaps"], ["list", "delete"]),
         rule("rbac.authorization.k8s.io", ["roles", "rolebindings"], ["get", "create", "update"]),
         rule("autoscaling", ["horizontalpodautoscalers"], ["get", "create", "update", "delete"]),  # elastic PyTorch
+        # a job's checkpoint claim (--checkpoints SIZE); deleted with the job by its owner reference
+        rule("", ["persistentvolumeclaims"], ["get", "create"]),
         rule("scheduling.volcano.sh", ["podgroups"], ["list", "watch", "create", "update", "delete"]),
         rule("scheduling.x-k8s.io", ["podgroups"], ["list", "watch", "create", "update", "delete"]),
         rule("scheduling.k8s.io", ["priorityclasses"], ["get"]),  # PodGroup priority

@@ -1,7 +1,8 @@
 """Objects a framework asks for besides pods and services, applied with the job as their owner.
 
 ``Framework.cluster_objects`` lists them on every pass (MPI's ServiceAccount, hostfile ConfigMap
-and RBAC; an elastic PyTorchJob's HorizontalPodAutoscaler). :class:`OwnedObjects` creates each one,
+and RBAC; an elastic PyTorchJob's HorizontalPodAutoscaler), and so does a job's checkpoint claim
+(trainctl.core.checkpoint_volume) for any kind. :class:`OwnedObjects` creates each one,
 updates the fields the controller owns when they drift (never the rest: a ServiceAccount's
 secrets are the cluster's), refuses to take over an object of the same name that another owner
 holds, and deletes those of the framework's ``pruned_kinds`` it stopped asking for. What it applied
@@ -17,8 +18,11 @@ from trainctl.kube.client import CONFIGMAPS, ROLE_BINDINGS, ROLES, SERVICE_ACCOU
 
 HPA_V2 = Resource("autoscaling", "v2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 HPA_V2BETA2 = Resource("autoscaling", "v2beta2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
+CLAIMS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
 OBJECT_RESOURCES = {"ServiceAccount": SERVICE_ACCOUNTS, "ConfigMap": CONFIGMAPS, "Role": ROLES,
-                    "RoleBinding": ROLE_BINDINGS}
+                    "RoleBinding": ROLE_BINDINGS, "PersistentVolumeClaim": CLAIMS}
+#: created once and never updated: a claim's spec is immutable once bound (the API server fills in its volume)
+CREATE_ONLY = ("PersistentVolumeClaim",)
 #: the fields of an object that the controller owns; the rest (e.g. secrets of a ServiceAccount) is left alone
 OWNED_FIELDS = ("data", "rules", "subjects", "roleRef", "spec")
 
@@ -74,7 +78,7 @@ class OwnedObjects:
                        f"{job.framework.kind}")
             self.executor.record_event(job, "Warning", "ErrResourceExists", message)
             raise ApiError(409, "AlreadyExists", message)
-        if all(current.get(f) == body.get(f) for f in OWNED_FIELDS if f in body):
+        if body["kind"] in CREATE_ONLY or all(current.get(f) == body.get(f) for f in OWNED_FIELDS if f in body):
             return
         merged = {**current, **{f: body[f] for f in OWNED_FIELDS if f in body}}
         self.client.replace(resource, merged, job.namespace)

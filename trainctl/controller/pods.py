@@ -6,8 +6,12 @@ from trainctl import API_GROUP
 from trainctl.core.actions import CreateReplica, CreateService
 from trainctl.core.job import Job
 from trainctl.core.observed import PHASES, ObservedReplica
+from trainctl.core.restarts import ATTEMPT_LABEL
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from trainctl.kube.pods import PodStatus, terminated
+
+
+DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition Kubernetes sets before it evicts or preempts a pod
 
 
 def owner_reference(job: Job) -> dict:
@@ -78,6 +82,18 @@ def service_body(job: Job, action: CreateService) -> dict:
             "spec": {"clusterIP": "None", "selector": action.labels, "ports": action.ports}}
 
 
+def disruption(pod: dict) -> str:
+    """What befell the pod rather than its program: a ``DisruptionTarget`` condition (preemption, eviction, a
+    taint, the node's shutdown), or a failed pod's own reason (Evicted, NodeLost, Shutdown ...); '' for none."""
+    status = pod.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == DISRUPTION_TARGET and condition.get("status") == "True":
+            return f"{DISRUPTION_TARGET} ({condition.get('reason') or 'no reason'})"
+    if status.get("phase") == "Failed" and status.get("reason"):
+        return f"{status['reason']}: {status.get('message') or 'no message'}"[:200]
+    return ""
+
+
 def observe(job: Job, pod: dict) -> ObservedReplica | None:
     """The pod in the core's terms; None when its labels do not name one of the job's replicas."""
     metadata, status = pod["metadata"], PodStatus.of(pod)
@@ -95,4 +111,5 @@ def observe(job: Job, pod: dict) -> ObservedReplica | None:
                            started_at=status.raw.get("startTime"), finished_at=ended.get("finishedAt"),
                            message=ended.get("message") or "", last_exit_code=last.get("exitCode"),
                            last_reason=last.get("reason") or "", last_finished_at=last.get("finishedAt"),
-                           last_message=last.get("message") or "")
+                           last_message=last.get("message") or "", disruption=disruption(pod),
+                           attempt=int(attempt) if (attempt := labels.get(ATTEMPT_LABEL, "0")).isdigit() else 0)

@@ -74,11 +74,15 @@ class DeleteJob:
 
 @dataclass
 class Plan:
-    """The outcome of one reconcile: do ``actions`` in order, store ``status`` if it changed,
-    and reconcile again after ``requeue_after`` seconds (or on the next observed change)."""
+    """The outcome of one reconcile: store ``annotations`` if given, do ``actions`` in order, store ``status`` if
+    it changed, and reconcile again after ``requeue_after`` seconds (or on the next observed change)."""
 
     actions: list = field(default_factory=list)
     #: the complete new .status; the runtime writes it when it differs from the stored one
     status: dict = field(default_factory=dict)
     #: seconds until a time-based rule fires (deadline, TTL); None when nothing is pending
     requeue_after: float | None = None
+    #: the job's annotations the runtime sets before it acts (the restart record: trainctl/core/restarts.py), or
+    #: None when none changed. Written first: a pass that restarts the job and dies half-way has said so already,
+    #: so the next one stops the old attempt's replicas instead of deciding the restart (and counting it) again
+    annotations: dict[str, str] | None = None

@@ -57,8 +57,9 @@ CONDITION = obj(
     lastUpdateTime={"type": "string", "format": "date-time"},
     lastTransitionTime={"type": "string", "format": "date-time"},
 )
+# upstream's fields only: what trainctl keeps of restarts is in the job's annotation trainctl.io/restarts
+# (trainctl/core/restarts.py), so a status it writes validates against upstream's CRD as well
 REPLICA_STATUS = obj(active=INT32, succeeded=INT32, failed=INT32, selector=STRING,
-                     restarts=INT32,  # trainctl: recreations count towards backoffLimit (docs/compatibility.md)
                      labelSelector={"type": "object", "x-kubernetes-preserve-unknown-fields": True})
 STATUS = obj(
     conditions={"type": "array", "items": {**CONDITION, "required": ["type", "status"]}},

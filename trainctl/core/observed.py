@@ -28,6 +28,10 @@ class ObservedReplica:
     last_finished_at: str | None = None
     last_message: str = ""
     last_exit_window: tuple[float, float] | None = None
+    # what befell the pod rather than the program (trainctl/core/restarts.py): a DisruptionTarget condition, an
+    # eviction, a lost or shut-down node ('' for nothing); a replica being deleted says so with ``deleting``
+    disruption: str = ""
+    attempt: int = 0  # the job's attempt it was started for (its trainctl.io/restart-attempt label; 0 without)
 
     @property
     def finished(self) -> bool:

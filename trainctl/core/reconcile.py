@@ -8,8 +8,11 @@ actions, write the status when it differs, and call again after ``requeue_after`
 Deviations from upstream (docs/compatibility.md) are deliberate fixes:
 * ``replicas: 0`` means no replicas, not a create/delete loop;
 * restarts by recreation (ExitCode, and every restart of a local process) count towards
-  ``backoffLimit`` (kept in ``status.replicaStatuses.<type>.restarts``), and the limit
-  means "this many restarts are allowed", like a Kubernetes Job;
+  ``backoffLimit``, and the limit means "this many restarts are allowed", like a Kubernetes Job;
+  disruptions (a signal, OOM, eviction, a deleted pod) restart without spending it, up to their own
+  limit; exit codes a job lists are retried whatever its policy; a job may ask that any failure restart
+  every replica together as its next attempt; all of it kept in the job's annotation
+  ``trainctl.io/restarts`` (trainctl/core/restarts.py, docs/fault-tolerance.md);
 * ``activeDeadlineSeconds`` is enforced on time through ``requeue_after``;
 * trainctl's own ``trainctl.io/stall-timeout`` annotation fails a running job that the runtime heard
   nothing from (no output, no report) for that long, on time too (``last_activity``, docs/progress.md);
@@ -29,6 +32,7 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from trainctl.core import checkpoint_volume
 from trainctl.core import conditions as cond
 from trainctl.core.actions import (
     CreateReplica,
@@ -39,17 +43,21 @@ from trainctl.core.actions import (
     Plan,
     RecordEvent,
 )
-from trainctl.core.attribution import Run, attribute, failed_runs_of
+from trainctl.core.attribution import Judged, Run, attribute, failed_runs_of
 from trainctl.core.job import Job
 from trainctl.core.observed import ObservedReplica
+from trainctl.core.restarts import (ATTEMPT_ENV, ATTEMPT_LABEL, COUNTED, DISRUPTION, MISSING_EXIT_CODE, PERMANENT,
+                                    RECORD_ANNOTATION, RETRYABLE_FROM, Record, Rules, annotations_of, cause_text,
+                                    failure_class)
 from trainctl.core.times import parse_time, rfc3339  # noqa: F401 - rfc3339 is also imported from here
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
 
 if TYPE_CHECKING:
     from trainctl.frameworks.base import Network
 
-RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode
-MISSING_EXIT_CODE = 0xBEEF  # upstream's sentinel when no exit code is known: retryable
+#: in job scope, how long a failure that only followed another's (a rank that lost its peer) waits for the failure
+#: it followed to be seen, while other replicas still run: that one's class decides the restart
+CAUSE_WAIT_S = 5.0
 #: the longest ``requeue_after``: a deadline or TTL years away is looked at again daily, which costs
 #: nothing and keeps every runtime's timer (time.sleep, Condition.wait) inside its range
 MAX_REQUEUE_S = 24 * 3600.0
@@ -97,8 +105,11 @@ class Reconciler:
         self.actions: list = []
         self.requeue_after: float | None = None
         self.restarting: set[str] = set()  # names of replicas restarted in this pass
-        self.restarts = {rtype: (self.status.get("replicaStatuses") or {}).get(rtype, {}).get("restarts", 0)
-                         for rtype in job.replica_types}
+        self.rules, self.record = Rules.of(job.resource), Record.of(job.resource)
+        # what the annotation holds: a job without one has the empty record (nothing to write until something
+        # happens), but one whose counts are still in status (before the record existed) moves them into it
+        self.recorded = annotations_of(job.resource).get(RECORD_ANNOTATION) or Record().text()
+        self.old_attempt_left = False  # job scope: replicas of an earlier attempt are still there
 
     def _order(self, replica: ObservedReplica) -> tuple:
         types = self.job.replica_types
@@ -117,7 +128,8 @@ class Reconciler:
             if cond.is_true(self.conditions, "Suspended"):
                 self.resume()
             self.status.setdefault("startTime", self.stamp)
-            if not self.handle_failed_replicas() and not self.enforce_deadline() and not self.enforce_stall_timeout():
+            handled = self.handle_job_failures() if self.rules.job_scope else self.handle_failed_replicas()
+            if not handled and not self.enforce_deadline() and not self.enforce_stall_timeout():
                 self.create_and_scale()
                 self.update_conditions()
         return self.plan()
@@ -128,29 +140,35 @@ class Reconciler:
         if cond.finished(self.conditions):
             self.schedule_ttl()
         requeue_after = None if self.requeue_after is None else min(self.requeue_after, MAX_REQUEUE_S)
-        return Plan(actions=self.actions, status=self.status, requeue_after=requeue_after)
+        record = self.record.text()
+        return Plan(actions=self.actions, status=self.status, requeue_after=requeue_after,
+                    annotations={RECORD_ANNOTATION: record} if record != self.recorded else None)
 
-    # ---- restarts and backoff (1.3, 1.6) ----------------------------------------------
+    def requeue(self, seconds: float) -> None:
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+    # ---- restarts and backoff, one replica at a time (1.3, 1.6) --------------------------------
     def handle_failed_replicas(self) -> bool:
         """Restart what the policy says; returns True when the job failed here."""
-        if self.restarts_used() > self.job.run_policy.get("backoffLimit", float("inf")):
-            # kubelet restarted containers in place (Always/OnFailure) more often than allowed
-            self.fail(f"Job {self.job.name} has failed because it has reached the specified backoff limit")
+        self.classify_in_place_restarts()
+        if self.over_budget():
             return True
         for replica in self.observed:
             if replica.deleting or not replica.finished:
                 continue
             policy = self.job.restart_policy(replica.rtype)
             code = replica.exit_code if replica.exit_code is not None else MISSING_EXIT_CODE
-            if replica.phase == "Failed" and policy == "ExitCode" and code < RETRYABLE_FROM:
+            listed = replica.exit_code in self.rules.retry_codes
+            if replica.phase == "Failed" and policy == "ExitCode" and code < RETRYABLE_FROM and not listed:
                 self.event("Warning", "ExitedWithCode", f"Pod: {self.job.namespace}.{replica.name} exited with code {code}")
                 self.fail(f'job "{self.job.name}" is failing because "{replica.rtype}" replica(s) failed.')
                 return True
-            if self.should_restart(replica, policy, code):
-                if self.backoff_exhausted():
-                    self.fail(f"Job {self.job.name} has failed because it has reached the specified backoff limit")
+            if self.should_restart(replica, policy, code) or (replica.phase == "Failed" and listed):
+                kind = DISRUPTION if replica.phase == "Failed" and failure_class(
+                    replica.exit_code, replica.reason, replica.disruption, policy, self.rules) == DISRUPTION else COUNTED
+                if self.budget_spent(kind):
                     return True
-                self.restart(replica)
+                self.restart(replica, kind)
         return False
 
     def should_restart(self, replica: ObservedReplica, policy: str, code: int) -> bool:
@@ -158,19 +176,161 @@ class Reconciler:
             return policy == "Always"  # kubelet semantics: Always restarts even after exit 0
         return policy in ("OnFailure", "Always") or (policy == "ExitCode" and code >= RETRYABLE_FROM)
 
-    def restarts_used(self) -> int:
-        """Recreations so far plus kubelet's in-place restarts of the replicas still there."""
-        return sum(self.restarts.values()) + sum(replica.restart_count for replica in self.observed)
+    def classify_in_place_restarts(self) -> None:
+        """Count kubelet's in-place restarts (OnFailure, Always) not counted yet, each of the class of the run it
+        followed (its lastState): the record remembers how many of each pod's it has counted."""
+        counted = {}
+        for replica in self.observed:
+            seen = self.record.in_place.get(replica.name, 0)
+            seen = 0 if replica.restart_count < seen else seen  # a new pod of that name
+            new = replica.restart_count - seen
+            if new > 0:
+                kind = failure_class(replica.last_exit_code, replica.last_reason, "",
+                                     self.job.restart_policy(replica.rtype), self.rules)
+                if kind == DISRUPTION:
+                    self.record.disruptions += new
+                else:
+                    self.record.counted += new
+            if replica.restart_count:
+                counted[replica.name] = replica.restart_count
+        self.record.in_place = counted
 
-    def backoff_exhausted(self) -> bool:
+    def over_budget(self) -> bool:
+        """Fail the job whose replicas kubelet restarted in place more often than its limits allow."""
         limit = self.job.run_policy.get("backoffLimit")
-        return limit is not None and self.restarts_used() >= limit
+        if limit is not None and self.record.counted > limit:
+            self.fail(f"Job {self.job.name} has failed because it has reached the specified backoff limit")
+            return True
+        if self.record.disruptions > self.rules.max_disruptions:
+            self.fail(self.disruption_limit_message())
+            return True
+        return False
 
-    def restart(self, replica: ObservedReplica) -> None:
+    def budget_spent(self, kind: str) -> bool:
+        """Fail the job when a restart of class ``kind`` would pass its limit; True when it did."""
+        limit = self.job.run_policy.get("backoffLimit")
+        if kind == COUNTED and limit is not None and self.record.counted >= limit:
+            self.fail(f"Job {self.job.name} has failed because it has reached the specified backoff limit")
+            return True
+        if kind == DISRUPTION and self.record.disruptions >= self.rules.max_disruptions:
+            self.fail(self.disruption_limit_message())
+            return True
+        return False
+
+    def disruption_limit_message(self) -> str:
+        times = self.record.disruptions
+        return (f"Job {self.job.name} has failed because it was disrupted {times} time{'' if times == 1 else 's'}, "
+                f"as many as trainctl.io/max-disruptions allows ({self.rules.max_disruptions})")
+
+    def restart(self, replica: ObservedReplica, kind: str) -> None:
         self.restarting.add(replica.name)
-        self.restarts[replica.rtype] += 1
+        self.record.spend(kind)
         self.delete_replica(replica, "Restart")
         message = f"job {self.job.name} is restarting because {replica.rtype} replica(s) failed."
+        self.set_condition("Restarting", "True", "Restarting", message)
+        self.event("Warning", self.reason("Restarting"), message)
+
+    # ---- restarts of the whole job (restart scope job: trainctl/core/restarts.py) -----------------
+    def handle_job_failures(self) -> bool:
+        """Stop what is left of earlier attempts; when a replica of this one failed, restart every replica as the
+        next attempt or fail the job, by the class of the failure that started it. True when the job failed."""
+        self.stop_old_attempts()
+        self.note_all_started()
+        failed = [r for r in self.observed if r.phase == "Failed" and not r.deleting]
+        decision = self.infrastructure_decision() or (self.failure_decision(failed) if failed else None)
+        if decision is None:
+            return False  # nothing failed, or waiting for the cause to show
+        kind, cause, rtype = decision
+        if kind == PERMANENT:
+            self.fail(f"{self.job.framework.kind} {self.job.name} is failed because {len(failed) or 1} {rtype} "
+                      "replica(s) failed.")
+            return True
+        if self.budget_spent(kind):
+            return True
+        self.restart_job(kind, cause)
+        return False
+
+    def disrupted(self, replica: ObservedReplica) -> bool:
+        """A replica of this attempt that the infrastructure took: its pod deleted by someone else while the job
+        runs (none of the core's own deletes leaves one of this attempt, in range, behind), or failed with a
+        disruption (an eviction, a lost node)."""
+        if replica.deleting:
+            return replica.phase != "Succeeded" and replica.index < self.job.replicas(replica.rtype)
+        return bool(replica.disruption) and replica.phase == "Failed"
+
+    def stop_old_attempts(self) -> None:
+        """Replicas of an earlier attempt are stopped, and are no replicas of this one: none of this attempt
+        starts while one is left (old replicas stop before new ones start)."""
+        old = [r for r in self.observed if r.attempt != self.record.attempt]
+        for replica in old:
+            if not replica.deleting:
+                self.delete_replica(replica, "Restart")
+        self.old_attempt_left = bool(old)
+        self.observed = [r for r in self.observed if r.attempt == self.record.attempt]
+
+    def note_all_started(self) -> None:
+        """Once every replica of this attempt is there together, remember how many of each type there are."""
+        present = {(r.rtype, r.index) for r in self.observed if not r.deleting}
+        wanted = {rtype: self.job.replicas(rtype) for rtype in self.job.replica_types}
+        if self.record.seen != wanted and all((rtype, index) in present for rtype, count in wanted.items()
+                                              for index in range(count)):
+            self.record.seen = wanted
+
+    def infrastructure_decision(self) -> tuple[str, str, str] | None:
+        """A replica of this attempt the infrastructure took (deleted, evicted, gone): a disruption."""
+        disrupted = [r for r in self.observed if self.disrupted(r)]
+        if disrupted:
+            replica = disrupted[0]
+            what = replica.disruption or "its pod was deleted"
+            return (failure_class(replica.exit_code, replica.reason, what, self.job.restart_policy(replica.rtype),
+                                  self.rules),
+                    cause_text(self.job.replica_id(replica.rtype, replica.index), replica.exit_code, replica.reason,
+                               what), replica.rtype)
+        present = {(r.rtype, r.index) for r in self.observed}
+        gone = [(rtype, index) for rtype, count in self.record.seen.items() if rtype in self.job.replica_types
+                for index in range(min(count, self.job.replicas(rtype))) if (rtype, index) not in present]
+        if gone:
+            rtype, index = gone[0]
+            what = "its pod is gone"
+            return (failure_class(None, "", what, self.job.restart_policy(rtype), self.rules),
+                    cause_text(self.job.replica_id(rtype, index), None, "", what), rtype)
+        return None
+
+    def failure_decision(self, failed: list[ObservedReplica]) -> tuple[str, str, str] | None:
+        """The class and cause of the failure that brought this attempt down, by attribution; None while only
+        failures that followed another's are seen and other replicas still run (the cause may show yet)."""
+        by_id = {self.job.replica_id(r.rtype, r.index): r for r in failed}
+        runs = [Run(replica_id, r.exit_code, r.reason, r.finished_at, exit_window=r.exit_window, message=r.message)
+                for replica_id, r in by_id.items()]
+        culprit: Judged | None = attribute(runs, self.job.framework.kind).culprit
+        replica = by_id[culprit.run.replica]
+        policy = self.job.restart_policy(replica.rtype)
+        if culprit.is_cause:
+            return (failure_class(replica.exit_code, replica.reason, "", policy, self.rules,
+                                  raised=culprit.exception is not None),
+                    cause_text(culprit.run.replica, replica.exit_code, replica.reason), replica.rtype)
+        waited = self.seconds_since(replica.finished_at)
+        if waited < CAUSE_WAIT_S and any(r.active for r in self.observed if r.name not in {f.name for f in failed}):
+            self.requeue(CAUSE_WAIT_S - waited)
+            return None
+        lost = f"lost its peer ({culprit.peer_loss})" if culprit.peer_loss else "stopped"
+        return (failure_class(replica.exit_code, replica.reason, lost, policy, self.rules),
+                cause_text(culprit.run.replica, None, "", lost), replica.rtype)
+
+    def seconds_since(self, stamp: str | None) -> float:
+        moment = parse_time(stamp) if stamp else None
+        return (self.now - moment).total_seconds() if moment else 0.0
+
+    def restart_job(self, kind: str, cause: str) -> None:
+        """Every replica of this attempt is stopped; the next attempt starts once none is left."""
+        self.record.restarted(kind, cause, self.stamp)
+        for replica in self.observed:
+            self.restarting.add(replica.name)
+            if not replica.deleting:
+                self.delete_replica(replica, "Restart")
+        self.old_attempt_left = bool(self.observed)
+        message = (f"{self.job.framework.kind} {self.job.name} is restarting: attempt {self.record.attempt + 1} "
+                   f"(restarted after {cause})")
         self.set_condition("Restarting", "True", "Restarting", message)
         self.event("Warning", self.reason("Restarting"), message)
 
@@ -226,8 +386,10 @@ class Reconciler:
         replica_id = self.job.replica_id(replica.rtype, replica.index)
         current = Run(replica_id, replica.exit_code, replica.reason, replica.finished_at,
                       exit_window=replica.exit_window, message=replica.message)
-        last = Run(replica_id, replica.last_exit_code, replica.last_reason, replica.last_finished_at, previous=True,
-                   exit_window=replica.last_exit_window, message=replica.last_message)
+        # in job scope the run before was the previous attempt's, whose failure was settled by its restart
+        last = Run(replica_id, None) if self.rules.job_scope else \
+            Run(replica_id, replica.last_exit_code, replica.last_reason, replica.last_finished_at, previous=True,
+                exit_window=replica.last_exit_window, message=replica.last_message)
         return failed_runs_of(current, last, failed=replica.phase == "Failed", succeeded=replica.phase == "Succeeded")
 
     # ---- creation and scaling (1.4) -----------------------------------------------------
@@ -236,9 +398,12 @@ class Reconciler:
         # terminate and its name stays taken, so the controller recreates it on a later pass
         recreate_now = set() if self.network.cluster else self.restarting
         present = {(r.rtype, r.index) for r in self.observed if r.name not in recreate_now}
+        # in job scope a new attempt starts whole, once the last replica of the old one is gone (a pod takes
+        # time to stop; a local process is stopped before the pass goes on)
+        waiting = self.old_attempt_left and self.network.cluster
         for rtype in self.job.replica_types:
             for index in range(self.job.replicas(rtype)):
-                if (rtype, index) not in present:
+                if (rtype, index) not in present and not waiting:
                     self.create_replica(rtype, index)
         for replica in self.observed:
             if replica.index >= self.job.replicas(replica.rtype) and not replica.deleting \
@@ -280,14 +445,17 @@ class Reconciler:
         job, framework = self.job, self.job.framework
         pod = job.template(rtype)
         metadata = pod.setdefault("metadata", {})
-        metadata["labels"] = {**(metadata.get("labels") or {}), **job.labels(rtype, index)}
+        metadata["labels"] = {**(metadata.get("labels") or {}), **job.labels(rtype, index), **self.attempt_label()}
         spec = pod["spec"]
         policy = job.restart_policy(rtype)
         if spec.get("restartPolicy"):
             self.event("Warning", "SetPodTemplateRestartPolicy",
                        "Restart policy in pod template will be overwritten by restart policy in replica spec")
-        spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
+        # ExitCode, and any policy in job scope: the core decides each restart, kubelet restarts nothing in place
+        spec["restartPolicy"] = "Never" if policy == "ExitCode" or self.rules.job_scope else policy
         self.wire_env(rtype, index, spec)
+        if self.network.cluster and (main := job.main_container(spec["containers"])) is not None:
+            checkpoint_volume.wire_pod(job.resource, spec, main)
         idle = framework.idle_command(rtype)
         if idle and not spec["containers"][0].get("command"):
             spec["containers"][0].update(copy.deepcopy(idle))
@@ -298,13 +466,27 @@ class Reconciler:
     def wire_env(self, rtype: str, index: int, spec: dict) -> None:
         """Append the operator's env to each wired container (after the user's own, which a kind may let win)."""
         job, framework = self.job, self.job.framework
-        operator_env = framework.env(job, rtype, index, self.network)
+        operator_env = framework.env(job, rtype, index, self.network) + self.attempt_env()
         for container in framework.wired_containers(job, rtype, spec["containers"]):
             user_env = container.get("env") or []
             user_names = {entry.get("name") for entry in user_env}
             extra = [e for e in operator_env if not (framework.user_env_wins(e["name"]) and e["name"] in user_names)]
             container["env"] = user_env + copy.deepcopy(extra) + (cpu_threads_env(container) if self.network.cluster
                                                                  else [])
+
+    def tells_attempts(self) -> bool:
+        """Whether pods carry the attempt: in job scope, and in any job once it restarted or resumed (a job that
+        never did keeps the operator's env and labels exactly)."""
+        return self.rules.job_scope or self.record.attempt > 0
+
+    def attempt_label(self) -> dict[str, str]:
+        return {ATTEMPT_LABEL: str(self.record.attempt)} if self.tells_attempts() else {}
+
+    def attempt_env(self) -> list[dict]:
+        if not self.tells_attempts():
+            return []
+        return [{"name": ATTEMPT_ENV, "value": str(self.record.attempt)},
+                *self.job.framework.restart_env(self.record.attempt)]
 
     def delete_replica(self, replica: ObservedReplica, reason: str) -> None:
         self.actions.append(DeleteReplica(replica.name, replica.rtype, replica.index, reason))
@@ -338,7 +520,10 @@ class Reconciler:
         self.cleanup()
 
     def permanently_failed(self) -> tuple[str, int] | None:
-        """The first replica type (in evaluation order) with failed replicas that will not restart."""
+        """The first replica type (in evaluation order) with failed replicas that will not restart (in job scope
+        none: every failure there is decided by :meth:`handle_job_failures`)."""
+        if self.rules.job_scope:
+            return None
         for rtype in self.job.replica_types:
             if not self.job.framework.failure_ends_job(self.job, rtype):
                 continue
@@ -373,6 +558,11 @@ class Reconciler:
         self.observed = []  # nothing stays active while suspended
 
     def resume(self) -> None:
+        """[deviation] A job that had run before its suspend (trainctl suspend, Kueue's preemption) resumes as its
+        next attempt, recorded with when it was suspended; one created suspended just starts."""
+        if "startTime" in self.status:
+            suspended = cond.find(self.conditions, "Suspended") or {}
+            self.record.preempted(suspended.get("lastTransitionTime") or self.stamp, self.stamp)
         message = f"{self.job.framework.kind} {self.job.name} is resumed."
         self.set_condition("Suspended", "False", "Resumed", message)
         self.event("Normal", self.reason("Resumed"), message)
@@ -410,8 +600,6 @@ class Reconciler:
             if succeeded:
                 entry["succeeded"] += entry["active"]
                 entry["active"] = 0
-            if self.restarts.get(rtype):
-                entry["restarts"] = self.restarts[rtype]
             if self.job.framework.scalable:
                 entry["selector"] = ",".join(f"{k}={v}" for k, v in self.selector(rtype).items())
             statuses[rtype] = entry

@@ -126,6 +126,9 @@ class FunctionLaunch(NamedTuple):
 
     #: the first of these variables that is set holds the process's rank in the job ("0" when none is)
     rank_variables: tuple[str, ...] = ()
+    #: the first of these that is set holds how many processes the job runs (trainctl.checkpoints: a checkpoint
+    #: is complete once every one of them marked it)
+    world_variables: tuple[str, ...] = ()
     #: or: a cluster spec in this variable (JSON with "cluster" and "task"), whose rank 0 is index 0 of the
     #: first of ``leader_tasks`` the cluster has, else of the worker tasks
     cluster_spec: str | None = None
@@ -144,7 +147,8 @@ class FunctionLaunch(NamedTuple):
     abort_module: str | None = None
 
     def as_call(self) -> dict:
-        return {"rank_variables": list(self.rank_variables), "cluster_spec": self.cluster_spec,
+        return {"rank_variables": list(self.rank_variables), "world_variables": list(self.world_variables),
+                "cluster_spec": self.cluster_spec,
                 "leader_tasks": list(self.leader_tasks), "defaults": [list(entry) for entry in self.defaults],
                 "replica_ranks": list(self.replica_ranks),
                 "shared_rank": list(self.shared_rank) if self.shared_rank else None, "abort_module": self.abort_module}
@@ -236,7 +240,7 @@ class Framework:
     #: why ``--pip``/``--requirements`` cannot wrap this kind's command (None: they can)
     no_packages: ClassVar[str | None] = None
     #: how a job's processes know their rank and what a launcher would have told them
-    function_launch: ClassVar[FunctionLaunch] = FunctionLaunch(rank_variables=("RANK",))
+    function_launch: ClassVar[FunctionLaunch] = FunctionLaunch(rank_variables=("RANK",), world_variables=("WORLD_SIZE",))
     #: programs of this framework that run a script file (checked by the local backend before it starts)
     script_runners: ClassVar[tuple[ScriptRunner, ...]] = ()
     #: images the controller runs beside this kind's replicas, each an option of ``trainctl controller``
@@ -348,6 +352,11 @@ class Framework:
     def env(self, job: Job, rtype: str, index: int, network: Network) -> list[dict]:
         """The env the operator appends to the wired containers of one replica (contract section 2)."""
         return [PYTHONUNBUFFERED]
+
+    def restart_env(self, attempt: int) -> list[dict]:
+        """What this kind's own launchers tell a process of its restarts, for the job's ``attempt`` (0: the first
+        run), so that code written for them works unchanged when trainctl restarts the job instead."""
+        return []
 
     def wired_containers(self, job: Job, rtype: str, containers: list[dict]) -> list[dict]:
         """Containers that receive :meth:`env`: all of them, unless the kind says otherwise."""

@@ -23,7 +23,7 @@ class JAX(Framework):
                   r"[Cc]oordination service.*(?:UNAVAILABLE|heartbeat)"),
     )
 
-    function_launch = FunctionLaunch(rank_variables=("PROCESS_ID",))
+    function_launch = FunctionLaunch(rank_variables=("PROCESS_ID",), world_variables=("NUM_PROCESSES",))
 
     def master_role(self, replica_types):
         return None

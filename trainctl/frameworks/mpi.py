@@ -65,6 +65,7 @@ class MPI(Framework):
     # mpirun's world rank (Open MPI, PMIx, MPICH): its ranks' output is the launcher's, so only rank 0 reports;
     # a rank that raises aborts the others, which would wait for it in their next collective
     function_launch = FunctionLaunch(rank_variables=("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"),
+                                     world_variables=("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"),
                                      replica_ranks=("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"),
                                      shared_rank=("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
                                      abort_module="mpi4py.MPI")

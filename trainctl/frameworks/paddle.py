@@ -31,7 +31,8 @@ class Paddle(Framework):
         "elasticPolicy": obj(minReplicas=INT32, maxReplicas=INT32, maxRestarts=INT32, metrics=METRICS),
     }
     leader_types = ("Master",)
-    function_launch = FunctionLaunch(rank_variables=("PADDLE_TRAINER_ID",))
+    function_launch = FunctionLaunch(rank_variables=("PADDLE_TRAINER_ID",),
+                                     world_variables=("PADDLE_TRAINERS_NUM",))
 
     def function_command(self, python, runner, options):
         return [python, *LAUNCHER, runner]

@@ -44,7 +44,7 @@ class PyTorch(Framework):
     options = (KindOption("nproc_per_node", str, "processes per node (int, auto, cpu, gpu)."),)
     # what torchrun gives each process, for a function job's one process per replica when no torchrun ran it;
     # under torchrun (--nproc-per-node) a replica's local rank 0 reports its progress
-    function_launch = FunctionLaunch(rank_variables=("RANK",), defaults=(
+    function_launch = FunctionLaunch(rank_variables=("RANK",), world_variables=("WORLD_SIZE",), defaults=(
         ("LOCAL_RANK", "0", None), ("LOCAL_WORLD_SIZE", "1", None), ("GROUP_RANK", "0", "RANK"),
         ("GROUP_WORLD_SIZE", "1", "WORLD_SIZE"), ("ROLE_RANK", "0", "RANK"), ("ROLE_WORLD_SIZE", "1", "WORLD_SIZE"),
         ("ROLE_NAME", "default", None), ("TORCHELASTIC_RESTART_COUNT", "0", None)),
@@ -134,6 +134,10 @@ class PyTorch(Framework):
         if elastic is None:
             return env + [env_var("PET_NNODES", job.total_replicas)]
         return env + self.elastic_env(job, elastic, network)
+
+    def restart_env(self, attempt):
+        # torchrun's count of its worker group's restarts: elastic-aware code reads it to resume
+        return [env_var("TORCHELASTIC_RESTART_COUNT", attempt)]
 
     def elastic_env(self, job, elastic, network):
         host = elastic.get("rdzvHost") or network.host(job, "Worker", 0)

@@ -11,11 +11,13 @@ of every epoch. What the recipe adds to a textbook Trainer script:
 * any text column (``--text-column``) of a JSON Lines, JSON, CSV, Parquet or text file, or of a
   directory saved by ``datasets.save_to_disk``; nothing is downloaded unless ``--model``/``--dataset``
   name a Hub id instead of a path;
-* checkpoints every ``save_steps`` into ``--output-dir``, and a restart (the replica's, or the whole
-  job's) resumes from the newest complete one; checkpoints of another run there (other arguments, or
-  another ``--run-name``) are never continued by chance: ``--resume`` says what to do with them;
-* SIGTERM (``trainctl suspend``, a preempted or drained pod) checkpoints at the end of the current
-  step on every rank (they agree on which step) and exits 143, so a resume continues from there;
+* checkpoints every ``save_steps`` into ``--output-dir``, each marked complete by every rank with
+  ``trainctl.checkpoint_complete()``, and a restart (the replica's, or the whole job's) resumes from the
+  newest one every rank completed (docs/fault-tolerance.md); checkpoints of another run there (other
+  arguments, or another ``--run-name``) are never continued by chance: ``--resume`` says what to do with them;
+* SIGTERM (``trainctl suspend``, a preempted or drained pod, the job's own restart) checkpoints at the end
+  of the current step on every rank (they agree on which step, through ``trainctl.preempting()``) and
+  exits 143, so a resume continues from there;
 * rank 0 saves the adapter (``<output-dir>/adapter``) once at the end, and with ``--merge`` the
   base model with the adapter merged in (``<output-dir>/merged``);
 * each rank writes the rows it trained on per epoch to ``<output-dir>/rows-seen/rank-<N>.json``;
@@ -23,8 +25,9 @@ of every epoch. What the recipe adds to a textbook Trainer script:
   ``trainctl.report`` (``trainctl status``, ``job.progress()``, ``job.metrics()``: docs/progress.md).
 
 This file needs nothing of trainctl: copy it into your project, change it, and run your copy the same
-way (it travels with your working directory). Only when trainctl's reporting can be imported (in
-every job trainctl starts, whatever the image) does it report through it.
+way (it travels with your working directory). Only when trainctl can be imported (in every job trainctl
+starts, whatever the image: its stand-in package travels with the job) does it report, hear of a stop and
+mark its checkpoints through it; elsewhere it catches SIGTERM itself and trusts trainer_state.json.
 """
 
 from __future__ import annotations
@@ -236,17 +239,23 @@ def callbacks(seen: "RowsSeen", identity: dict):
 
         Transformers' own enable_jit_checkpoint lets each rank decide on its own, so in DDP one rank
         can stop a step before the other and leave it waiting in an all-reduce until it is killed;
-        here the ranks agree through a one-number all-reduce per step."""
+        here the ranks agree through a one-number all-reduce per step. The notice is trainctl's
+        (trainctl.preempting(): SIGTERM, or the local runtime's notice file), else a handler of its own."""
 
         def __init__(self):
             self.requested = self.stopped = False
-            signal.signal(signal.SIGTERM, self.request)
+            self.preempting = trainctl_function("preempting")
+            if self.preempting is not None:
+                self.preempting()  # arms it: SIGTERM is now a notice
+            else:
+                signal.signal(signal.SIGTERM, self.request)
 
         def request(self, signum, frame):
             self.requested = True
 
         def on_step_end(self, args, state, control, **kwargs):
-            if agreed(self.requested, args.device):
+            requested = self.requested or (self.preempting is not None and self.preempting())
+            if agreed(requested, args.device):
                 print(f"SIGTERM: saving a checkpoint at step {state.global_step}, then stopping", flush=True)
                 control.should_save = control.should_training_stop = self.stopped = True
             return control
@@ -267,7 +276,35 @@ def callbacks(seen: "RowsSeen", identity: dict):
                 checkpoint.mkdir(parents=True, exist_ok=True)
                 (checkpoint / RUN_RECORD).write_text(json.dumps({"run": identity}, indent=2))
 
-    return Progress(), EpochOfRows(), CheckpointOnSigterm(), RecordTheRun()  # in this order: SIGTERM decides saves
+    class MarkComplete(TrainerCallback):
+        """Each rank's word that its part of a checkpoint is written (trainctl.checkpoint_complete), given once
+        the Trainer saved it: a checkpoint is resumed only when every rank gave it. Where every pod keeps its own
+        copy (no shared volume), the node's copy is whole by itself: one word, of a world of one."""
+
+        def __init__(self):
+            self.complete = trainctl_function("checkpoint_complete")
+
+        def on_save(self, args, state, control, **kwargs):
+            checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if self.complete is None or not checkpoint.is_dir():
+                return
+            if args.save_on_each_node:
+                if args.should_save:
+                    self.complete(checkpoint, rank=0, world_size=1)
+            else:
+                self.complete(checkpoint, rank=args.process_index, world_size=args.world_size)
+
+    return (Progress(), EpochOfRows(), CheckpointOnSigterm(), RecordTheRun(),  # in this order: SIGTERM decides saves
+            MarkComplete())
+
+
+def trainctl_function(name: str):
+    """trainctl's ``name`` (trainctl.checkpoints) where trainctl can be imported, else None."""
+    try:
+        import trainctl
+    except ImportError:
+        return None
+    return getattr(trainctl, name, None)
 
 
 def trainctl_reporting() -> list:
@@ -311,11 +348,22 @@ class RowsSeen:
 
 def complete_checkpoints(output_dir: Path) -> set[int]:
     """The steps of the checkpoints written to the end: a replica killed while saving leaves one without
-    trainer_state.json (the Trainer writes it last), which transformers' get_last_checkpoint would pick."""
+    trainer_state.json (the Trainer writes it last), which transformers' get_last_checkpoint would pick; and
+    one that trainctl's markers were begun on is complete only once every rank marked it (trainctl.checkpoints)."""
     if not output_dir.is_dir():
         return set()
     return {int(match.group(1)) for path in output_dir.iterdir()
-            if (match := CHECKPOINT.match(path.name)) and (path / "trainer_state.json").is_file()}
+            if (match := CHECKPOINT.match(path.name)) and (path / "trainer_state.json").is_file()
+            and marked_complete(path)}
+
+
+def marked_complete(checkpoint: Path) -> bool:
+    """Whether every rank marked the checkpoint complete, where trainctl's markers are there to say it."""
+    try:
+        from trainctl.checkpoints import MARKERS, complete
+    except ImportError:
+        return True
+    return not (checkpoint / MARKERS).is_dir() or complete(checkpoint)
 
 
 class ResumePlan(NamedTuple):
@@ -491,10 +539,10 @@ def finetune(options: argparse.Namespace, plan: ResumePlan) -> int:
     if rank == 0:
         model.print_trainable_parameters()
     seen = RowsSeen()
-    progress, epochs, sigterm, record = callbacks(seen, run_identity(options))
+    progress, epochs, sigterm, record, marks = callbacks(seen, run_identity(options))
     trainer = Trainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer,
                       data_collator=CausalCollator(tokenizer.pad_token_id, seen),
-                      callbacks=[progress, epochs, sigterm, record, *trainctl_reporting()])
+                      callbacks=[progress, epochs, sigterm, record, marks, *trainctl_reporting()])
     trainer.remove_callback(PrinterCallback)  # its raw dicts repeat what Progress prints
     print(f"rank {rank} of {args.world_size}: {len(rows)} rows, "
           + (f"resuming from {resume} (step {resume.name.split('-')[1]})" if resume else "starting at step 0"),

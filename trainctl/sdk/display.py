@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from trainctl.backends.base import LogLine
 
-LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "REPLICAS", "AGE", "DURATION", "PROGRESS"]
+LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "ATTEMPT", "REPLICAS", "AGE", "DURATION", "PROGRESS"]
 WIDE_LIST_COLUMNS = ["TYPES", "IMAGES"]
 
 
@@ -26,11 +26,13 @@ def list_columns(wide: bool) -> list[str]:
 
 def job_row(resource: dict, wide: bool, progress: str = "-") -> list[str]:
     from trainctl.core.conditions import state_of, status_of
+    from trainctl.core.restarts import Record
 
     specs = replica_specs(resource)
     job_status = status_of(resource)
     row = [resource["metadata"].get("namespace", ""), resource["metadata"]["name"], resource["kind"],
-           state_of(resource), str(sum((spec or {}).get("replicas", 1) for spec in specs.values())),
+           state_of(resource), str(Record.of(resource).attempt + 1),  # restarts and resumes: docs/fault-tolerance.md
+           str(sum((spec or {}).get("replicas", 1) for spec in specs.values())),
            since(resource["metadata"].get("creationTimestamp")),
            since(job_status.get("startTime"), job_status.get("completionTime")), progress]
     if wide:  # no spaces inside a cell: piped output splits on whitespace

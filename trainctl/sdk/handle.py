@@ -22,6 +22,7 @@ from trainctl.errors import InvalidArgument, StoppedWatching, UserError
 if TYPE_CHECKING:
     from trainctl.backends.base import JobDetails, LogLine, ReplicaRow
     from trainctl.backends.reported import JobProgress, Point
+    from trainctl.core.restarts import Record
     from trainctl.sdk.display import LogLines
     from trainctl.sdk.failures import FailureSummary
     from trainctl.sdk.plotting import Plot
@@ -62,6 +63,14 @@ class JobHandle:
     def replicas(self) -> list[ReplicaRow]:
         """Each replica (pod or process): its state, exit code, reason and restarts."""
         return self.details().replicas
+
+    def restarts(self) -> Record:
+        """What became of its attempts: ``.attempt`` (0 for the first), ``.counted`` (restarts that spent
+        backoffLimit), ``.disruptions``, ``.preemptions``, ``.history`` (why and when each recent attempt began);
+        ``.lines(backoff_limit, rules)`` as ``trainctl status`` says them (docs/fault-tolerance.md)."""
+        from trainctl.core.restarts import Record
+
+        return Record.of(self.resource)
 
     def failure(self) -> FailureSummary | None:
         """Which replica failed first, how, and its last log lines; None if nothing failed."""

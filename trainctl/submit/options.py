@@ -258,6 +258,34 @@ def kind_option_value(value: object, name: str, kind_option: KindOption) -> obje
     return value
 
 
+def restart_scope(value: str | None, name: str = "restart_scope") -> str | None:
+    from trainctl.core.restarts import SCOPES  # here: --help has no use for the core
+
+    return choice(value, name, SCOPES)
+
+
+def retryable_exit_codes(items: list[str], name: str = "retry_on_exit_codes") -> list[int]:
+    """``--retry-on-exit-codes 3,42`` (repeatable): exit codes 1-255, sorted, each once."""
+    from trainctl.core.restarts import exit_codes
+
+    codes: set[int] = set()
+    for item in items:
+        parsed = exit_codes(item)
+        if parsed is None:
+            raise UserError(f"{option(name)} {item!r}: give exit codes 1-255, comma-separated (e.g. 3,42; 0 is "
+                            "success)")
+        codes.update(parsed)
+    return sorted(codes)
+
+
+def checkpoint_storage(text: str | None, name: str = "checkpoints") -> str | None:
+    from trainctl.core.checkpoint_volume import problem
+
+    if text is not None and (issue := problem(text)):
+        raise UserError(f"{option(name)} {text!r}: {issue}")
+    return text
+
+
 def assignments(items: list[str], name: str = "set") -> list[tuple[str, list, object]]:
     """``--set PATH=VALUE`` items, each parsed (trainctl.submit.setpath) and applied once the template rendered."""
     return [parse_assignment(item) for item in items]
@@ -295,6 +323,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("restart_policy", str, "Always, OnFailure, Never or ExitCode (default per kind).",
            partial(choice, allowed=RESTART_POLICIES)),
     Option("backoff_limit", int, "Restarts allowed before the job fails (default 3).", INT32),
+    # restarts and checkpoints (trainctl/core/restarts.py, docs/fault-tolerance.md): annotations the operator ignores
+    Option("restart_scope", str, "What a retried failure restarts: replica (the failed one, as the Training "
+           "Operator does; default) or job (every replica together, as the job's next attempt).", restart_scope),
+    Option("retry_on_exit_codes", list, "Exit codes retried whatever the restart policy, each counted against "
+           f"--backoff-limit, e.g. 3,42 {REPEAT}.", retryable_exit_codes, flags=("--retry-on-exit-codes",)),
+    Option("checkpoints", str, "Storage behind trainctl.checkpoint_dir() that outlives the replicas: SIZE (a claim "
+           "the job owns, e.g. 10Gi), pvc:CLAIM or host:/path (locally: the job's own directory, or host:).",
+           checkpoint_storage),
     Option("active_deadline", int, "Fail the job after this many seconds running.",
            partial(positive, maximum=INT64_MAX)),
     # durations: 90, 90s, 10m, 1h30m (trainctl.backends.reported)

@@ -179,7 +179,7 @@ def template_context(checked: Checked) -> dict:
         "name": checked.name,
         "namespace": checked.namespace,
         "labels": checked.labels,
-        "annotations": {**checked.annotation, **stall_annotations(checked)},
+        "annotations": {**checked.annotation, **stall_annotations(checked), **restart_annotations(checked)},
         "pod_labels": checked.label,
         "pod_annotations": {},
         "run_policy": run_policy(checked),
@@ -201,6 +201,17 @@ def stall_annotations(checked: Checked) -> dict[str, str]:
 
     given = ((STALL_AFTER_ANNOTATION, checked.stall_after), (STALL_TIMEOUT_ANNOTATION, checked.stall_timeout))
     return {key: str(seconds) for key, seconds in given if seconds is not None}
+
+
+def restart_annotations(checked: Checked) -> dict[str, str]:
+    """``--restart-scope``, ``--retry-on-exit-codes`` and ``--checkpoints`` as the job's annotations
+    (trainctl.core.restarts, trainctl.core.checkpoint_volume)."""
+    from trainctl.core.checkpoint_volume import ANNOTATION as CHECKPOINTS
+    from trainctl.core.restarts import RESTART_SCOPE_ANNOTATION, RETRY_EXIT_CODES_ANNOTATION
+
+    given = ((RESTART_SCOPE_ANNOTATION, checked.restart_scope), (CHECKPOINTS, checked.checkpoints),
+             (RETRY_EXIT_CODES_ANNOTATION, ",".join(map(str, checked.retry_on_exit_codes)) or None))
+    return {key: value for key, value in given if value is not None}
 
 
 def replica_context(checked: Checked, rtype: str, count: int) -> dict:

@@ -72,17 +72,24 @@ def alive(pid: int | None) -> bool:
     return state != "Z"
 
 
-def stop_group(process: subprocess.Popen, grace: float = GRACE_SECONDS) -> None:
-    """SIGTERM a replica's process group, SIGKILL what is left after ``grace`` seconds, reap it."""
+def stop_group(process: subprocess.Popen, grace: float = GRACE_SECONDS, terminate: bool = True) -> None:
+    """SIGTERM a replica's process group, SIGKILL what is left after ``grace`` seconds, reap it.
+    ``terminate`` False: the caller sent SIGTERM already (to several replicas at once, see :func:`terminate`)."""
     import subprocess
 
-    _signal_group(process.pid, signal.SIGTERM)
+    if terminate:
+        _signal_group(process.pid, signal.SIGTERM)
     try:
         process.wait(grace)
     except subprocess.TimeoutExpired:
         pass
     _signal_group(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def terminate(process: subprocess.Popen) -> None:
+    """SIGTERM a replica's process group: the start of its grace period (:func:`stop_group` ends it)."""
+    _signal_group(process.pid, signal.SIGTERM)
 
 
 def stop_all(find: Callable[[], Iterable[int]], grace: float = GRACE_SECONDS,

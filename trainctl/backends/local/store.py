@@ -9,6 +9,8 @@ One directory per job, ``<home>/jobs/<namespace>/<name>/``:
 * ``logs/<replica>.offsets`` the log's size once a second while it grows, so ``--since`` finds where to start
 * ``logs/<replica>.termination`` what the running replica wrote as its termination message (the function
   runner's record of a raise), read and removed by the supervisor when the run ends
+* ``logs/<replica>.preempting`` written just before the supervisor stops the replica (trainctl.preempting())
+* ``checkpoints/`` the replicas' ``trainctl.checkpoint_dir()``, kept across restarts until delete or TTL
 * ``uid``          the job's uid, written once at creation: ``delete`` finds the job's processes
   by it even when job.json and runtime.json are damaged
 
@@ -258,6 +260,11 @@ class JobDir:
         """Where the replica's run may write its termination message, as to a container's /dev/termination-log."""
         check_component("replica", replica)
         return self.logs / f"{replica}.termination"
+
+    def preempting_file(self, replica: str) -> Path:
+        """Written just before the replica is stopped: ``trainctl.preempting()`` sees it (trainctl.checkpoints)."""
+        check_component("replica", replica)
+        return self.logs / f"{replica}.preempting"
 
     def progress_file(self, replica: str) -> Path:
         """Where the replica's ``trainctl.report()`` lines go (trainctl.reporting), across its restarts."""

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from trainctl import reporting
 from trainctl.backends.base import CRASH_LOOP
+from trainctl.checkpoints import CHECKPOINT_DIR_ENV, PREEMPTING_ENV
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.backend import visible_gpus
 from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files,
@@ -41,10 +42,12 @@ from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_po
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
 from trainctl.core.attribution import Run
+from trainctl.core.checkpoint_volume import local_directory
 from trainctl.core.job import Job
 from trainctl.core.network import LocalNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile, rfc3339
+from trainctl.core.restarts import ATTEMPT_LABEL
 from trainctl.functions.runner import TERMINATION_LOG_ENV
 
 TICK_SECONDS = 0.1  # how often process exits are noticed; the deadline is met within this
@@ -108,7 +111,8 @@ class Replica:
                                message=self.message, exit_window=self.exit_window,
                                last_exit_code=last.get("last_exit_code"), last_reason=last.get("last_reason", ""),
                                last_finished_at=last.get("last_finished"), last_message=last.get("last_message", ""),
-                               last_exit_window=stored_window(last.get("last_exit_window")))
+                               last_exit_window=stored_window(last.get("last_exit_window")),
+                               attempt=attempt_of(self.action.labels))
 
     def row(self) -> dict:
         return {"name": self.action.name, "rtype": self.action.rtype, "index": self.action.index,
@@ -122,6 +126,19 @@ class Replica:
         return {"last_exit_code": self.exit_code, "last_reason": self.observed().reason,
                 "last_finished": self.finished_at, "last_message": self.message,
                 "last_exit_window": self.exit_window}
+
+
+def attempt_of(labels: dict) -> int:
+    """The job's attempt a replica was started for (its labels, as a pod's; 0 without)."""
+    value = labels.get(ATTEMPT_LABEL, "")
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
+
+
+def grace_seconds(resource: dict, rtype: str) -> float:
+    """The replica's grace period between SIGTERM and SIGKILL: its pod template's terminationGracePeriodSeconds,
+    as kubelet gives a pod, else the local default (a local stop should not keep a terminal waiting 30 s)."""
+    seconds = Job(resource).template(rtype)["spec"].get("terminationGracePeriodSeconds")
+    return float(seconds) if type(seconds) is int and seconds >= 0 else processes.GRACE_SECONDS
 
 
 def read_termination_file(path: Path) -> str:
@@ -181,6 +198,7 @@ class Supervisor:
         self.restarts: dict[str, int] = {}
         self.last_runs: dict[str, dict] = {}  # per replica name: its run before the current one
         self.not_before: dict[str, float] = {}  # restart back-off per replica name
+        self.stop_by: dict[str, float] = {}  # replicas told to stop (SIGTERM sent): when their grace period ends
         self.last_heartbeat = 0.0
         self.last_poll = 0.0  # when the replicas were last seen: a process found ended exited after it
         self.stopping = False
@@ -246,6 +264,11 @@ class Supervisor:
                              datetime.now(timezone.utc), self.network(resource),
                              unobserved_failures=self.waiting_failures(job),
                              last_activity=self.last_activity() if job.stall_timeout else None)
+            if plan.annotations is not None:  # the record first: a restart decided is never decided again
+                metadata = resource["metadata"]
+                metadata["annotations"] = {**(metadata.get("annotations") or {}), **plan.annotations}
+                self.dir.write_job(resource)
+            self.tell_stopping(plan.actions, resource)
             for action in plan.actions:
                 if isinstance(action, DeleteJob):
                     self.stop_everything()
@@ -295,6 +318,18 @@ class Supervisor:
             except OSError as err:  # an event lost to a full disk must not hold back the plan's other actions
                 self.note_trouble(err)
 
+    def tell_stopping(self, actions: list, resource: dict) -> None:
+        """Every running replica this plan stops hears it at once, as the pods of a suspended job do: its notice
+        file (trainctl.preempting()) and SIGTERM; their grace periods run together, not one after another."""
+        for action in actions:
+            replica = self.replicas.get(action.name) if isinstance(action, DeleteReplica) else None
+            if replica is None or replica.exit_code is not None or action.name in self.stop_by:
+                continue
+            with contextlib.suppress(OSError):
+                self.dir.preempting_file(replica.replica_id).write_text(f"{action.reason}\n")
+            processes.terminate(replica.process)
+            self.stop_by[action.name] = time.monotonic() + grace_seconds(resource, action.rtype)
+
     def create(self, action: CreateReplica, resource: dict) -> None:
         if time.monotonic() < self.not_before.get(action.name, 0.0):
             return  # still backing off; the core asks again on the next pass
@@ -306,6 +341,7 @@ class Supervisor:
         env.update(self.report_env(replica_id, resource, env))
         env.pop(processes.SUPERVISOR_MARKER, None)
         self.dir.termination_file(replica_id).unlink(missing_ok=True)  # a message left by a run the supervisor lost
+        self.dir.preempting_file(replica_id).unlink(missing_ok=True)  # the notice was the last run's
         workdir = self.runtime["workdir"]
         # The log cannot be opened (full disk): an OSError leaves this pass and the start is tried
         # again, rather than counting a failure of the machine against the replica.
@@ -324,11 +360,14 @@ class Supervisor:
 
     def extra_env(self, action: CreateReplica, resource: dict) -> dict[str, str]:
         """What a pod would get from its node and not from the operator: GPUs, a file for its termination
-        message, its CPU share, and what its kind needs of a machine (Framework.local_env)."""
+        message, its CPU share, what its kind needs of a machine (Framework.local_env), and where its checkpoints
+        go and its notice of a stop comes (trainctl.checkpoints)."""
         job = Job(resource)
         replica_id = job.replica_id(action.rtype, action.index)
         env = {"TRAINCTL_PIP_CACHE": str(self.dir.path / "pip"),  # --pip installs per job (trainctl.code.pipwrap)
                TERMINATION_LOG_ENV: str(self.dir.termination_file(replica_id)),  # a pod's /dev/termination-log
+               CHECKPOINT_DIR_ENV: local_directory(resource, str(self.dir.path)),  # trainctl.checkpoint_dir()
+               PREEMPTING_ENV: str(self.dir.preempting_file(replica_id)),  # trainctl.preempting()
                **job.framework.local_env(job, action.rtype, action.index, str(self.dir.path))}
         gpus = self.runtime.get("gpus", {}).get(action.name, [])
         # Its slice, or "" to hide the machine's GPUs from a replica that asked for none; on a machine without
@@ -358,8 +397,10 @@ class Supervisor:
         if replica is None:
             return
         running = replica.exit_code is None
+        stop_by = self.stop_by.pop(action.name, None)
         if running:
-            processes.stop_group(replica.process)
+            grace = processes.GRACE_SECONDS if stop_by is None else max(0.0, stop_by - time.monotonic())
+            processes.stop_group(replica.process, grace, terminate=stop_by is None)
             replica.poll(self.last_poll)
         self.containment.end_replica(replica.replica_id)
         # ended by the stop's signal, not by a failure of its own in the grace period

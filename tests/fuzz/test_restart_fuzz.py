@@ -1,0 +1,159 @@
+"""Fuzzing restarts and checkpoints: the new options and keywords, the record annotation anyone may edit, the
+reconcile of a job whose restart annotations are garbage, and the completion markers of checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.fuzz.harness import fuzz, json_documents, run, text_values
+from trainctl import checkpoints
+from trainctl.core import checkpoint_volume
+from trainctl.core.actions import CreateReplica
+from trainctl.core.network import ClusterNetwork, LocalNetwork
+from trainctl.core.observed import ObservedReplica
+from trainctl.core.reconcile import reconcile
+from trainctl.core.restarts import (MAX_COUNT, MAX_DISRUPTIONS_ANNOTATION, RECORD_ANNOTATION,
+                                    RESTART_SCOPE_ANNOTATION, RETRY_EXIT_CODES_ANNOTATION, Record)
+from trainctl.errors import InvalidArgument
+from tests.unit.test_env_contract import job
+
+pytestmark = pytest.mark.fuzz
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+
+code_words = st.one_of(st.integers(-300, 300).map(str), st.integers(1, 255).map(str), text_values,
+                       st.sampled_from(["3", "42", "255", "0", "1,2", " 7 "]))
+code_lists = st.lists(code_words, min_size=1, max_size=3).map(",".join)
+
+
+def codes_of(texts: list[str]) -> list[int] | None:
+    """What --retry-on-exit-codes should make of its values: None when one of them is no list of codes 1-255."""
+    codes = set()
+    for text in texts:
+        words = [word.strip() for word in text.split(",")]
+        if not all(word.isdigit() and 1 <= int(word) <= 255 for word in words):
+            return None
+        codes.update(int(word) for word in words)
+    return sorted(codes)
+
+
+@fuzz(300)
+@given(values=st.lists(code_lists, min_size=1, max_size=3), scope=st.one_of(st.none(), st.sampled_from(
+    ["job", "replica", "JOB", "Job"]), text_values))
+def test_retry_codes_and_scope_are_accepted_exactly_when_valid(values, scope):
+    arguments = [word for value in values for word in ("--retry-on-exit-codes", value)]
+    arguments += ["--restart-scope", scope] if scope is not None else []
+    result = run("submit", "pytorch", "--dry-run", "-o", "json", *arguments, "--", "python", "t.py")
+    expected = codes_of(values)
+    scope_ok = scope is None or scope.lower() in ("job", "replica")
+    if expected is None or not scope_ok:
+        assert result.code == 2 and result.stderr.count("\n") == 1, result.stderr
+        return
+    assert result.code == 0, result.stderr
+    (document,) = json_documents(result)
+    annotations = document["metadata"]["annotations"]
+    assert annotations[RETRY_EXIT_CODES_ANNOTATION] == ",".join(map(str, expected))
+    assert annotations.get(RESTART_SCOPE_ANNOTATION) == (scope.lower() if scope else None)
+
+
+@fuzz(200)
+@given(value=st.one_of(text_values, st.builds(lambda path: f"host:{path}", text_values),
+                       st.builds(lambda claim: f"pvc:{claim}", text_values),
+                       st.sampled_from(["10Gi", "host:/data", "pvc:x", "host:/a/./b", "1"])))
+def test_checkpoints_are_accepted_exactly_when_a_form_and_never_climb_out(value):
+    result = run("submit", "pytorch", "--dry-run", "-o", "json", "--checkpoints", value, "--", "python", "t.py")
+    storage = checkpoint_volume.parse(value)
+    if storage is None:
+        assert result.code == 2 and result.stderr.count("\n") == 1, result.stderr
+        return
+    assert result.code == 0, result.stderr
+    (document,) = json_documents(result)
+    for action in reconcile(document, [], T0, ClusterNetwork()).actions:
+        if isinstance(action, CreateReplica):
+            (volume,) = [v for v in action.pod["spec"]["volumes"] if v["name"] == checkpoint_volume.VOLUME]
+            path = (volume.get("hostPath") or {}).get("path")
+            if path is not None:  # the job's own directory, under the given one
+                assert os.path.normpath(path) == path and path.startswith(storage.value.rstrip("/") + "/")
+
+
+@fuzz(300)
+@given(keywords=st.fixed_dictionaries({}, optional={
+    "restart_scope": st.one_of(st.sampled_from(["job", "replica"]), text_values, st.integers()),
+    "retry_on_exit_codes": st.one_of(st.lists(st.one_of(st.integers(-5, 300), code_words), max_size=3),
+                                     st.integers(-5, 300), code_words, st.none()),
+    "checkpoints": st.one_of(st.sampled_from(["10Gi", "pvc:x", "host:/x"]), text_values)}))
+def test_run_keywords_of_restarts(keywords):
+    from trainctl import Client
+
+    try:
+        resource = Client("local").run(["python", "t.py"], framework="pytorch", dry_run=True, **keywords)
+    except InvalidArgument as error:
+        assert "\n" not in str(error)
+        return
+    annotations = resource["metadata"].get("annotations") or {}
+    if keywords.get("restart_scope") is not None:
+        assert annotations[RESTART_SCOPE_ANNOTATION] == keywords["restart_scope"].lower()
+
+
+records = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(), text_values),
+                       lambda children: st.one_of(st.lists(children, max_size=4),
+                                                  st.dictionaries(text_values, children, max_size=4)), max_leaves=12)
+record_objects = st.fixed_dictionaries({}, optional={
+    key: records for key in ("attempt", "counted", "disruptions", "preemptions", "history", "inPlace")})
+
+
+@fuzz(400)
+@given(text=st.one_of(text_values, records.map(json.dumps), record_objects.map(json.dumps)),
+       scope=st.one_of(text_values, st.sampled_from(["job", "replica"])), codes=st.one_of(text_values, code_lists),
+       limit=st.one_of(text_values, st.integers(-3, 2**40).map(str)), cluster=st.booleans(),
+       exit_code=st.one_of(st.none(), st.integers(-300, 300)), suspend=st.booleans())
+def test_any_restart_annotation_is_reconciled_without_a_crash_into_a_readable_record(
+        text, scope, codes, limit, cluster, exit_code, suspend):
+    resource = job("PyTorchJob", "pt", {"Master": 1, "Worker": 1})
+    resource["metadata"]["annotations"] = {RECORD_ANNOTATION: text, RESTART_SCOPE_ANNOTATION: scope,
+                                           RETRY_EXIT_CODES_ANNOTATION: codes, MAX_DISRUPTIONS_ANNOTATION: limit}
+    resource["spec"]["runPolicy"] = {"backoffLimit": 1, "suspend": suspend}
+    resource["status"] = {"conditions": [{"type": "Suspended", "status": "True", "reason": "x"}],
+                          "startTime": "2026-11-22T11:00:00Z"}
+    observed = [ObservedReplica("Worker", 0, "pt-worker-0", "Failed" if exit_code else "Running", exit_code,
+                                attempt=1)]
+    plan = reconcile(resource, observed, T0, ClusterNetwork() if cluster else LocalNetwork())
+    record = Record.of({"metadata": {"annotations": plan.annotations or {RECORD_ANNOTATION: text}}})
+    assert all(0 <= value <= MAX_COUNT + 1 for value in (record.attempt, record.counted, record.disruptions))
+    assert json.loads(record.text())  # what is written back is JSON again
+
+
+@fuzz(300)
+@given(worlds=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 2), st.integers(0, 4), st.integers(0, 4)),
+                       max_size=12),
+       junk=st.lists(st.text("step-0123456789x.", min_size=1, max_size=9).filter(lambda name: name not in (".", "..")),
+                     max_size=3))
+def test_latest_checkpoint_is_the_newest_one_every_rank_of_one_world_marked(tmp_path_factory, worlds, junk):
+    """(step, attempt, rank, world) markers, complete or not, and junk in the directories."""
+    directory = tmp_path_factory.mktemp("ckpt")
+    os.environ[checkpoints.CHECKPOINT_DIR_ENV] = str(directory)
+    try:
+        complete_steps = set()
+        for step, attempt, rank, world in worlds:
+            markers = directory / f"step-{step}" / checkpoints.MARKERS
+            markers.mkdir(parents=True, exist_ok=True)
+            (markers / f"{attempt}-{rank}-of-{world}").write_text("")
+        for step in {step for step, *_ in worlds}:
+            marked = {(a, w): set() for _, a, _, w in worlds}
+            for s, a, r, w in worlds:
+                if s == step:
+                    marked[(a, w)].add(r)
+            if any(w > 0 and ranks == set(range(w)) for (a, w), ranks in marked.items()):
+                complete_steps.add(step)
+        for name in junk:
+            (directory / name).mkdir(exist_ok=True)
+        latest = checkpoints.latest_checkpoint()
+        assert latest == (directory / f"step-{max(complete_steps)}" if complete_steps else None)
+    finally:
+        del os.environ[checkpoints.CHECKPOINT_DIR_ENV]
+

@@ -1,0 +1,120 @@
+"""Where a job's checkpoints live, so that they outlive its replicas: restarts, suspends, preemption.
+
+A job names its checkpoint storage in the annotation :data:`ANNOTATION` (``--checkpoints`` on submit):
+
+* ``SIZE`` (``10Gi``): a PersistentVolumeClaim of that size from the cluster's default StorageClass,
+  ``ReadWriteMany`` (every replica, on any node, sees one directory), named ``<job>-checkpoints``, created by
+  trainctl's controller and owned by the job, so it is deleted with it;
+* ``pvc:CLAIM``: a claim of the user's, kept; the job's directory in it is ``<job>/``;
+* ``host:/path``: a directory of the node (one-node clusters, tests), kept; the job's is ``/path/<ns>/<job>``.
+
+Each replica's main container mounts it at :data:`MOUNT_PATH` and finds it in ``TRAINCTL_CHECKPOINT_DIR``
+(trainctl.checkpoints.checkpoint_dir()). Locally the directory is ``checkpoints/`` of the job's state
+directory (removed by ``delete``), or the ``host:`` path's. The annotation is read leniently (a value
+edited by hand that reads as none of the forms wires nothing); submit checks what it writes.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+from trainctl.checkpoints import CHECKPOINT_DIR_ENV
+from trainctl.kube.names import dns_subdomain_problem
+
+ANNOTATION = "trainctl.io/checkpoints"
+MOUNT_PATH = "/trainctl/checkpoints"
+VOLUME = "trainctl-checkpoints"
+LOCAL_DIR = "checkpoints"  # in the job's state directory
+SIZE = re.compile(r"[1-9][0-9]{0,11}(?:Ki|Mi|Gi|Ti|Pi|K|M|G|T|P)?")
+FORMS = "SIZE (e.g. 10Gi: a claim the job owns), pvc:CLAIM (yours, kept) or host:/path (a node's directory, kept)"
+
+
+@dataclass(frozen=True)
+class Storage:
+    kind: str  # size | pvc | host
+    value: str  # the size, the claim's name, or the host path
+
+
+def parse(text: object) -> Storage | None:
+    """The storage ``text`` names, or None when it is none of the forms."""
+    return storage_or_problem(text)[0]
+
+
+def problem(text: str) -> str | None:
+    """What is wrong with a ``--checkpoints`` value, or None."""
+    return storage_or_problem(text)[1]
+
+
+def storage_or_problem(text: object) -> tuple[Storage | None, str | None]:
+    if not isinstance(text, str):
+        return None, f"expected {FORMS}"
+    kind, _, value = text.partition(":")
+    if kind == "pvc":
+        issue = dns_subdomain_problem(value)
+        return (None, f"the claim name {value!r} is {issue}") if issue else (Storage("pvc", value), None)
+    if kind == "host":
+        if not value.startswith("/") or value.startswith("//") or posixpath.normpath(value) != value \
+                or "\x00" in value or value == "/":
+            return None, f"the host path {value!r} must be an absolute, normalized directory other than /"
+        return Storage("host", value), None
+    if SIZE.fullmatch(text):
+        return Storage("size", text), None
+    return None, f"expected {FORMS}"
+
+
+def storage_of(resource: dict) -> Storage | None:
+    annotations = (resource.get("metadata") or {}).get("annotations") or {}
+    return parse(annotations.get(ANNOTATION)) if isinstance(annotations, dict) else None
+
+
+def claim_name(job_name: str) -> str:
+    return f"{job_name}-checkpoints"
+
+
+def job_directory(storage: Storage, namespace: str, name: str) -> str:
+    """The job's own directory under a ``host:`` path (namespace and name are DNS labels: no climbing out)."""
+    return posixpath.join(storage.value, namespace, name)
+
+
+def local_directory(resource: dict, state_dir: str) -> str:
+    """Where a local job's replicas keep checkpoints: the ``host:`` path's job directory, else the job's own."""
+    storage = storage_of(resource)
+    metadata = resource.get("metadata") or {}
+    if storage is not None and storage.kind == "host":
+        return job_directory(storage, metadata.get("namespace") or "default", metadata["name"])
+    return posixpath.join(state_dir, LOCAL_DIR)
+
+
+def wire_pod(resource: dict, spec: dict, container: dict) -> None:
+    """Mount the job's checkpoint storage in ``container`` of a pod ``spec`` and name it in its env (in place);
+    nothing when the job names none, or the template has a volume of that name of its own."""
+    storage = storage_of(resource)
+    volumes = spec.get("volumes") or []
+    if storage is None or any(isinstance(v, dict) and v.get("name") == VOLUME for v in volumes):
+        return
+    metadata = resource.get("metadata") or {}
+    name, namespace = metadata["name"], metadata.get("namespace") or "default"
+    mount = {"name": VOLUME, "mountPath": MOUNT_PATH}
+    if storage.kind == "host":
+        source = {"hostPath": {"path": job_directory(storage, namespace, name), "type": "DirectoryOrCreate"}}
+    else:
+        claim = claim_name(name) if storage.kind == "size" else storage.value
+        source = {"persistentVolumeClaim": {"claimName": claim}}
+        if storage.kind == "pvc":
+            mount["subPath"] = name
+    spec["volumes"] = [*volumes, {"name": VOLUME, **source}]
+    container["volumeMounts"] = [*(container.get("volumeMounts") or []), mount]
+    container["env"] = [*(container.get("env") or []), {"name": CHECKPOINT_DIR_ENV, "value": MOUNT_PATH}]
+
+
+def claim(resource: dict) -> dict | None:
+    """The PersistentVolumeClaim the job owns (its storage is a size), as the controller creates it; else None."""
+    storage = storage_of(resource)
+    if storage is None or storage.kind != "size":
+        return None
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim_name(resource["metadata"]["name"]),
+                         "labels": {"app.kubernetes.io/managed-by": "trainctl"}},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": storage.value}}}}

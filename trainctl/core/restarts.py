@@ -1,0 +1,252 @@
+"""Restarts: their scope, the budget they spend, the class of each failure, and the record of every attempt.
+
+Pure, like the rest of the core: the reconcile engine (trainctl/core/reconcile.py) reads the rules a job
+asks for from its annotations, keeps what happened in :class:`Record`, and the runtimes write the record
+back as the job's annotation :data:`RECORD_ANNOTATION` (docs/fault-tolerance.md has the whole story).
+
+**Where things live.** Everything here is an annotation, never a field of ``spec`` or ``status``: the
+resource stays valid ``kubeflow.org/v1`` (upstream's CRD prunes status fields it does not know, so a
+count kept there would vanish on the first write under its schema), and the upstream operator ignores
+annotations. The job asks with ``trainctl.io/restart-scope`` (``job`` or ``replica``),
+``trainctl.io/retry-on-exit-codes`` (``3,42``) and ``trainctl.io/max-disruptions``; the runtime keeps
+:data:`RECORD_ANNOTATION`, a small JSON object. Pods carry the attempt they belong to in
+:data:`ATTEMPT_LABEL`, so a pass that finds a pod of an older attempt knows it is to be stopped, whatever
+pass decided the restart: the decision is written once, everything else follows from it.
+
+**Failure classes.** A failed run is one of
+
+* a *disruption* (:data:`DISRUPTION`): the infrastructure, not the program: killed by a signal (exit
+  128+N), OOMKilled, evicted, its node lost or shut down, a ``DisruptionTarget`` pod condition, its pod
+  deleted. Restarted without spending ``backoffLimit``, up to ``trainctl.io/max-disruptions``
+  (default :data:`DEFAULT_MAX_DISRUPTIONS`), unless the restart policy is ``Never``;
+* *counted* (:data:`COUNTED`): an exit code the job lists as retryable (retried whatever the policy),
+  or any other failure the restart policy retries (OnFailure, Always; ExitCode's 128 and up that are no
+  signal). Each spends one of ``backoffLimit``: ``backoffLimit: N`` allows N such restarts, of the whole
+  job in job scope, of replicas in replica scope, whatever the policy (upstream never counts ExitCode's);
+* *permanent* (:data:`PERMANENT`): what the policy does not retry; in job scope also an exception raised
+  by the program (a traceback, the function runner's record): running the same code again raises it again.
+
+A suspend of a job that had started (``trainctl suspend``, Kueue's preemption) is a *preemption*
+(:data:`PREEMPTION`): its resume starts the next attempt, and it is never limited here: how often a job
+may be preempted is the queue's business (Kueue requeues for ever unless told otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from trainctl.core.attribution import signal_name, signal_of
+
+RESTART_SCOPE_ANNOTATION = "trainctl.io/restart-scope"
+RETRY_EXIT_CODES_ANNOTATION = "trainctl.io/retry-on-exit-codes"
+MAX_DISRUPTIONS_ANNOTATION = "trainctl.io/max-disruptions"
+RECORD_ANNOTATION = "trainctl.io/restarts"
+ATTEMPT_LABEL = "trainctl.io/restart-attempt"
+#: every replica's attempt: 0 on the first run, 1 after the first restart or resume (JobSet's restart-attempt
+#: and torchrun's TORCHELASTIC_RESTART_COUNT count the same way)
+ATTEMPT_ENV = "TRAINCTL_RESTART_ATTEMPT"
+SCOPES = ("replica", "job")
+REPLICA_SCOPE, JOB_SCOPE = SCOPES
+DEFAULT_MAX_DISRUPTIONS = 10
+
+COUNTED, DISRUPTION, PREEMPTION, PERMANENT = "counted", "disruption", "preemption", "permanent"
+RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode
+MISSING_EXIT_CODE = 0xBEEF  # upstream's sentinel when no exit code is known: retryable
+#: the record keeps this many attempts' causes (the counts cover all of them)
+HISTORY = 10
+#: bounds on what is read back from the annotation, which anyone who may edit the job can write
+MAX_COUNT = 2**31 - 1
+MAX_TEXT = 300
+MAX_PODS = 1000
+EXIT_CODES = range(1, 256)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a job asks of restarts, from its annotations; an unreadable value is the default (a hand-edited
+    annotation must not stop a job's reconcile: submit checks what it writes, docs name the forms)."""
+
+    scope: str = REPLICA_SCOPE
+    retry_codes: frozenset[int] = frozenset()
+    max_disruptions: int = DEFAULT_MAX_DISRUPTIONS
+
+    @classmethod
+    def of(cls, resource: dict) -> Rules:
+        annotations = annotations_of(resource)
+        scope = annotations.get(RESTART_SCOPE_ANNOTATION)
+        limit = annotations.get(MAX_DISRUPTIONS_ANNOTATION)
+        return cls(scope if scope in SCOPES else REPLICA_SCOPE,
+                   frozenset(exit_codes(annotations.get(RETRY_EXIT_CODES_ANNOTATION)) or ()),
+                   int(limit) if isinstance(limit, str) and limit.isdigit() and int(limit) <= MAX_COUNT
+                   else DEFAULT_MAX_DISRUPTIONS)
+
+    @property
+    def job_scope(self) -> bool:
+        return self.scope == JOB_SCOPE
+
+
+def annotations_of(resource: dict) -> dict:
+    annotations = (resource.get("metadata") or {}).get("annotations") or {}
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def exit_codes(text: object) -> list[int] | None:
+    """``"3,42"`` as [3, 42]; None when it is not a comma-separated list of exit codes 1-255."""
+    if not isinstance(text, str):
+        return None
+    words = [word.strip() for word in text.split(",")]
+    if not words or not all(word.isdigit() and int(word) in EXIT_CODES for word in words):
+        return None
+    return sorted({int(word) for word in words})
+
+
+def policy_retries(policy: str, code: int) -> bool:
+    """Whether a restart policy retries a run that failed with ``code`` (the kubelet's and upstream's rules)."""
+    return policy in ("OnFailure", "Always") or (policy == "ExitCode" and code >= RETRYABLE_FROM)
+
+
+def failure_class(code: int | None, reason: str, disruption: str, policy: str, rules: Rules,
+                  raised: bool = False) -> str:
+    """The class of one failed run (see the module docstring). ``disruption``: what the runtime saw befall the
+    pod ('' for nothing); ``raised``: the run ended in an exception of the program's (judged in job scope only)."""
+    if code is not None and code in rules.retry_codes:
+        return COUNTED
+    if policy == "Never":
+        return PERMANENT
+    if disruption or reason == "OOMKilled" or signal_of(code) is not None:
+        return DISRUPTION
+    if raised and rules.job_scope:
+        return PERMANENT
+    return COUNTED if policy_retries(policy, MISSING_EXIT_CODE if code is None else code) else PERMANENT
+
+
+def cause_text(replica: str, code: int | None, reason: str, disruption: str = "") -> str:
+    """``worker-1: exit 137, OOMKilled``: a failed run, as the record and ``status`` name it."""
+    if disruption:
+        return f"{replica}: {disruption}"
+    shown = "OOMKilled" if reason == "OOMKilled" else signal_name(code) or ("" if reason in ("", "Error") else reason)
+    exit_part = "no exit code" if code is None else f"exit {code}"
+    return f"{replica}: {exit_part}{', ' + shown if shown else ''}"
+
+
+@dataclass
+class Record:
+    """What became of a job's attempts: kept in the annotation :data:`RECORD_ANNOTATION`."""
+
+    attempt: int = 0  # the current attempt, 0 for the first
+    counted: int = 0  # restarts that spent backoffLimit
+    disruptions: int = 0  # restarts after a disruption: not counted, limited by max-disruptions
+    preemptions: int = 0  # resumes after a suspend: never limited
+    history: list[dict] = field(default_factory=list)  # the last HISTORY attempts: why each began, and when
+    in_place: dict[str, int] = field(default_factory=dict)  # pod -> kubelet's restarts of it already classified
+    #: job scope: replicas of each type seen all together in this attempt; one of them missing since is gone
+    #: (a pod deleted before a pass saw it terminating, a lost node's pod removed)
+    seen: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, resource: dict) -> Record:
+        """The job's record; a missing or damaged annotation reads as an empty record (the counts a job stored
+        in ``status.replicaStatuses.<type>.restarts`` before this annotation existed carry over)."""
+        text = annotations_of(resource).get(RECORD_ANNOTATION)
+        try:
+            data = json.loads(text) if isinstance(text, str) and len(text) < 64 * 1024 else None
+        except (ValueError, RecursionError):
+            data = None
+        if not isinstance(data, dict):
+            return cls(counted=legacy_restarts(resource))
+        return cls(count(data.get("attempt")), count(data.get("counted")), count(data.get("disruptions")),
+                   count(data.get("preemptions")), history_of(data.get("history")), in_place_of(data.get("inPlace")),
+                   in_place_of(data.get("seen")))
+
+    def text(self) -> str:
+        data = {"attempt": self.attempt, "counted": self.counted, "disruptions": self.disruptions,
+                "preemptions": self.preemptions, "history": self.history}
+        for key, counts in (("inPlace", self.in_place), ("seen", self.seen)):
+            if counts:
+                data[key] = dict(sorted(counts.items()))
+        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+    def restarted(self, kind: str, cause: str, now: str) -> None:
+        """The job starts its next attempt after a failure of class ``kind`` (COUNTED or DISRUPTION)."""
+        self.attempt += 1
+        self.spend(kind)
+        self.remember({"attempt": self.attempt, "class": kind, "cause": cause[:MAX_TEXT], "at": now})
+
+    def spend(self, kind: str) -> None:
+        """One restart of class ``kind`` (COUNTED or DISRUPTION), of the job or of one replica."""
+        if kind == DISRUPTION:
+            self.disruptions += 1
+        else:
+            self.counted += 1
+
+    def preempted(self, at: str, resumed: str) -> None:
+        """The job was suspended at ``at`` after it had run, and resumed at ``resumed``: its next attempt."""
+        self.attempt += 1
+        self.preemptions += 1
+        self.remember({"attempt": self.attempt, "class": PREEMPTION, "at": at, "resumed": resumed})
+
+    def remember(self, entry: dict) -> None:
+        """A new attempt begins: why, kept; none of its replicas seen yet."""
+        self.history = [*self.history, entry][-HISTORY:]
+        self.seen = {}
+
+    def describe(self, entry: dict) -> str:
+        """One attempt as ``status`` says it: ``attempt 3 (restarted after worker-1: exit 137, OOMKilled)``,
+        ``preempted at 14:02, resumed at 14:20, attempt 2``."""
+        if entry.get("class") == PREEMPTION:
+            return f"preempted at {clock(entry.get('at'))}, resumed at {clock(entry.get('resumed'))}, " \
+                   f"attempt {entry['attempt'] + 1}"
+        what = "a disruption, not counted" if entry.get("class") == DISRUPTION else "counted"
+        return f"attempt {entry['attempt'] + 1} (restarted after {entry.get('cause', '?')}) at " \
+               f"{clock(entry.get('at'))}: {what}"
+
+    def lines(self, backoff_limit: int | None, rules: Rules) -> list[str]:
+        """What ``status`` shows of the record: each kept attempt, then what the budgets have left."""
+        if not self.attempt and not self.counted and not self.disruptions:
+            return []
+        limit = "no limit" if backoff_limit is None else f"backoffLimit {backoff_limit}"
+        budget = (f"restarts: {self.counted} counted ({limit}), {self.disruptions} after disruptions (at most "
+                  f"{rules.max_disruptions}), {self.preemptions} after preemptions; {rules.scope} scope")
+        return [*(self.describe(entry) for entry in self.history), budget]
+
+
+def count(value: object) -> int:
+    return value if type(value) is int and 0 <= value <= MAX_COUNT else 0
+
+
+def history_of(value: object) -> list[dict]:
+    """The kept attempts that read as what :meth:`Record.remember` writes; others are left out."""
+    entries = []
+    for entry in value if isinstance(value, list) else []:
+        if isinstance(entry, dict) and count(entry.get("attempt")) and \
+                all(isinstance(entry.get(key, ""), str) for key in ("class", "cause", "at", "resumed")):
+            entries.append({key: entry[key] if key == "attempt" else entry[key][:MAX_TEXT]
+                            for key in ("attempt", "class", "cause", "at", "resumed") if key in entry})
+    return entries[-HISTORY:]
+
+
+def in_place_of(value: object) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {name: count(seen) for name, seen in list(value.items())[:MAX_PODS]
+            if isinstance(name, str) and len(name) <= 253 and count(seen)}
+
+
+def legacy_restarts(resource: dict) -> int:
+    """Restarts a job counted in ``status.replicaStatuses.<type>.restarts`` (trainctl before this record)."""
+    statuses = ((resource.get("status") or {}).get("replicaStatuses")) or {}
+    return sum(count((entry or {}).get("restarts")) for entry in statuses.values() if isinstance(entry, dict))
+
+
+def clock(stamp: str | None) -> str:
+    """``14:02`` in this machine's time zone, for an RFC 3339 time of today; with the date otherwise."""
+    if not stamp:
+        return "?"
+    try:
+        moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).astimezone()
+    except ValueError:
+        return stamp[:MAX_TEXT]
+    today = datetime.now(timezone.utc).astimezone().date()
+    return moment.strftime("%H:%M" if moment.date() == today else "%Y-%m-%d %H:%M")
