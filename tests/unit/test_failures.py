@@ -234,6 +234,36 @@ def test_the_failed_condition_names_the_cause_among_observed_and_waiting_replica
     assert named.status["conditions"][-1]["message"].endswith("failed: worker-0 raised ValueError: x.")
 
 
+def test_a_failure_seen_only_as_a_consequence_stops_the_rest_before_the_failed_condition_is_written():
+    """Issue 31's one miss: rank 1 printed its traceback but hung in its process group's shutdown, so with
+    backoffLimit 0 the first pass saw only rank 0's peer loss. The core stops the running replicas first, starts
+    nothing in their place, and writes the Failed condition once the stopped run is evidence."""
+    from trainctl.core.actions import CreateReplica, DeleteReplica
+    from trainctl.core.network import LocalNetwork
+    from trainctl.core.observed import ObservedReplica
+    from trainctl.core.reconcile import STOP_REQUEUE_S, reconcile
+
+    resource = job("Running", "")
+    resource["spec"]["pytorchReplicaSpecs"] = {"Master": {"replicas": 1, "restartPolicy": "Never"},
+                                               "Worker": {"replicas": 1, "restartPolicy": "Never"}}
+    victim = ObservedReplica("Master", 0, "demo-master-0", "Failed", 1, reason="Error",
+                             finished_at="2026-01-01T00:00:05Z", message="\n".join(GLOO_VICTIM))
+    hung = ObservedReplica("Worker", 0, "demo-worker-0", "Running")
+    now = datetime(2026, 1, 1, 0, 0, 6, tzinfo=timezone.utc)
+    first = reconcile(resource, [victim, hung], now, LocalNetwork())
+    assert not [c for c in first.status["conditions"] if c["type"] == "Failed"]
+    assert [(type(a), a.name, a.reason) for a in first.actions if isinstance(a, (CreateReplica, DeleteReplica))] == [
+        (DeleteReplica, "demo-worker-0", "Cleanup")]
+    assert first.requeue_after == STOP_REQUEUE_S
+    stopped = Run("worker-0", 143, "Error", "2026-01-01T00:00:06Z", stopped=True,
+                  message="\n".join([*RAISER, "terminate called without an active exception"]))
+    second = reconcile(resource, [victim], now, LocalNetwork(), unobserved_failures=(stopped,))
+    assert not [a for a in second.actions if isinstance(a, CreateReplica)]
+    assert second.status["conditions"][-1]["type"] == "Failed"
+    assert second.status["conditions"][-1]["message"].endswith(
+        "failed: worker-0 raised RuntimeError: deliberate failure on rank 1.")
+
+
 def test_a_pods_termination_message_reaches_the_row_and_the_core():
     from trainctl.controller.pods import observe
 

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 #: in job scope, how long a failure that only followed another's (a rank that lost its peer) waits for the failure
 #: it followed to be seen, while other replicas still run: that one's class decides the restart
 CAUSE_WAIT_S = 5.0
+STOP_REQUEUE_S = 1.0  # a job whose replicas it stopped before failing it looks again this soon
 #: the longest ``requeue_after``: a deadline or TTL years away is looked at again daily, which costs
 #: nothing and keeps every runtime's timer (time.sleep, Condition.wait) inside its range
 MAX_REQUEUE_S = 24 * 3600.0
@@ -81,7 +82,8 @@ def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, ne
     missing Service is created even when its pod exists (a controller killed between
     the two creates), and one left from a scale-down is deleted.
     ``unobserved_failures``: failed runs of replicas that are not observed now (a local replica
-    waiting out its restart back-off): evidence for the Failed condition's message, nothing more.
+    waiting out its restart back-off, or one stopped before the job failed): evidence for the Failed
+    condition's message, nothing more.
     ``last_activity``: when a replica last wrote output or a report, or started (None: not known), for the
     job's stall timeout.
     """
@@ -365,6 +367,8 @@ class Reconciler:
 
     def fail(self, message: str, replicas_caused_it: bool = True) -> None:
         """Backoff, deadline or a permanent exit code: stop what runs, keep the rest for inspection."""
+        if replicas_caused_it and self.stopped_first():
+            return
         if replicas_caused_it:
             message = self.with_cause(message)
         self.status.setdefault("completionTime", self.stamp)
@@ -375,11 +379,33 @@ class Reconciler:
             if not replica.deleting and replica.name not in self.restarting and (everything or not replica.finished):
                 self.delete_replica(replica, "Cleanup")
 
+    def stopped_first(self) -> bool:
+        """Stop the replicas still running, and leave the Failed condition to the next pass, when all the failed
+        runs seen show a failure that followed another's (a rank that lost its peer): the peer that caused it may
+        not have exited yet (a rank that raised can hang in its process group's shutdown until it is stopped),
+        and once stopped its run is evidence. A condition is written once; it must not name the consequence.
+        True when it stopped some."""
+        if self.rules.job_scope:  # there the cause is waited for before deciding (failure_decision), and a replica
+            return False          # the core deleted would read as one the infrastructure took
+        running = [r for r in self.observed if r.active and r.name not in self.restarting]
+        if not running or self.cause_known():
+            return False
+        for replica in running:
+            self.delete_replica(replica, "Cleanup")
+        self.requeue(STOP_REQUEUE_S)
+        return True
+
+    def cause_known(self) -> bool:
+        culprit = attribute(self.all_failed_runs(), self.job.framework.kind).culprit
+        return culprit is None or culprit.is_cause
+
+    def all_failed_runs(self) -> list[Run]:
+        return [run for replica in self.observed for run in self.failed_runs(replica)] + [*self.unobserved_failures]
+
     def with_cause(self, message: str) -> str:
         """The message of a failure that replicas caused, naming the one whose failure brought the others down
         ([deviation] upstream names only the replica type)."""
-        runs = [run for replica in self.observed for run in self.failed_runs(replica)] + [*self.unobserved_failures]
-        cause = attribute(runs, self.job.framework.kind).sentence()
+        cause = attribute(self.all_failed_runs(), self.job.framework.kind).sentence()
         return f"{message.rstrip('.')}: {cause}." if cause else message
 
     def failed_runs(self, replica: ObservedReplica) -> list[Run]:
@@ -401,6 +427,9 @@ class Reconciler:
         # in job scope a new attempt starts whole, once the last replica of the old one is gone (a pod takes
         # time to stop; a local process is stopped before the pass goes on)
         waiting = self.old_attempt_left and self.network.cluster
+        # a job with a failed replica that will not restart fails in this pass: nothing new starts (a replica it
+        # stopped before failing, stopped_first, stays stopped)
+        waiting = waiting or self.permanently_failed() is not None
         for rtype in self.job.replica_types:
             for index in range(self.job.replicas(rtype)):
                 if (rtype, index) not in present and not waiting:

@@ -298,12 +298,18 @@ class Supervisor:
         return datetime.fromtimestamp(max(times), timezone.utc) if times else None
 
     def waiting_failures(self, job: Job) -> tuple[Run, ...]:
-        """The failed last runs of replicas waiting out their restart back-off: no process is observed for them,
-        and the Failed condition may still have to name one of them as the cause."""
-        return tuple(Run(job.replica_id(row["rtype"], row["index"]), row["last_exit_code"], row["last_reason"],
-                         row["last_finished"], previous=True, exit_window=stored_window(row["last_exit_window"]),
-                         message=row["last_message"])
-                     for row in self.deleted.values() if row["state"] == CRASH_LOOP)
+        """The failed runs of replicas no process is observed for, which the Failed condition may still have to
+        name as the cause: the last runs of those waiting out their restart back-off, and the runs of those the
+        job stopped before it failed (the core stops the rest first when only a consequence is seen)."""
+        waiting = tuple(Run(job.replica_id(row["rtype"], row["index"]), row["last_exit_code"], row["last_reason"],
+                            row["last_finished"], previous=True, exit_window=stored_window(row["last_exit_window"]),
+                            message=row["last_message"])
+                        for row in self.deleted.values() if row["state"] == CRASH_LOOP)
+        stopped = tuple(Run(job.replica_id(row["rtype"], row["index"]), row["exit_code"], row["reason"],
+                            row["finished"], exit_window=stored_window(row["exit_window"]), message=row["message"],
+                            stopped=row["stopped"])
+                        for row in self.deleted.values() if row["state"] == "Failed")
+        return waiting + stopped
 
     # ---- actions -----------------------------------------------------------------------
     def execute(self, action: object, resource: dict) -> None:
