@@ -236,8 +236,9 @@ def test_the_failed_condition_names_the_cause_among_observed_and_waiting_replica
 
 def test_a_failure_seen_only_as_a_consequence_stops_the_rest_before_the_failed_condition_is_written():
     """Issue 31's one miss: rank 1 printed its traceback but hung in its process group's shutdown, so with
-    backoffLimit 0 the first pass saw only rank 0's peer loss. The core stops the running replicas first, starts
-    nothing in their place, and writes the Failed condition once the stopped run is evidence."""
+    backoffLimit 0 the first pass saw only rank 0's peer loss. The core waits CAUSE_WAIT_S for the cause to show,
+    then stops the running replicas, starts nothing in their place, and writes the Failed condition once the
+    stopped run is evidence."""
     from trainctl.core.actions import CreateReplica, DeleteReplica
     from trainctl.core.network import LocalNetwork
     from trainctl.core.observed import ObservedReplica
@@ -249,7 +250,10 @@ def test_a_failure_seen_only_as_a_consequence_stops_the_rest_before_the_failed_c
     victim = ObservedReplica("Master", 0, "demo-master-0", "Failed", 1, reason="Error",
                              finished_at="2026-01-01T00:00:05Z", message="\n".join(GLOO_VICTIM))
     hung = ObservedReplica("Worker", 0, "demo-worker-0", "Running")
-    now = datetime(2026, 1, 1, 0, 0, 6, tzinfo=timezone.utc)
+    soon = reconcile(resource, [victim, hung], datetime(2026, 1, 1, 0, 0, 6, tzinfo=timezone.utc), LocalNetwork())
+    assert soon.requeue_after == 4.0 and not [a for a in soon.actions if isinstance(a, (CreateReplica, DeleteReplica))]
+    assert not [c for c in soon.status["conditions"] if c["type"] == "Failed"]  # its cause may show yet
+    now = datetime(2026, 1, 1, 0, 0, 10, tzinfo=timezone.utc)
     first = reconcile(resource, [victim, hung], now, LocalNetwork())
     assert not [c for c in first.status["conditions"] if c["type"] == "Failed"]
     assert [(type(a), a.name, a.reason) for a in first.actions if isinstance(a, (CreateReplica, DeleteReplica))] == [

@@ -367,7 +367,7 @@ class Reconciler:
 
     def fail(self, message: str, replicas_caused_it: bool = True) -> None:
         """Backoff, deadline or a permanent exit code: stop what runs, keep the rest for inspection."""
-        if replicas_caused_it and self.stopped_first():
+        if replicas_caused_it and self.cause_pending():
             return
         if replicas_caused_it:
             message = self.with_cause(message)
@@ -379,17 +379,24 @@ class Reconciler:
             if not replica.deleting and replica.name not in self.restarting and (everything or not replica.finished):
                 self.delete_replica(replica, "Cleanup")
 
-    def stopped_first(self) -> bool:
-        """Stop the replicas still running, and leave the Failed condition to the next pass, when all the failed
-        runs seen show a failure that followed another's (a rank that lost its peer): the peer that caused it may
-        not have exited yet (a rank that raised can hang in its process group's shutdown until it is stopped),
-        and once stopped its run is evidence. A condition is written once; it must not name the consequence.
-        True when it stopped some."""
-        if self.rules.job_scope:  # there the cause is waited for before deciding (failure_decision), and a replica
-            return False          # the core deleted would read as one the infrastructure took
+    def cause_pending(self) -> bool:
+        """Hold the Failed condition back while all the failed runs seen show a failure that followed another's
+        (a rank that lost its peer) and replicas still run: the peer that caused it may not have been seen to
+        exit yet (its pod's status comes a moment later), or may not have exited (a rank that raised can hang in
+        its process group's shutdown until it is stopped). Wait up to CAUSE_WAIT_S after the failure seen, as
+        failure_decision does in job scope; then stop the replicas still running, whose stopped runs are evidence
+        on the next pass. A condition is written once; it must not name the consequence. True when held back."""
+        if self.rules.job_scope:  # there failure_decision waits for the cause, and a replica the core deleted
+            return False          # would read as one the infrastructure took
         running = [r for r in self.observed if r.active and r.name not in self.restarting]
         if not running or self.cause_known():
             return False
+        # since the first failure seen; a run without an end time (none is known) waits no longer
+        waited = max((self.seconds_since(r.finished_at) for r in self.observed if r.phase == "Failed" and r.finished_at),
+                     default=CAUSE_WAIT_S)
+        if waited < CAUSE_WAIT_S:
+            self.requeue(CAUSE_WAIT_S - waited)
+            return True
         for replica in running:
             self.delete_replica(replica, "Cleanup")
         self.requeue(STOP_REQUEUE_S)
@@ -428,7 +435,7 @@ class Reconciler:
         # time to stop; a local process is stopped before the pass goes on)
         waiting = self.old_attempt_left and self.network.cluster
         # a job with a failed replica that will not restart fails in this pass: nothing new starts (a replica it
-        # stopped before failing, stopped_first, stays stopped)
+        # stopped before failing, cause_pending, stays stopped)
         waiting = waiting or self.permanently_failed() is not None
         for rtype in self.job.replica_types:
             for index in range(self.job.replicas(rtype)):
