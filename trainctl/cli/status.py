@@ -93,7 +93,10 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
 
 def restart_lines(resource: dict) -> list[str]:
     """The job's attempts and what its restart budgets have left (trainctl.core.restarts)."""
-    from trainctl.core.job import Job
+    from trainctl.core.job import Job, has_restart_record
+
+    if not has_restart_record(resource):  # the first attempt, nothing spent: nothing to show
+        return []
     from trainctl.core.restarts import Record, Rules
 
     return Record.of(resource).lines(Job(resource).run_policy.get("backoffLimit"), Rules.of(resource))

@@ -29,6 +29,9 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Annotations, not runPolicy fields: every operator keeps them, and the upstream one ignores them.
 STALL_AFTER_ANNOTATION = "trainctl.io/stall-after"
 STALL_TIMEOUT_ANNOTATION = "trainctl.io/stall-timeout"
+# the restart record (trainctl.core.restarts, which reads it): here so that a job without one costs a reader
+# (status, list) no import of that module
+RESTART_RECORD_ANNOTATION = "trainctl.io/restarts"
 DEFAULT_STALL_AFTER_S = 600
 
 
@@ -160,3 +163,8 @@ def annotated_seconds(resource: dict, key: str) -> int | None:
     annotation edited by hand must not break a read)."""
     value = ((resource.get("metadata") or {}).get("annotations") or {}).get(key)
     return int(value) if isinstance(value, str) and value.isdigit() and 0 < int(value) < 2**63 else None
+
+
+def has_restart_record(resource: dict) -> bool:
+    """Whether the job carries a restart record: without one it is on its first attempt, with nothing spent."""
+    return RESTART_RECORD_ANNOTATION in (resource.get("metadata", {}).get("annotations") or {})

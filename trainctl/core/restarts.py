@@ -37,12 +37,13 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from trainctl.core.attribution import signal_name, signal_of
+from trainctl.core.job import RESTART_RECORD_ANNOTATION
+
 
 RESTART_SCOPE_ANNOTATION = "trainctl.io/restart-scope"
 RETRY_EXIT_CODES_ANNOTATION = "trainctl.io/retry-on-exit-codes"
 MAX_DISRUPTIONS_ANNOTATION = "trainctl.io/max-disruptions"
-RECORD_ANNOTATION = "trainctl.io/restarts"
+RECORD_ANNOTATION = RESTART_RECORD_ANNOTATION
 ATTEMPT_LABEL = "trainctl.io/restart-attempt"
 #: every replica's attempt: 0 on the first run, 1 after the first restart or resume (JobSet's restart-attempt
 #: and torchrun's TORCHELASTIC_RESTART_COUNT count the same way)
@@ -111,6 +112,8 @@ def failure_class(code: int | None, reason: str, disruption: str, policy: str, r
                   raised: bool = False) -> str:
     """The class of one failed run (see the module docstring). ``disruption``: what the runtime saw befall the
     pod ('' for nothing); ``raised``: the run ended in an exception of the program's (judged in job scope only)."""
+    from trainctl.core.attribution import signal_of  # here: status and list read records, not failures
+
     if code is not None and code in rules.retry_codes:
         return COUNTED
     if policy == "Never":
@@ -124,6 +127,8 @@ def failure_class(code: int | None, reason: str, disruption: str, policy: str, r
 
 def cause_text(replica: str, code: int | None, reason: str, disruption: str = "") -> str:
     """``worker-1: exit 137, OOMKilled``: a failed run, as the record and ``status`` name it."""
+    from trainctl.core.attribution import signal_name
+
     if disruption:
         return f"{replica}: {disruption}"
     shown = "OOMKilled" if reason == "OOMKilled" else signal_name(code) or ("" if reason in ("", "Error") else reason)

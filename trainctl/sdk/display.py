@@ -24,14 +24,23 @@ def list_columns(wide: bool) -> list[str]:
     return LIST_COLUMNS + (WIDE_LIST_COLUMNS if wide else [])
 
 
-def job_row(resource: dict, wide: bool, progress: str = "-") -> list[str]:
-    from trainctl.core.conditions import state_of, status_of
+def attempt(resource: dict) -> int:
+    """The job's attempt, from 1: one more for each restart of the whole job or resume (docs/fault-tolerance.md)."""
+    from trainctl.core.job import has_restart_record
+
+    if not has_restart_record(resource):
+        return 1
     from trainctl.core.restarts import Record
 
+    return Record.of(resource).attempt + 1
+
+
+def job_row(resource: dict, wide: bool, progress: str = "-") -> list[str]:
+    from trainctl.core.conditions import state_of, status_of
     specs = replica_specs(resource)
     job_status = status_of(resource)
     row = [resource["metadata"].get("namespace", ""), resource["metadata"]["name"], resource["kind"],
-           state_of(resource), str(Record.of(resource).attempt + 1),  # restarts and resumes: docs/fault-tolerance.md
+           state_of(resource), str(attempt(resource)),
            str(sum((spec or {}).get("replicas", 1) for spec in specs.values())),
            since(resource["metadata"].get("creationTimestamp")),
            since(job_status.get("startTime"), job_status.get("completionTime")), progress]

@@ -156,11 +156,13 @@ class KubeBackend(Backend):
     def kept_runs(self, job: Job, pods: list[dict]) -> dict[str, tuple]:
         """The runs kept of the job's replicas, by replica id, when some replica has no pod (one metadata-only
         list of its records: trainctl.backends.kube.records); {} when every replica has one."""
-        from trainctl.backends.kube import records
-
         present = {pod["metadata"]["name"] for pod in pods}
         if all(job.pod_name(t, i) in present for t in job.replica_types for i in range(job.replicas(t))):
             return {}
+        if not ever_ran(job.resource):
+            return {}  # its pods are still to come: no run of it has ended, so none was kept
+        from trainctl.backends.kube import records  # only now: reading pods that exist loads none of it
+
         return records.listed(self.client, job.namespace, job.name, job.uid)
 
     def kueue_workload(self, resource: dict) -> dict | None:
@@ -237,16 +239,14 @@ class KubeBackend(Backend):
 
     def reports(self, name: str, namespace: str, whole: bool = False) -> dict[str, ReplicaReports]:
         """Each replica's reports from its pod's log, or, its pod gone, every report its record kept."""
-        from trainctl.backends.kube import records
-
         job = Job(self.find(name, namespace))
         pods = self.pods_by_name(name, namespace)
         live, found = {}, {}
         for rtype in job.replica_types:
             for index in range(job.replicas(rtype)):
                 pod, replica = job.pod_name(rtype, index), job.replica_id(rtype, index)
-                record = records.read(self.client, namespace, pod, job.uid, replica) \
-                    if pods is not None and pod not in pods else None
+                gone = pods is not None and pod not in pods and ever_ran(job.resource)
+                record = self.kept_record(job, pod, replica) if gone else None
                 if record is not None:
                     found[replica] = ReplicaReports(replica, record.report_lines(), record.last_output)
                 else:
@@ -254,6 +254,12 @@ class KubeBackend(Backend):
         lines = lines_of(self.merged_logs(job, live, pods, tail=None if whole else REPORT_TAIL_LINES,
                                           since_seconds=None, previous=False, timestamps=False)) if live else iter(())
         return {**reports_in(lines), **found}
+
+    def kept_record(self, job: Job, pod: str, replica: str):
+        """The record kept of a replica whose pod is gone (None: none kept)."""
+        from trainctl.backends.kube import records
+
+        return records.read(self.client, job.namespace, pod, job.uid, replica)
 
     def pods_by_name(self, name: str, namespace: str) -> dict[str, dict] | None:
         """Each pod of the job by name, in one request (None when they cannot be read: the logs themselves then
@@ -270,13 +276,13 @@ class KubeBackend(Backend):
         """One replica's log as it stands. Its pod gone, or its log unreadable, the run trainctl's controller kept
         (trainctl.backends.kube.records), after a line that says so. A pod held back by a failed init container
         gives that container's log instead, after a line that says so (else only "(no logs: ...)")."""
-        from trainctl.backends.kube import records
+        from trainctl.backends.kube.kept import Kept
 
         found = pods.get(pod) if pods is not None else None
-        kept = records.Kept(self.client, job, pod, replica_id, found, container, previous,
+        kept = Kept(self.client, job, pod, replica_id, found, container, previous,
                             {"tail": tail, "since_seconds": since_seconds, "keep_stamps": timestamps})
         if pods is not None and found is None:  # the pod is gone, or not made yet: its log is not asked for
-            yield from kept.chunks() if kept.run() is not None else [
+            yield from kept.chunks() if ever_ran(job.resource) and kept.run() is not None else [
                 LogChunk(replica_id, pod_logs.no_logs(f'pods "{pod}" not found'), 0.0)]
             return
         failed = None if previous else failed_init((found or {}).get("status"))
@@ -405,8 +411,6 @@ def podless_rows(job: Job, pods: list[dict], kept: dict[str, tuple] | None = Non
     trainctl.backends.kube.records); without a record, only that it was removed (the job's events and
     conditions still tell why it ended). With the default cleanPodPolicy (None) a finished job keeps every pod.
     """
-    from trainctl.backends.kube.records import kept_row
-
     present = {pod["metadata"]["name"] for pod in pods}
     finished = cond.has_finished(job.resource)
     state, reason = (("Deleted", f"pod removed (cleanPodPolicy {job.run_policy['cleanPodPolicy']})") if finished
@@ -417,6 +421,18 @@ def podless_rows(job: Job, pods: list[dict], kept: dict[str, tuple] | None = Non
             name, runs = job.pod_name(rtype, index), (kept or {}).get(job.replica_id(rtype, index))
             if name in present:
                 continue
-            rows.append(kept_row(name, rtype, index, runs, finished) if runs else
-                        ReplicaRow(name=name, replica_type=rtype, index=index, state=state, reason=reason))
+            if runs:
+                from trainctl.backends.kube.records import kept_row  # only for a kept run: status loads none else
+
+                rows.append(kept_row(name, rtype, index, runs, finished))
+            else:
+                rows.append(ReplicaRow(name=name, replica_type=rtype, index=index, state=state, reason=reason))
     return rows
+
+
+def ever_ran(resource: dict) -> bool:
+    """Whether a replica of the job may have run: a condition beyond Created (Running, Restarting, Suspended,
+    Succeeded, Failed ...), which the reconcile writes in the pass that sees a replica start or end."""
+    from trainctl.core.conditions import conditions_of
+
+    return any(condition.get("type") != "Created" for condition in conditions_of(resource))
