@@ -29,8 +29,9 @@ def controller_uid(obj: dict) -> str | None:
 
 # What the controller reads of a cached pod (observe, the MPI hostfile, progress reads, gang scheduling, the
 # reconcile's restarts and exit codes): of the spec, these and its containers' names; of the status, these and
-# of each container's status the next. The rest (commands, env, volumes, tolerations, conditions, IPs, image
-# IDs ...) was two thirds of a pod's memory, and 5,000 jobs keep 20,000 pods (docs/benchmarks.md).
+# of each container's status the next, and a DisruptionTarget condition. The rest (commands, env, volumes,
+# tolerations, other conditions, IPs, image IDs ...) was two thirds of a pod's memory, and 5,000 jobs keep
+# 20,000 pods (docs/benchmarks.md).
 CACHED_POD_SPEC = ("nodeName", "schedulerName", "restartPolicy", "priority")
 CACHED_POD_STATUS = ("phase", "reason", "message", "startTime")
 CACHED_CONTAINER_STATUS = ("name", "state", "lastState", "restartCount", "ready", "started")
@@ -46,6 +47,10 @@ def cached_pod(pod: dict) -> dict:
             kept_spec[key] = [{"name": container.get("name")} for container in spec[key]
                               if isinstance(container, dict)]
     kept_status = {key: status[key] for key in CACHED_POD_STATUS if key in status}
+    disrupted = [condition for condition in status.get("conditions") or []
+                 if isinstance(condition, dict) and condition.get("type") == DISRUPTION_TARGET]
+    if disrupted:  # of the conditions only this one is read (disruption)
+        kept_status["conditions"] = disrupted
     for key in ("containerStatuses", "initContainerStatuses"):
         if key in status:
             kept_status[key] = [{field: container[field] for field in CACHED_CONTAINER_STATUS if field in container}
