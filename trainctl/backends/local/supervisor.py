@@ -262,7 +262,7 @@ class Supervisor:
             job = Job(resource)
             plan = reconcile(resource, [r.observed() for r in self.replicas.values()],
                              datetime.now(timezone.utc), self.network(resource),
-                             unobserved_failures=self.waiting_failures(job),
+                             unobserved_failures=self.unobserved_failures(job),
                              last_activity=self.last_activity() if job.stall_timeout else None)
             if plan.annotations is not None:  # the record first: a restart decided is never decided again
                 metadata = resource["metadata"]
@@ -297,7 +297,7 @@ class Supervisor:
                     times.append(path.stat().st_mtime)
         return datetime.fromtimestamp(max(times), timezone.utc) if times else None
 
-    def waiting_failures(self, job: Job) -> tuple[Run, ...]:
+    def unobserved_failures(self, job: Job) -> tuple[Run, ...]:
         """The failed runs of replicas no process is observed for, which the Failed condition may still have to
         name as the cause: the last runs of those waiting out their restart back-off, and the runs of those the
         job stopped before it failed (the core stops the rest first when only a consequence is seen)."""
