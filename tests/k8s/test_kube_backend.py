@@ -221,6 +221,31 @@ def test_status_shows_pods_phases_restarts_and_reasons(k8s_cluster, kube_node, k
     assert "Failed" in master and " 3 " in master
 
 
+def test_status_reads_the_job_its_pods_events_and_records_once_each(k8s_cluster, kube_node, kube):
+    """What status shows (details, then progress from the pods' logs) costs one GET of the job, one round trip for
+    its pods and events, and, a replica's pod being gone, one metadata list of the kept records: no second read of
+    any, and no GET of a record the list did not name (issue 28: it was 14 requests for a job of 4 pods)."""
+    from trainctl.sdk.client import Client
+
+    assert kube("submit", "pytorch", "--name", "once", "-n", kube.namespace, "--workers", "3", "--", "python",
+                "t.py").returncode == 0
+    pods = play_operator(k8s_cluster, kube, "once", "pytorchjobs")
+    set_job_condition(k8s_cluster, kube, "once", "pytorchjobs", "Running")
+    kube_node.bind(kube.namespace, pods[0])
+    kube_node.set_phase(kube.namespace, pods[0], "Running")
+    kube_node.write_log(kube.namespace, pods[0], "pytorch", "step 1\n")
+    from kubernetes import client
+
+    client.CoreV1Api(k8s_cluster.api_client()).delete_namespaced_pod(pods[-1], kube.namespace, grace_period_seconds=0)
+    sdk = Client("kubernetes", kubeconfig=str(k8s_cluster.kubeconfig("admin")))
+    details = sdk.get("once", kube.namespace)
+    assert [row.name for row in details.replicas if row.state == "Running"] == [pods[0]]
+    sdk.progress("once", kube.namespace, details=details)
+    sent = dict(sdk.backend.client.requests)
+    live_logs = len(pods) - 1  # every pod still there: its log is where its reports are
+    assert sent == {"get": 1, "list": 3, "stream": live_logs}, sent
+
+
 def test_logs_follow_waits_for_pods_that_start_later_and_previous(k8s_cluster, kube_node, kube):
     assert kube("submit", "jax", "--name", "lg", "-n", kube.namespace, "--workers", "2", "--", "python",
                 "t.py").returncode == 0

@@ -195,7 +195,7 @@ class Reports:
     def __init__(self, found: dict) -> None:
         self.found = found
 
-    def reports(self, name, namespace, whole=False):
+    def reports(self, name, namespace, whole=False, details=None):
         return self.found
 
 

@@ -127,15 +127,21 @@ def reports_in(log_lines: Iterator[LogLine]) -> dict[str, ReplicaReports]:
 
 
 class JobDetails:
-    """A job as ``status`` shows it: the resource, its replicas' rows, its recent events."""
+    """A job as ``status`` shows it: the resource, its replicas' rows, its recent events.
 
-    __slots__ = ("resource", "replicas", "events")
+    ``pods`` and ``kept``: what a cluster backend read on the way to the rows (the job's pods by name; the runs kept
+    of replicas whose pod is gone, by replica id), so that reading the job's progress next (``status``) asks for
+    neither again; None where they were not read. Not part of what the details are (equality, repr)."""
+
+    __slots__ = ("resource", "replicas", "events", "pods", "kept")
 
     def __init__(self, resource: dict, replicas: list[ReplicaRow] | None = None,
-                 events: list[dict] | None = None) -> None:
+                 events: list[dict] | None = None, *, pods: dict[str, dict] | None = None,
+                 kept: dict[str, tuple] | None = None) -> None:
         self.resource = resource
         self.replicas = [] if replicas is None else replicas
         self.events = [] if events is None else events
+        self.pods, self.kept = pods, kept
 
     def __repr__(self) -> str:
         return f"JobDetails(resource={self.resource!r}, replicas={self.replicas!r}, events={self.events!r})"
@@ -204,9 +210,11 @@ class Backend(abc.ABC):
     #: cluster ``list`` shows what the controller stored in the job's annotation (trainctl.backends.reported)
     reads_reports_cheaply = False
 
-    def reports(self, name: str, namespace: str, whole: bool = False) -> dict[str, ReplicaReports]:
+    def reports(self, name: str, namespace: str, whole: bool = False,
+                details: JobDetails | None = None) -> dict[str, ReplicaReports]:
         """Each replica's reports, by replica id; ``whole``: every line kept, else only recent ones (for the
-        latest progress). Here from the logs, where a pod writes them (``TRAINCTL_PROGRESS=/dev/stdout``)."""
+        latest progress); ``details``: what :meth:`get` just returned, not read again. Here from the logs, where a
+        pod writes them (``TRAINCTL_PROGRESS=/dev/stdout``)."""
         return reports_in(self.logs(name, namespace, tail=None if whole else REPORT_TAIL_LINES))
 
     @abc.abstractmethod

@@ -180,7 +180,7 @@ def job_progress(backend: Backend, details: JobDetails, now: float | None = None
     resource = details.resource
     metadata = resource["metadata"]
     try:
-        found = backend.reports(metadata["name"], metadata.get("namespace") or "default")
+        found = backend.reports(metadata["name"], metadata.get("namespace") or "default", details=details)
     except UserError:  # deleted meanwhile, or its logs cannot be read: nothing reported, as far as anyone can see
         found = {}
     now = time.time() if now is None else now

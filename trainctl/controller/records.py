@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from trainctl.backends.kube import records as fmt
 from trainctl.controller import pods as pod_objects
@@ -509,7 +509,7 @@ class RecordKeeper:
         """Create or replace the ConfigMap: True once written; None on a conflict (someone wrote it since it was
         read); False when the API server refuses it for good (forbidden, a quota, invalid), which is logged:
         reading the runs again would only meet the same answer."""
-        body = fmt.body(replace(record, resource_version=existing.resource_version if existing else ""), job.resource,
+        body = fmt.body(record._replace(resource_version=existing.resource_version if existing else ""), job.resource,
                         pod_name)
         try:
             if existing is None:

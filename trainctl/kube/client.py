@@ -209,13 +209,12 @@ class Client:
             query["fieldSelector"] = field_selector
         return self.request("GET", resource.path(namespace), query=query or None, verb="list")
 
-    def list_each(self, resources: list[Resource], namespace: str | None = None,
-                  selector: str | None = None) -> list[dict | ApiError]:
-        """:meth:`list` of each resource, all requests sent before the first answer is read (HTTP/1.1
-        pipelining, one round trip for all); each answer decoded, or the ApiError it was. Should the
-        connection drop on the way, what is left is asked for one at a time."""
-        query = f"?{urlencode({'labelSelector': selector})}" if selector else ""
-        targets = [self.prefix + resource.path(namespace) + query for resource in resources]
+    def list_each(self, wanted: list[tuple[Resource, dict]], namespace: str | None = None) -> list[dict | ApiError]:
+        """:meth:`list` of each (resource, query: ``labelSelector``, ``fieldSelector`` ...), all requests sent
+        before the first answer is read (HTTP/1.1 pipelining, one round trip for all); each answer decoded, or
+        the ApiError it was. Should the connection drop on the way, what is left is asked for one at a time."""
+        targets = [self.prefix + resource.path(namespace) + (f"?{urlencode(query)}" if query else "")
+                   for resource, query in wanted]
         answers: list[dict | ApiError] = []
         connection = getattr(self.local, "connection", None) or self._connect(self.timeout)
         self.local.connection = connection
@@ -231,11 +230,11 @@ class Client:
             self.local.connection = None
         if any(isinstance(answer, ApiError) and answer.status == 401 for answer in answers) and self.config.refresh():
             answers = []  # an exec plugin's token expired: ask again with the new one
-        return answers + [self._answer_of(resource, namespace, selector) for resource in resources[len(answers):]]
+        return answers + [self._answer_of(resource, namespace, query) for resource, query in wanted[len(answers):]]
 
-    def _answer_of(self, resource: Resource, namespace: str | None, selector: str | None) -> dict | ApiError:
+    def _answer_of(self, resource: Resource, namespace: str | None, query: dict) -> dict | ApiError:
         try:
-            return self.list(resource, namespace, selector)
+            return self.request("GET", resource.path(namespace), query=query or None, verb="list")
         except ApiError as error:
             return error
 

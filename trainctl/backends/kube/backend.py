@@ -137,17 +137,19 @@ class KubeBackend(Backend):
     # ---- read ------------------------------------------------------------------------------
     def get(self, name: str, namespace: str, kind: str | None = None) -> JobDetails:
         resource = self.find(name, namespace, kind)
-        with self.errors(f"read pods of {name}"):
-            pods = self.client.list(kube.PODS, namespace, selector=f"{LABEL_JOB_NAME}={name}")["items"]
-            events = self.client.list(kube.EVENTS, namespace, field_selector=f"involvedObject.name={name}")["items"]
+        with self.errors(f"read pods of {name}"):  # both lists in one round trip
+            pods, events = (answered(answer)["items"] for answer in self.client.list_each(
+                [(kube.PODS, {"labelSelector": f"{LABEL_JOB_NAME}={name}"}),
+                 (kube.EVENTS, {"fieldSelector": f"involvedObject.name={name}"})], namespace))
         job = Job(resource)
         order = job.replica_types
-        rows = [replica_row(pod, order) for pod in pods] + podless_rows(job, pods, self.kept_runs(job, pods))
+        kept = self.kept_runs(job, pods)
+        rows = [replica_row(pod, order) for pod in pods] + podless_rows(job, pods, kept)
         rows.sort(key=lambda r: (order.index(r.replica_type) if r.replica_type in order else len(order), r.index or 0))
         recent = sorted(events, key=event_time)[-RECENT_EVENTS:]
         return JobDetails(resource=resource, replicas=rows, events=[
             {"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"), "time": event_time(e)}
-            for e in recent])
+            for e in recent], pods={pod["metadata"]["name"]: pod for pod in pods}, kept=kept)
 
     def resource(self, name: str, namespace: str, kind: str | None = None) -> dict:
         """The job alone: one GET, where :meth:`get` also lists its pods and events."""
@@ -200,7 +202,8 @@ class KubeBackend(Backend):
         label_selector = selectors.parse(selector).text() or None  # a bad one fails here, as locally
         jobs = []
         with self.errors("list jobs"):  # the six kinds' lists in one round trip
-            for answer in self.client.list_each([job_resource(fw) for fw in ALL], namespace, label_selector):
+            query = {"labelSelector": label_selector} if label_selector else {}
+            for answer in self.client.list_each([(job_resource(fw), query) for fw in ALL], namespace):
                 if isinstance(answer, kube.ApiError) and answer.status != 404:
                     raise answer  # 404: that CRD is not installed, so no jobs of that kind
                 jobs += [] if isinstance(answer, kube.ApiError) else answer["items"]
@@ -237,15 +240,22 @@ class KubeBackend(Backend):
         return pod_logs.merged([self.finished_log(job, pod, container, replica_id, pods, **read)
                                 for replica_id, (pod, container) in replicas.items()])
 
-    def reports(self, name: str, namespace: str, whole: bool = False) -> dict[str, ReplicaReports]:
-        """Each replica's reports from its pod's log, or, its pod gone, every report its record kept."""
-        job = Job(self.find(name, namespace))
-        pods = self.pods_by_name(name, namespace)
+    def reports(self, name: str, namespace: str, whole: bool = False,
+                details: JobDetails | None = None) -> dict[str, ReplicaReports]:
+        """Each replica's reports from its pod's log, or, its pod gone, every report its record kept. With
+        ``details`` (:meth:`get`'s), neither the job nor its pods nor its records' list is read again."""
+        job = Job(details.resource if details is not None else self.find(name, namespace))
+        known = details is not None and details.pods is not None
+        pods = details.pods if known else self.pods_by_name(name, namespace)
+        kept = details.kept if known else None  # None: whether a replica has a record is learnt by reading it
         live, found = {}, {}
         for rtype in job.replica_types:
             for index in range(job.replicas(rtype)):
                 pod, replica = job.pod_name(rtype, index), job.replica_id(rtype, index)
                 gone = pods is not None and pod not in pods and ever_ran(job.resource)
+                if gone and kept is not None and replica not in kept:
+                    found[replica] = ReplicaReports(replica, [])  # no pod, no record: nothing to read
+                    continue
                 record = self.kept_record(job, pod, replica) if gone else None
                 if record is not None:
                     found[replica] = ReplicaReports(replica, record.report_lines(), record.last_output)
@@ -367,6 +377,13 @@ class KubeBackend(Backend):
                 with self.errors(f"install CRD {name}"):
                     self.client.apply(kube.CRDS, crd)
         return names
+
+
+def answered(answer: dict | kube.ApiError) -> dict:
+    """One of :meth:`trainctl.kube.client.Client.list_each`'s answers, its error raised."""
+    if isinstance(answer, kube.ApiError):
+        raise answer
+    return answer
 
 
 def event_time(event: dict) -> str:

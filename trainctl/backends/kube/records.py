@@ -29,11 +29,10 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
-import gzip
 import json
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 from datetime import datetime, timezone
 
 from trainctl.backends.base import LogChunk
@@ -65,8 +64,9 @@ class BadRecord(ValueError):
     """A ConfigMap that says it is a record and is not one: garbled, cut, or forged."""
 
 
-@dataclass(frozen=True)
-class KeptRun:
+# NamedTuples, as trainctl/backends/base.py's records are: ``status`` of a job whose pods are gone reads these,
+# and making dataclasses would load inspect and ast for it
+class KeptRun(NamedTuple):
     """One ended run of a replica's main container, as the record keeps it."""
 
     pod: str
@@ -99,8 +99,7 @@ class KeptRun:
                 "deleted": self.deleted}
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """What a replica's record holds: runs newest first, and beside each its compressed log tail (or None)."""
 
     replica: str
@@ -151,6 +150,8 @@ def record_budget(total_replicas: int) -> int:
 # ---- writing ----------------------------------------------------------------------------------------------
 
 def packed(data: bytes) -> bytes:
+    import gzip  # the controller's, when it writes: readers unpack with zlib alone
+
     return gzip.compress(data, compresslevel=6, mtime=0)
 
 
@@ -187,7 +188,7 @@ def fitted(record: Record, budget: int) -> Record:
     result = record.result if record.result and len(record.result) <= budget // 4 else None
     runs, logs = list(record.runs), list(record.logs)
     if record.result and result is None:
-        runs[0] = replace(runs[0], lost=joined(runs[0].lost, "its result line was too large to keep"))
+        runs[0] = runs[0]._replace(lost=joined(runs[0].lost, "its result line was too large to keep"))
     room = budget - len(reports or b"") - len(result or b"")
     for index, data in enumerate(logs):
         if data is None:
@@ -195,7 +196,7 @@ def fitted(record: Record, budget: int) -> Record:
         if len(data) > room:
             runs[index], logs[index] = cut_to(runs[index], data, room)
         room -= len(logs[index] or b"")
-    return replace(record, runs=tuple(runs), logs=tuple(logs), reports=reports, result=result)
+    return record._replace(runs=tuple(runs), logs=tuple(logs), reports=reports, result=result)
 
 
 def thinner(record: Record, room: int) -> bytes | None:
@@ -219,8 +220,8 @@ def cut_to(run: KeptRun, data: bytes, room: int) -> tuple[KeptRun, bytes | None]
         data = packed(text)
         size = len(data)
         if text and size <= room:
-            return replace(run, kept=content_bytes(text), lost=joined(run.lost, "cut to the job's share")), data
-    return replace(run, kept=0, lost=joined(run.lost, "no room left in the job's share for this run's log")), None
+            return run._replace(kept=content_bytes(text), lost=joined(run.lost, "cut to the job's share")), data
+    return run._replace(kept=0, lost=joined(run.lost, "no room left in the job's share for this run's log")), None
 
 
 def joined(first: str, second: str) -> str:
@@ -351,8 +352,7 @@ def time_or_none(value: object) -> str | None:
 
 # ---- a kept run as log lines ------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Shown:
+class Shown(NamedTuple):
     """Which of a record's runs a reader shows, and why it is the record's and not the pod's."""
 
     record: Record

@@ -134,11 +134,12 @@ class LocalBackend(Backend):
             return follow_logs(job_dir, names, tail, since_seconds, lambda: job_is_done(job_dir), timestamps)
         return read_logs(job_dir, names, tail, previous, since_seconds, timestamps)
 
-    def reports(self, name: str, namespace: str, whole: bool = False) -> dict[str, ReplicaReports]:
+    def reports(self, name: str, namespace: str, whole: bool = False,
+                details: JobDetails | None = None) -> dict[str, ReplicaReports]:
         """From each replica's progress file (the supervisor names it in TRAINCTL_PROGRESS); its last output is
         when its log or that file last changed."""
         job_dir = JobDir(namespace, name)
-        job = Job(job_dir.read_job())
+        job = Job(details.resource if details is not None else job_dir.read_job())
         found = {}
         for replica in (job.replica_id(t, i) for t in job.replica_types for i in range(job.replicas(t))):
             path = job_dir.progress_file(replica)
