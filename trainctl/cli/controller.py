@@ -18,7 +18,7 @@ controller_app = typer.Typer(
 
 def _check_namespaces(values: list[str] | None) -> list[str] | None:
     """Each -n is a DNS-1123 label, as on every other command (it becomes part of API paths)."""
-    from trainctl.core.validation import check_namespace
+    from trainctl.kube.names import check_namespace
 
     for value in values or []:
         check_namespace(value, "-n/--namespace")

@@ -77,7 +77,7 @@ def parameters(command) -> list[Parameter] | None:
 def _check_namespace(value: str | None) -> str | None:
     """Every command's -n is a DNS-1123 label (it also names a directory of the local store)."""
     if value is not None:
-        from trainctl.core.validation import check_namespace
+        from trainctl.kube.names import check_namespace
 
         check_namespace(value, "-n/--namespace")
     return value

@@ -43,12 +43,12 @@ from trainctl import API_VERSION
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, KINDS, Framework, by_kind
 from trainctl.kube.names import (
-    DNS_1123_LABEL,
     TAINT_EFFECTS,
     dns_label_problem,
     env_name_problem,
     label_key_problem,
     label_value_problem,
+    namespace_problem,
     port_name_problem,
     port_number_problem,
 )
@@ -100,20 +100,6 @@ def _framework_of(resource: dict, prefix: str) -> Framework:
         return by_kind(kind)
     except UserError as err:
         raise UserError(f"{prefix}kind: {err.message}") from None
-
-
-def check_namespace(namespace: Any, where: str = "--namespace") -> str:
-    """``namespace`` if it is a DNS-1123 label; a one-line UserError naming ``where`` otherwise."""
-    problem = namespace_problem(namespace)
-    if problem:
-        raise UserError(f"{where} {_shorten(repr(namespace))}: {problem}")
-    return namespace
-
-
-def namespace_problem(namespace: Any) -> str | None:
-    if isinstance(namespace, str) and len(namespace) <= 63 and DNS_1123_LABEL.fullmatch(namespace):
-        return None
-    return "not a valid namespace: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
 
 
 # ---- JSON -------------------------------------------------------------------

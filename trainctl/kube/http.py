@@ -42,11 +42,14 @@ class Connection:
         self.host_header = (f"[{host}]" if ":" in host else host) + ("" if port == default_port else f":{port}")
 
     def connect(self) -> None:
-        sock = socket.create_connection((self.host, self.port), self.timeout)
+        # an ASCII host as bytes: given text, the resolver and ssl encode it with the IDNA codec, whose import is a
+        # millisecond of every cluster command's start
+        host = self.host.encode("ascii") if self.host.isascii() else self.host
+        sock = socket.create_connection((host, self.port), self.timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write: send it now
             if self.context is not None:
-                sock = self.context.wrap_socket(sock, server_hostname=self.host)
+                sock = self.context.wrap_socket(sock, server_hostname=host)
         except BaseException:
             sock.close()
             raise

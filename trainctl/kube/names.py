@@ -26,26 +26,46 @@ from __future__ import annotations
 
 import re
 
-DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-DNS_1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
-PORT_NAME = re.compile(r"[-a-z0-9]+")
+from trainctl.errors import UserError
+
+# Patterns as text, matched with re.fullmatch, which compiles each on its first use and keeps it: compiling all
+# of them up front cost every ``status`` and ``list`` a millisecond for the one it checks (docs/benchmarks.md).
+DNS_1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+ENV_NAME = r"[-._a-zA-Z][-._a-zA-Z0-9]*"
+PORT_NAME = r"[-a-z0-9]+"
 LABEL_MAX, SUBDOMAIN_MAX, PORT_NAME_MAX = 63, 253, 15
 PORT_MAX = 65535
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 LABEL_ALPHABET = "letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 
 
+def check_namespace(namespace: object, where: str = "--namespace") -> str:
+    """``namespace`` if it is a DNS-1123 label; a one-line UserError naming ``where`` otherwise."""
+    problem = namespace_problem(namespace)
+    if problem:
+        shown = repr(namespace)
+        raise UserError(f"{where} {shown if len(shown) <= 80 else shown[:77] + '...'}: {problem}")
+    return namespace
+
+
+def namespace_problem(namespace: object) -> str | None:
+    if isinstance(namespace, str) and len(namespace) <= LABEL_MAX and re.fullmatch(DNS_1123_LABEL, namespace):
+        return None
+    return ("not a valid namespace: at most 63 lower-case letters, digits and '-', starting and ending with a letter "
+            "or digit")
+
+
 def dns_label_problem(name: str) -> str | None:
-    if len(name) <= LABEL_MAX and DNS_1123_LABEL.fullmatch(name):
+    if len(name) <= LABEL_MAX and re.fullmatch(DNS_1123_LABEL, name):
         return None
     return (f"not a DNS-1123 label: at most {LABEL_MAX} lower-case letters, digits and '-', starting and ending "
             "with a letter or digit")
 
 
 def dns_subdomain_problem(name: str) -> str | None:
-    if len(name) <= SUBDOMAIN_MAX and DNS_1123_SUBDOMAIN.fullmatch(name):
+    if len(name) <= SUBDOMAIN_MAX and re.fullmatch(DNS_1123_SUBDOMAIN, name):
         return None
     return (f"not a DNS-1123 subdomain: at most {SUBDOMAIN_MAX} lower-case letters, digits, '-' and '.', "
             "each part starting and ending with a letter or digit")
@@ -63,14 +83,14 @@ def label_key_problem(key: str) -> str | None:
         if problem:
             return f"not a valid key: its prefix {parts[0]!r} is {problem}"
     name = parts[-1]
-    if len(name) > LABEL_MAX or not LABEL_NAME.fullmatch(name):
+    if len(name) > LABEL_MAX or not re.fullmatch(LABEL_NAME, name):
         return f"not a valid key: [prefix/]name, the name at most {LABEL_MAX} {LABEL_ALPHABET}"
     return None
 
 
 def label_value_problem(value: str) -> str | None:
     """What makes ``value`` no label value (Kubernetes' IsLabelValue), or None."""
-    if value == "" or (len(value) <= LABEL_MAX and LABEL_NAME.fullmatch(value)):
+    if value == "" or (len(value) <= LABEL_MAX and re.fullmatch(LABEL_NAME, value)):
         return None
     return f"not a label value: empty, or at most {LABEL_MAX} {LABEL_ALPHABET}"
 
@@ -82,7 +102,7 @@ def port_number_problem(port: int, zero_means_none: bool = False) -> str | None:
 
 def port_name_problem(name: str) -> str | None:
     """What makes ``name`` no port name (an IANA service name, Kubernetes' IsValidPortName), or None."""
-    if (len(name) <= PORT_NAME_MAX and PORT_NAME.fullmatch(name) and re.search("[a-z]", name)
+    if (len(name) <= PORT_NAME_MAX and re.fullmatch(PORT_NAME, name) and re.search("[a-z]", name)
             and "--" not in name and not name.startswith("-") and not name.endswith("-")):
         return None
     return (f"not a port name: at most {PORT_NAME_MAX} lower-case letters, digits and '-', with at least one "
@@ -91,7 +111,7 @@ def port_name_problem(name: str) -> str | None:
 
 def env_name_problem(name: str) -> str | None:
     """What makes ``name`` no environment variable name (Kubernetes' IsEnvVarName), or None."""
-    if ENV_NAME.fullmatch(name) and name != "." and not name.startswith(".."):
+    if re.fullmatch(ENV_NAME, name) and name != "." and not name.startswith(".."):
         return None
     return ("not a valid variable name: letters, digits, '_', '-' and '.', not starting with a digit, and "
             "neither '.' nor starting with '..'")

@@ -97,7 +97,7 @@ class Client:
         return self.backend.default_namespace()
 
     def _ns(self, namespace: str | None) -> str:
-        from trainctl.core.validation import check_namespace
+        from trainctl.kube.names import check_namespace
 
         return check_namespace(self.default_namespace() if namespace is None else namespace, option("namespace"))
 

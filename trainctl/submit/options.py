@@ -224,7 +224,7 @@ def pip_specs(items: list[str], name: str = "pip") -> list[str]:
 
 def local_queue(queue: str | None, name: str = "local_queue") -> str | None:
     """``--local-queue``: the name of a Kueue LocalQueue (a DNS subdomain that fits a label value)."""
-    if queue is not None and (len(queue) > 63 or not DNS_1123_SUBDOMAIN.fullmatch(queue)):
+    if queue is not None and (len(queue) > 63 or not re.fullmatch(DNS_1123_SUBDOMAIN, queue)):
         raise UserError(f"{option(name)} {queue!r}: not a LocalQueue name (at most 63 lower-case letters, "
                         "digits, '-' and '.')")
     return queue
