@@ -15,13 +15,13 @@ import re
 
 from trainctl.errors import UserError
 
-ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+ESCAPED_BYTE = "[\udc80-\udcff]"  # what os.fsdecode makes of a byte that is no UTF-8 (compiled on first use)
 
 
 def check_utf8(args: list[str]) -> None:
     """One-line UserError for the first argument holding bytes that are not UTF-8."""
     for index, arg in enumerate(args):
-        bad = ESCAPED_BYTE.search(arg)
+        bad = None if arg.isascii() else re.search(ESCAPED_BYTE, arg)
         if bad:
             raw = os.fsencode(arg)
             offset = len(os.fsencode(arg[:bad.start()]))

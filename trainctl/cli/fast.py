@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 from collections.abc import Callable
 
@@ -54,7 +55,7 @@ def fast_command(argv: list[str]) -> Callable[[], object] | None:
     from trainctl.cli.arguments import ESCAPED_BYTE
     from trainctl.cli.params import parameters
 
-    if any(ESCAPED_BYTE.search(arg) for arg in argv):
+    if any(not arg.isascii() and re.search(ESCAPED_BYTE, arg) for arg in argv):
         return None  # not UTF-8: typer's path says which argument
     function = getattr(importlib.import_module(f"trainctl.cli.{module}"), function_name)
     declared = parameters(function)

@@ -21,12 +21,12 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-# Rich's own patterns (rich/markup.py): a tag is [ followed by a lower-case letter, #, / or @ up to the next ]
-TAG = re.compile(r"((\\*)\[([a-z#/@][^[]*?)])")
-ESCAPABLE = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+# Rich's own patterns (rich/markup.py), compiled on first use (re's cache) as every pattern on the fast path: a tag is [ followed by a lower-case letter, #, / or @ up to the next ]
+TAG = r"((\\*)\[([a-z#/@][^[]*?)])"
+ESCAPABLE = r"(\\*)(\[[a-z#/@][^[]*?])"
 # what Rich's Text drops from any string (rich/control.py): bell, backspace, vertical tab, form feed, CR
 DROPPED_CONTROLS = dict.fromkeys((7, 8, 11, 12, 13))
-ANSI_SEQUENCE = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # what click.echo strips from output that is not a terminal
+ANSI_SEQUENCE = r"\033\[[;?0-9]*[a-zA-Z]"  # what click.echo strips from output that is not a terminal
 SGR = {"dim": "2", "error": "1;31"}  # the only styles written to a terminal here (stderr_line)
 
 
@@ -46,14 +46,14 @@ def is_plain(stream: IO) -> bool:
 
 def escape(text: str) -> str:
     """``rich.markup.escape``: ``text`` inside markup prints as it is (the same result, without importing Rich)."""
-    escaped = ESCAPABLE.sub(lambda match: f"{match[1]}{match[1]}\\{match[2]}", text)
+    escaped = re.sub(ESCAPABLE, lambda match: f"{match[1]}{match[1]}\\{match[2]}", text)
     return escaped + "\\" if escaped.endswith("\\") and not escaped.endswith("\\\\") else escaped
 
 
 def strip_markup(markup: str) -> str:
     """The text Rich prints for ``markup`` where it shows no style: tags out, escapes undone (rich.markup.render)."""
     pieces, position = [], 0
-    for match in TAG.finditer(markup):
+    for match in re.finditer(TAG, markup):
         start, end = match.span()
         if start > position:
             pieces.append(markup[position:start].replace("\\[", "["))
@@ -123,7 +123,7 @@ def echo(message: str = "", nl: bool = True, err: bool = False) -> None:
     stream = sys.stderr if err else sys.stdout
     text = f"{message}\n" if nl else message
     if "\033" in text and not _isatty(stream):
-        text = ANSI_SEQUENCE.sub("", text)
+        text = re.sub(ANSI_SEQUENCE, "", text)
     stream.write(text)
     stream.flush()
 

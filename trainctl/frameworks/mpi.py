@@ -25,7 +25,7 @@ KUBECTL_DELIVERY_IMAGE = HelperImage("mpi_kubectl_delivery_image", "--mpi-kubect
     "until every worker accepts kubectl exec. Default: kubeflow/kubectl-delivery:latest."))
 # Open MPI 4 options whose single-dash spelling Open MPI 5 (prterun) takes for the executable ("Executable: none")
 OPEN_MPI_5_DOUBLE_DASH = ("-bind-to", "-map-by", "-rank-by")
-OPEN_MPI_VERSION = re.compile(r"\(Open MPI\) (\d+)\.[\d.]+")
+OPEN_MPI_VERSION = r"\(Open MPI\) (\d+)\.[\d.]+"  # compiled on first use: only an MPI launch asks
 
 
 class MPI(Framework):
@@ -78,7 +78,7 @@ class MPI(Framework):
     def launcher_problem(self, command, version):
         # upstream's MPIJob example spells them Open MPI 4's way, which Open MPI 5 misreads
         old = [word for word in command[1:] if word in OPEN_MPI_5_DOUBLE_DASH]
-        found = OPEN_MPI_VERSION.search(version()) if old else None
+        found = re.search(OPEN_MPI_VERSION, version()) if old else None
         if not found or int(found.group(1)) < 5:
             return None
         fixed = ", ".join(f"-{word}" for word in old)

@@ -21,7 +21,7 @@ from typing import NamedTuple
 from trainctl.errors import UserError, option
 
 SYNTAX = "e.g. team=nlp,env!=dev,tier in (a,b),tier notin (c),gpu,!spot"
-TOKEN = re.compile(r"\s*(?:(?P<symbol>==|!=|=|\(|\)|,|!|<|>)|(?P<word>[^\s=!(),<>]+))")
+TOKEN = r"\s*(?:(?P<symbol>==|!=|=|\(|\)|,|!|<|>)|(?P<word>[^\s=!(),<>]+))"  # compiled when a selector is given
 SET_OPERATORS = ("in", "notin")
 
 
@@ -160,4 +160,4 @@ class _Parser:
 def tokenize(text: str) -> list[tuple[str, str]]:
     """Every character is a symbol, part of a word or space, so the matches cover the whole text."""
     return [("symbol", m.group("symbol")) if m.group("symbol") else ("word", m.group("word"))
-            for m in TOKEN.finditer(text)]
+            for m in re.finditer(TOKEN, text)]

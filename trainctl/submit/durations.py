@@ -10,7 +10,7 @@ import re
 
 from trainctl.errors import UserError
 
-DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+DURATION = r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?"  # compiled on first use: most commands take none
 
 
 def parse_duration(text: str | None, flag: str) -> int | None:
@@ -19,7 +19,7 @@ def parse_duration(text: str | None, flag: str) -> int | None:
         return None
     if text.isdigit():
         return int(text)
-    match = DURATION.fullmatch(text)
+    match = re.fullmatch(DURATION, text)
     if not text or not match or not any(match.groups()):
         raise UserError(f"{flag} {text!r}: expected a duration such as 30s, 5m or 1h30m")
     hours, minutes, seconds = (int(part or 0) for part in match.groups())

@@ -40,15 +40,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainctl.errors import NotFound, UserError, setting, spelled
+from trainctl.kube.names import DNS_1123_LABEL, LABEL_MAX
 from trainctl.paths import functions_dir, home
 
-# One path component that cannot climb out or hide: no '/', no '..', no leading dot (the
-# store's own hidden files), nothing a terminal or rich markup would interpret.
-DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-LABEL_MAX = 63
 # A job directory being created: ".<name>.<creator pid>.<random>.creating", renamed into place when full.
 DRAFT_SUFFIX = ".creating"
-ABANDONED_DRAFT = re.compile(r"\.[a-z0-9-]+\.(?P<pid>[0-9]+)\.[^./]+\.creating")
+ABANDONED_DRAFT = r"\.[a-z0-9-]+\.(?P<pid>[0-9]+)\.[^./]+\.creating"  # compiled when drafts are looked for
 
 
 class DamagedState(UserError):
@@ -147,8 +144,10 @@ def append_line(path: Path, line: str) -> None:
 
 
 def check_component(what: str, value: object) -> str:
-    """``value`` as one safe path component of the store, or a UserError naming it."""
-    if not isinstance(value, str) or len(value) > LABEL_MAX or not DNS_1123_LABEL.fullmatch(value):
+    """``value`` as one safe path component of the store, or a UserError naming it: a DNS-1123 label cannot climb
+    out or hide (no '/', no '..', no leading dot: the store's own hidden files), nor hold anything a terminal or
+    rich markup would interpret."""
+    if not isinstance(value, str) or len(value) > LABEL_MAX or not re.fullmatch(DNS_1123_LABEL, value):
         raise UserError(f"{what} {value!r} cannot name a local job directory: use a DNS-1123 label "
                         f"(at most {LABEL_MAX} lower-case letters, digits and '-', starting and ending "
                         "with a letter or digit)")
@@ -379,7 +378,7 @@ def remove_abandoned_drafts(namespace_dir: Path) -> None:
 
     with contextlib.suppress(OSError):
         for entry in namespace_dir.iterdir():
-            match = ABANDONED_DRAFT.fullmatch(entry.name)
+            match = re.fullmatch(ABANDONED_DRAFT, entry.name)
             if match and not alive(int(match.group("pid"))):
                 shutil.rmtree(entry, ignore_errors=True)
 
