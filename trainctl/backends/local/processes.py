@@ -10,7 +10,6 @@ namespace of the replica's, and this marker is the layer under it.
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -24,6 +23,9 @@ SUPERVISOR_MARKER = "TRAINCTL_SUPERVISOR_UID"
 INIT_MARKER = "TRAINCTL_INIT_JOB_UID"  # the PID-namespace wrappers of a replica (containment.py)
 KILL_WAIT_SECONDS = 5.0
 GRACE_SECONDS = 3.0
+# POSIX numbers them so on every Unix; the signal module is not imported for them, since making its enums costs
+# every reading command (status, logs) a millisecond
+SIGTERM, SIGKILL = 15, 9
 
 
 def free_port(host: str = "127.0.0.1", avoid: set[int] = frozenset()) -> int:
@@ -78,26 +80,26 @@ def stop_group(process: subprocess.Popen, grace: float = GRACE_SECONDS, terminat
     import subprocess
 
     if terminate:
-        _signal_group(process.pid, signal.SIGTERM)
+        _signal_group(process.pid, SIGTERM)
     try:
         process.wait(grace)
     except subprocess.TimeoutExpired:
         pass
-    _signal_group(process.pid, signal.SIGKILL)
+    _signal_group(process.pid, SIGKILL)
     process.wait()
 
 
 def terminate(process: subprocess.Popen) -> None:
     """SIGTERM a replica's process group: the start of its grace period (:func:`stop_group` ends it)."""
-    _signal_group(process.pid, signal.SIGTERM)
+    _signal_group(process.pid, SIGTERM)
 
 
 def stop_all(find: Callable[[], Iterable[int]], grace: float = GRACE_SECONDS,
              before_kill: Callable[[], object] = lambda: None) -> None:
     """Stop every process ``find`` returns: SIGTERM, up to ``grace`` seconds to exit, then ``before_kill``
     (a cgroup's kill) and SIGKILL for what is left, until ``find`` returns none alive."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_WAIT_SECONDS)):
-        if sig == signal.SIGKILL:
+    for sig, wait in ((SIGTERM, grace), (SIGKILL, KILL_WAIT_SECONDS)):
+        if sig == SIGKILL:
             before_kill()
         for pid in find():
             _kill(pid, sig)

@@ -34,7 +34,6 @@ import fcntl
 import json
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -217,7 +216,7 @@ class JobDir:
                     raise AlreadyExists(self) from None
                 raise
         finally:
-            shutil.rmtree(draft.path, ignore_errors=True)  # gone already after the rename
+            remove_tree(draft.path)  # gone already after the rename
 
     @property
     def job_file(self) -> Path:
@@ -368,7 +367,13 @@ class JobDir:
         return events
 
     def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        remove_tree(self.path)
+
+
+def remove_tree(path: Path) -> None:
+    import shutil  # only here: it imports bz2 and lzma, a millisecond of every reading command
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def remove_abandoned_drafts(namespace_dir: Path) -> None:
@@ -380,7 +385,7 @@ def remove_abandoned_drafts(namespace_dir: Path) -> None:
         for entry in namespace_dir.iterdir():
             match = re.fullmatch(ABANDONED_DRAFT, entry.name)
             if match and not alive(int(match.group("pid"))):
-                shutil.rmtree(entry, ignore_errors=True)
+                remove_tree(entry)
 
 
 def remove_function_files(resource: dict | None) -> None:
