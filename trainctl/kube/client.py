@@ -210,17 +210,21 @@ class Client:
         return self.request("GET", resource.path(namespace), query=query or None, verb="list")
 
     def list_each(self, wanted: list[tuple[Resource, dict]], namespace: str | None = None) -> list[dict | ApiError]:
-        """:meth:`list` of each (resource, query: ``labelSelector``, ``fieldSelector`` ...), all requests sent
-        before the first answer is read (HTTP/1.1 pipelining, one round trip for all); each answer decoded, or
-        the ApiError it was. Should the connection drop on the way, what is left is asked for one at a time."""
-        targets = [self.prefix + resource.path(namespace) + (f"?{urlencode(query)}" if query else "")
-                   for resource, query in wanted]
+        """:meth:`list` of each (resource, query: ``labelSelector``, ``fieldSelector`` ...) in one round trip
+        (:meth:`get_each`)."""
+        return self.get_each([("list", resource.path(namespace), query) for resource, query in wanted])
+
+    def get_each(self, wanted: list[tuple[str, str, dict | None]]) -> list[dict | ApiError]:
+        """A GET of each (verb as counted, path, query), all requests sent before the first answer is read (HTTP/1.1
+        pipelining, one round trip for all); each answer decoded, or the ApiError it was. Should the connection
+        drop on the way, what is left is asked for one at a time."""
+        targets = [self.prefix + path + (f"?{urlencode(query)}" if query else "") for _, path, query in wanted]
         answers: list[dict | ApiError] = []
         connection = getattr(self.local, "connection", None) or self._connect(self.timeout)
         self.local.connection = connection
         try:
-            for target in targets:
-                self._sending("list")
+            for (verb, _, _), target in zip(wanted, targets):
+                self._sending(verb)
                 connection.send("GET", target, None, self._headers())
             for _ in targets:
                 response = connection.response("GET")
@@ -230,11 +234,11 @@ class Client:
             self.local.connection = None
         if any(isinstance(answer, ApiError) and answer.status == 401 for answer in answers) and self.config.refresh():
             answers = []  # an exec plugin's token expired: ask again with the new one
-        return answers + [self._answer_of(resource, namespace, query) for resource, query in wanted[len(answers):]]
+        return answers + [self._answer_of(*request) for request in wanted[len(answers):]]
 
-    def _answer_of(self, resource: Resource, namespace: str | None, query: dict) -> dict | ApiError:
+    def _answer_of(self, verb: str, path: str, query: dict | None) -> dict | ApiError:
         try:
-            return self.request("GET", resource.path(namespace), query=query or None, verb="list")
+            return self.request("GET", path, query=query or None, verb=verb)
         except ApiError as error:
             return error
 

@@ -136,11 +136,11 @@ class KubeBackend(Backend):
 
     # ---- read ------------------------------------------------------------------------------
     def get(self, name: str, namespace: str, kind: str | None = None) -> JobDetails:
-        resource = self.find(name, namespace, kind)
-        with self.errors(f"read pods of {name}"):  # both lists in one round trip
-            pods, events = (answered(answer)["items"] for answer in self.client.list_each(
-                [(kube.PODS, {"labelSelector": f"{LABEL_JOB_NAME}={name}"}),
-                 (kube.EVENTS, {"fieldSelector": f"involvedObject.name={name}"})], namespace))
+        resource, listed = self.find_with(name, namespace, kind, [
+            (kube.PODS, pods_query(name)),
+            (kube.EVENTS, {"fieldSelector": f"involvedObject.name={name}"})])
+        with self.errors(f"read pods of {name}"):
+            pods, events = (answered(answer)["items"] for answer in listed)
         job = Job(resource)
         order = job.replica_types
         kept = self.kept_runs(job, pods)
@@ -178,13 +178,30 @@ class KubeBackend(Backend):
 
     def find(self, name: str, namespace: str, kind: str | None = None) -> dict:
         """The job named ``name`` of the given kind, or of whichever kind has it."""
+        return self.find_with(name, namespace, kind, [])[0]
+
+    def find_with(self, name: str, namespace: str, kind: str | None,
+                  lists: list[tuple[kube.Resource, dict]]) -> tuple[dict, list[dict | kube.ApiError]]:
+        """:meth:`find`, and the answer (or ApiError) of each (resource, query) list of the namespace, asked for in
+        the same round trip as the job's GET (of its kind, or of the first kind, where most jobs are: the others'
+        GETs follow on a 404)."""
         with self.errors(f"read job {name}"):
-            for framework in [by_kind(kind)] if kind else ALL:
-                try:
-                    return self.client.get(job_resource(framework), name, namespace)
-                except kube.ApiError as error:
-                    if error.status != 404:
-                        raise
+            first, *listed = self.client.get_each(
+                [("get", job_resource(by_kind(kind) if kind else ALL[0]).path(namespace, name), None)]
+                + [("list", resource.path(namespace), query) for resource, query in lists])
+            return self._found(name, namespace, kind, first), listed
+
+    def _found(self, name: str, namespace: str, kind: str | None, first: dict | kube.ApiError) -> dict:
+        """The job: ``first``, the answer of the GET of its kind (or of the first kind), or, on its 404, of the next
+        kinds' GETs."""
+        if not (isinstance(first, kube.ApiError) and first.status == 404):
+            return answered(first)
+        for framework in [] if kind else ALL[1:]:
+            try:
+                return self.client.get(job_resource(framework), name, namespace)
+            except kube.ApiError as error:
+                if error.status != 404:
+                    raise
         raise NotFound.job(name, namespace, "kubernetes", self.namespaces_with(name, kind))
 
     def namespaces_with(self, name: str, kind: str | None) -> list[str]:
@@ -212,15 +229,16 @@ class KubeBackend(Backend):
     def log_chunks(self, name: str, namespace: str, replica: str | None = None, follow: bool = False,
                    tail: int | None = None, since_seconds: int | None = None, previous: bool = False,
                    kind: str | None = None, timestamps: bool = False) -> Iterator[LogChunk]:
-        job = Job(self.find(name, namespace, kind))
+        resource, (listed,) = self.find_with(name, namespace, kind, [(kube.PODS, pods_query(name))])
+        job = Job(resource)
         replicas = {job.replica_id(t, i): (job.pod_name(t, i), self.container_of(job, t)) for t in job.replica_types
                     for i in range(job.replicas(t))}
         if replica is not None:
             picked = pick_replica(replica, name, list(replicas))
             replicas = {picked: replicas[picked]}
         if not follow or self.job_ended(job):  # a finished job's logs are merged in time order even with -f
-            return self.merged_logs(job, replicas, tail=tail, since_seconds=since_seconds, previous=previous,
-                                    timestamps=timestamps)
+            return self.merged_logs(job, replicas, by_name(listed), tail=tail, since_seconds=since_seconds,
+                                    previous=previous, timestamps=timestamps)
 
         def source(replica_id: str, pod: str, container: str):
             def run(emit):
@@ -275,10 +293,9 @@ class KubeBackend(Backend):
         """Each pod of the job by name, in one request (None when they cannot be read: the logs themselves then
         say why)."""
         try:
-            pods = self.client.list(kube.PODS, namespace, selector=f"{LABEL_JOB_NAME}={name}")["items"]
+            return by_name(self.client.request("GET", kube.PODS.path(namespace), query=pods_query(name), verb="list"))
         except (kube.ApiError, OSError):
             return None
-        return {pod["metadata"]["name"]: pod for pod in pods}
 
     def finished_log(self, job: Job, pod: str, container: str, replica_id: str, pods: dict[str, dict] | None, *,
                      tail: int | None, since_seconds: int | None, previous: bool,
@@ -377,6 +394,18 @@ class KubeBackend(Backend):
                 with self.errors(f"install CRD {name}"):
                     self.client.apply(kube.CRDS, crd)
         return names
+
+
+def pods_query(job_name: str) -> dict:
+    """The query that lists a job's pods."""
+    return {"labelSelector": f"{LABEL_JOB_NAME}={job_name}"}
+
+
+def by_name(answer: dict | kube.ApiError) -> dict[str, dict] | None:
+    """A pod list's pods by name; None for a list that could not be read (the logs themselves then say why)."""
+    if isinstance(answer, kube.ApiError):
+        return None
+    return {pod["metadata"]["name"]: pod for pod in answer["items"]}
 
 
 def answered(answer: dict | kube.ApiError) -> dict:
