@@ -246,6 +246,25 @@ def test_status_reads_the_job_its_pods_events_and_records_once_each(k8s_cluster,
     assert sent == {"get": 1, "list": 3, "stream": live_logs}, sent
 
 
+def test_a_clients_later_connections_resume_its_tls_session(k8s_cluster, rest):
+    """A pod log is read on a connection of its own: it resumes the session of the client's first connection (a
+    third of a full handshake's time) instead of a new certificate exchange; another client's first does not."""
+    from trainctl.kube.client import connect
+
+    rest.request("GET", "/version")
+    later = rest._connect(10)
+    first_of_another = connect(kubeconfig=str(k8s_cluster.kubeconfig("admin")))._connect(10)
+    try:
+        later.connect()
+        first_of_another.connect()
+        assert later.sock.session_reused and not first_of_another.sock.session_reused
+        response = later.request("GET", rest.prefix + "/version", None, rest._headers())
+        assert response.status == 200 and b"gitVersion" in response.read()
+    finally:
+        later.close()
+        first_of_another.close()
+
+
 def test_logs_follow_waits_for_pods_that_start_later_and_previous(k8s_cluster, kube_node, kube):
     assert kube("submit", "jax", "--name", "lg", "-n", kube.namespace, "--workers", "2", "--", "python",
                 "t.py").returncode == 0

@@ -129,12 +129,14 @@ class Client:
         self.host, self.port = url.hostname or "localhost", url.port or (443 if self.https else 80)
         self.prefix = url.path.rstrip("/")
         self.local = threading.local()
+        self.tls_sessions = http.TlsSessions()
         self.requests: dict[str, int] = {}  # API requests sent by verb (get, list, create, update/status ...)
         self.counter_lock = threading.Lock()
 
     # ---- connections -----------------------------------------------------------
     def _connect(self, timeout: float | None) -> http.Connection:
-        return http.Connection(self.host, self.port, timeout, self.config.ssl_context if self.https else None)
+        return http.Connection(self.host, self.port, timeout, self.config.ssl_context if self.https else None,
+                               self.tls_sessions)
 
     def _headers(self, content_type: str | None = None, accept: str = "application/json") -> dict:
         headers = {"Accept": accept, "User-Agent": USER_AGENT}
