@@ -55,6 +55,7 @@ TARGET_BOUND_RATIO, TARGET_RSS_MB, TARGET_P99_S, TARGET_STATUS_WRITES = 1.05, 40
 PROGRESS_S = 15
 PHASE_CHANGES = 2  # Created, then Running
 BURST_PER_QPS = 1.5  # upstream's 20/30
+DEFAULT_QPS = "20,unthrottled"  # upstream's default, and none
 
 
 def job_body(name: str, namespace: str) -> dict:
@@ -458,7 +459,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="5000")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--qps", default="20,unthrottled", help="controller modes: QPS values or 'unthrottled'")
+    parser.add_argument("--qps", default=DEFAULT_QPS, help="controller modes: QPS values or 'unthrottled'")
     parser.add_argument("--rate", type=float, help="create the jobs this many a second (default: all at once)")
     parser.add_argument("--profile", help="a directory: py-spy samples each controller mode into it")
     parser.add_argument("--writer", help=argparse.SUPPRESS)
@@ -479,12 +480,16 @@ def main() -> None:
         rows += measure(binary, n, args.runs, args.concurrency, settings, notes, args.rate, args.profile)
     command = f"python -m benchmarks.controller_scale --sizes {args.sizes} --runs {args.runs} " \
               f"--concurrency {args.concurrency} --qps {args.qps}" + (f" --rate {args.rate:g}" if args.rate else "")
+    # each set of controller modes is a section of its own: a throttled mode runs for most of an hour at 5,000
+    # jobs (its requests / its QPS), so it may be measured apart from the unthrottled one
+    modes = ", ".join(qps_label(qps) for qps in settings)
+    suffix = "" if args.qps == DEFAULT_QPS else "-" + "-".join(args.qps.split(","))
     if args.rate:  # a paced run is a section of its own: it measures latency below the server's capacity
-        write_section("controller-scale-paced", f"Controller latency with jobs created {args.rate:g} a second",
-                      command, rows, notes="\n".join(notes))
+        write_section(f"controller-scale-paced{suffix}", f"Controller latency with jobs created {args.rate:g} a "
+                      f"second ({modes})", command, rows, notes="\n".join(notes))
     else:
-        write_section("controller-scale", "Controller scale against the same writes made by a bare client",
-                      command, rows, notes="\n".join(notes))
+        write_section(f"controller-scale{suffix}", f"Controller scale against the same writes made by a bare client "
+                      f"({modes})", command, rows, notes="\n".join(notes))
     for row in rows:
         print(f"{row.what:70s} {row.median:10.2f} {row.unit:6s}" + (f" {row.ratio:.2f}x" if row.ratio else ""))
 
