@@ -140,3 +140,22 @@ def test_logs_widens_the_pipe_it_writes_into(jobs):
     finally:
         os.close(reader)
         os.close(writer)
+
+
+LEAVER = """
+import atexit, sys, threading, time
+from trainctl.cli.fast import leave
+atexit.register(lambda: print("atexit ran"))
+sys.stdout.write("buffered, ")
+if sys.argv[1] == "thread":
+    threading.Thread(target=lambda: (time.sleep(0.3), print("thread done, ", end=""))).start()
+leave(3)
+"""
+
+
+@pytest.mark.parametrize("left_running", ["none", "thread"])
+def test_leaving_without_the_teardown_still_flushes_runs_atexit_and_waits_for_a_running_thread(left_running):
+    """The fast path's exit skips the interpreter's teardown (os._exit), and loses nothing a normal exit keeps."""
+    result = subprocess.run([sys.executable, "-c", LEAVER, left_running], capture_output=True, text=True, timeout=60)
+    waited = "thread done, " if left_running == "thread" else ""
+    assert (result.returncode, result.stdout) == (3, f"buffered, {waited}atexit ran\n"), result.stderr
