@@ -149,7 +149,7 @@ class KubeBackend(Backend):
         recent = sorted(events, key=event_time)[-RECENT_EVENTS:]
         return JobDetails(resource=resource, replicas=rows, events=[
             {"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"), "time": event_time(e)}
-            for e in recent], pods={pod["metadata"]["name"]: pod for pod in pods}, kept=kept)
+            for e in recent], pods=by_name(listed[0]), kept=kept)
 
     def resource(self, name: str, namespace: str, kind: str | None = None) -> dict:
         """The job alone: one GET, where :meth:`get` also lists its pods and events."""
