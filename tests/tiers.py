@@ -1,0 +1,98 @@
+"""Where the suite's time goes: a line per tier at the end of every run (docs/test-cluster.md, "Budget").
+
+A tier is the directory under tests/ that holds the test (unit, local, frameworks, k8s, controller, realnode,
+notebook, fuzz, integration, compat). Its time is the sum of its tests' set-up, call and teardown, as each
+report says: with the suite spread over processes (scripts/test.sh runs pytest-xdist), the reports reach
+the process that prints this summary from every worker, so the table covers the whole run. The sum of a
+tier's times is what the tier costs a core; the run's wall time is printed by scripts/test.sh.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+import pytest
+
+
+@dataclass
+class Tier:
+    seconds: float = 0.0
+    outcomes: dict = field(default_factory=lambda: defaultdict(int))
+
+
+TIERS: dict[str, Tier] = defaultdict(Tier)
+# what the fuzz tests counted (tests/fuzz/conftest.py), sent with each test's report as a user property so
+# that a worker's counts reach the summary
+FUZZ_COUNTS: Counter = Counter()
+FUZZ_PROPERTY = "fuzz CLI runs"
+
+
+def tier_of(nodeid: str) -> str:
+    """``tests/local/test_api.py::test_x`` -> ``local``; a module directly under tests/ is its own tier."""
+    parts = PurePosixPath(nodeid.split("::", 1)[0]).parts
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else PurePosixPath(parts[-1]).stem
+
+
+def outcome_of(report) -> str | None:
+    """The one outcome a test is counted under: its call's, or its set-up's or teardown's when that failed or
+    skipped it (as pytest's own summary counts)."""
+    if report.when == "call":
+        return "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome
+    if report.failed:
+        return "error"
+    if report.skipped and report.when == "setup":
+        return "skipped"
+    return None
+
+
+def pytest_runtest_logreport(report):
+    tier = TIERS[tier_of(report.nodeid)]
+    tier.seconds += report.duration
+    for name, value in report.user_properties:
+        if name == FUZZ_PROPERTY:
+            FUZZ_COUNTS.update(value)
+    outcome = outcome_of(report)
+    if outcome:
+        tier.outcomes[outcome] += 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    if FUZZ_COUNTS["cases"]:
+        outcomes = ", ".join(f"{key}: {value}" for key, value in sorted(FUZZ_COUNTS.items()) if key != "cases")
+        terminalreporter.write_line(f"fuzz: {FUZZ_COUNTS['cases']} generated CLI runs ({outcomes})")
+    if not TIERS:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("time per tier (sum of the tests' set-up, call and teardown)")
+    for name, tier in sorted(TIERS.items(), key=lambda item: -item[1].seconds):
+        counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(tier.outcomes.items()))
+        write(f"tier {name:<12} {tier.seconds:8.1f} s  {counts}")
+    write(f"tier {'(all)':<12} {sum(t.seconds for t in TIERS.values()):8.1f} s")
+
+
+# ---- spreading the suite over two processes (pytest-xdist, --dist loadgroup) ------------------------------------
+
+#: the tests that share one real node (a network namespace, /var/lib/kubelet, the host's cgroups) run in one
+#: process, one after another
+REAL_NODE_GROUP = "realnode"
+
+
+def group_of(item) -> str:
+    """The tests of one module run in one process: a module's fixtures are made once, as in a serial run."""
+    if tier_of(item.nodeid) == REAL_NODE_GROUP:
+        return REAL_NODE_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist names each test's group in its id
+def pytest_collection_modifyitems(config, items):
+    """Each test gets its process group; the longest group, the real node's, comes first so that the other
+    process works through the rest beside it instead of waiting for it at the end."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group_of(item)))
+    items.sort(key=lambda item: group_of(item) != REAL_NODE_GROUP)  # stable: the order within stays
