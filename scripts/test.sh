@@ -22,7 +22,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '\n== [%ss] %s\n' "$SECONDS" "$*"; }
+STEP_NAMES=() STEP_STARTS=()
+log() {
+  STEP_NAMES+=("${1%% (*}") STEP_STARTS+=("$SECONDS")
+  printf '\n== [%ss] %s\n' "$SECONDS" "$*"
+}
+# The seconds of each step, printed after pytest's own summary (docs/test-cluster.md records them).
+step_times() {
+  local i end
+  echo
+  echo "== time per step"
+  for i in "${!STEP_NAMES[@]}"; do
+    end=${STEP_STARTS[$((i + 1))]:-$SECONDS}
+    printf '%6ss  %s\n' "$((end - STEP_STARTS[i]))" "${STEP_NAMES[$i]}"
+  done
+  printf '%6ss  in all\n' "$SECONDS"
+}
 
 log "System packages"
 PYTHON=${PYTHON:-python3}
@@ -41,37 +56,63 @@ export TRAINCTL_REQUIRE_K8S=1  # a missing API server or node fails the k8s test
 log "The real node's parts (built once from the same source, then cached)"
 bash scripts/build-node.sh
 
-log "Python environment (.venv)"
+log "Python environments (.venv and .venv-upstream-sdk, cached by what they install)"
 # g++: DeepSpeed builds its CPU communication op with it on first use (the fine-tuning tests' ZeRO-2 run)
 (source scripts/kube-source.sh && apt_install g++)
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
-fi
-VENV_PY=.venv/bin/python
-"$VENV_PY" -m pip install -q --upgrade pip >/dev/null
-"$VENV_PY" -m pip install -q -e '.[test]'
-# Frameworks for the real distributed runs: pinned (plain `torch` would pull a multi-GB CUDA build).
-"$VENV_PY" -m pip install -q -r requirements/frameworks.txt
-# tf-keras declares a dependency on `tensorflow` (not -cpu); installing it with deps would
-# pull a second TensorFlow into the same directory. examples/README.md gives these two installs.
-"$VENV_PY" -m pip install -q --no-deps -r requirements/frameworks-no-deps.txt
-# The fine-tuning recipe's Hugging Face stack and DeepSpeed (torch is already there: nothing else is pulled for it).
-"$VENV_PY" -m pip install -q -r requirements/finetune.txt -r requirements/deepspeed.txt
+# Each virtualenv lives in ~/.cache/trainctl/venvs/, named by the hash of what goes into it (the install steps
+# below and the files they read): a fresh clone links .venv to the one made before and only points its
+# editable trainctl at itself, in seconds, instead of reinstalling torch, TensorFlow and the rest.
+install_test_dependencies() {  # $1: the new virtualenv's python
+  "$1" -m pip install -q --upgrade pip >/dev/null
+  "$1" -m pip install -q -e '.[test]'
+  # Frameworks for the real distributed runs: pinned (plain `torch` would pull a multi-GB CUDA build).
+  "$1" -m pip install -q -r requirements/frameworks.txt
+  # tf-keras declares a dependency on `tensorflow` (not -cpu); installing it with deps would
+  # pull a second TensorFlow into the same directory. examples/README.md gives these two installs.
+  "$1" -m pip install -q --no-deps -r requirements/frameworks-no-deps.txt
+  # The fine-tuning recipe's Hugging Face stack and DeepSpeed (torch is already there: nothing else is pulled for it).
+  "$1" -m pip install -q -r requirements/finetune.txt -r requirements/deepspeed.txt
+}
 # The Kubeflow Training Operator's own SDK, for its e2e managed_by test against our CRDs and controller:
 # it needs kubernetes<36 and the tests pin 37, so it gets a virtualenv of its own.
-if [ ! -x .venv-upstream-sdk/bin/python ]; then
-  "$PYTHON" -m venv .venv-upstream-sdk
-fi
-.venv-upstream-sdk/bin/python -m pip install -q -r requirements/upstream-sdk.txt
+install_upstream_sdk() {
+  "$1" -m pip install -q -r requirements/upstream-sdk.txt
+}
+cached_venv() {  # $1: the link in the clone, $2: the install function, $3...: the files it reads
+  local link=$1 install=$2 key dir
+  shift 2
+  key=$( { "$PYTHON" -VV; declare -f "$install"; cat "$@"; } | sha256sum | cut -c1-16)
+  dir=${XDG_CACHE_HOME:-$HOME/.cache}/trainctl/venvs/${link#.}-$key
+  if [ ! -f "$dir/.complete" ]; then
+    echo "   making $dir"
+    rm -rf "$dir"
+    "$PYTHON" -m venv "$dir"
+    "$install" "$dir/bin/python"
+    touch "$dir/.complete"
+  fi
+  if [ "$(readlink "$link" || true)" != "$dir" ]; then
+    rm -rf "$link"
+    ln -s "$dir" "$link"
+  fi
+}
+cached_venv .venv install_test_dependencies pyproject.toml requirements/frameworks.txt \
+  requirements/frameworks-no-deps.txt requirements/finetune.txt requirements/deepspeed.txt
+cached_venv .venv-upstream-sdk install_upstream_sdk requirements/upstream-sdk.txt
+VENV_PY=.venv/bin/python
+# the cached virtualenv's editable trainctl is this clone's (nothing else is installed: its dependencies are)
+"$VENV_PY" -m pip install -q --no-deps -e .
 
 log "Images for the real node (built without a registry, then cached)"
 "$VENV_PY" -m tests.cluster.images
 
 log "pytest"
+# Two processes (pytest-xdist): the real node's tests in one, one after another, the other modules spread over
+# both, each module whole (tests/tiers.py); every test's own time and each tier's sum are printed at the end.
 set +e
-"$VENV_PY" -m pytest -ra "$@"
+"$VENV_PY" -m pytest -ra -n "${TRAINCTL_TEST_PROCESSES:-2}" --dist loadgroup --durations=40 "$@"
 status=$?
 set -e
+step_times
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: treating as a failure" >&2
   status=1
