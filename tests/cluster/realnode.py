@@ -33,6 +33,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -55,6 +56,12 @@ POD_SUBNET = "10.88.0.0/24"
 HOST_SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops",
                 "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes")
 STATE = Path(tempfile.gettempdir()) / "trainctl-real-node.json"
+# Held by the test session whose node is up (the namespace's name, /var/lib/kubelet and the host's cgroups are
+# the machine's, so one node at a time): another session on the machine waits for its turn instead of using, or
+# tearing down, a node whose tests are running. Released when the session's process ends.
+TURN_LOCK = Path(os.environ.get("TRAINCTL_REAL_NODE_LOCK") or Path(tempfile.gettempdir()) / "trainctl-real-node.lock")
+TURN_WAIT_S = 45 * 60
+_turn = None
 # Where containerd's shims, the kubelet and CNI write whatever their settings say (shim sockets,
 # device-plugin socket, CNI results, pod logs): those the node made are removed at teardown.
 # /run/netns too: iproute2's first `ip netns add` makes it and bind-mounts it onto itself.
@@ -540,6 +547,26 @@ def attached() -> RealNode | None:
     node = RealNode(Path(state["workdir"]), state["sysctls"], state["daemons"], state["images"],
                     state["made_paths"], state["made_cgroups"], state["netns_before"])
     return node if node.alive() else None
+
+
+def wait_for_turn(timeout: float = TURN_WAIT_S) -> None:
+    """Block until no other test session on this machine has a real node (bounded: a session stuck for longer
+    fails with the lock's path); a node started by hand holds no turn and is used as it is."""
+    global _turn
+    if _turn is not None:
+        return
+    lock = TURN_LOCK.open("w")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                lock.close()
+                raise RuntimeError(f"another test session kept its real node for {timeout:.0f} s ({TURN_LOCK})")
+            time.sleep(1)
+    _turn = lock
 
 
 def up(detached: bool = False) -> RealNode:

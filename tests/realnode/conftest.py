@@ -51,6 +51,7 @@ def real_node():
         if os.environ.get("TRAINCTL_REQUIRE_K8S") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
+    realnode.wait_for_turn()  # another test session's node (a second checkout's suite) goes first
     node = realnode.attached()
     if node is not None:  # started by hand: use it, leave it running
         yield node
