@@ -11,6 +11,13 @@ The same checks serve two front-ends that name the same option differently:
 A message names an option with :func:`option` or :func:`setting`, which spell it
 for the front-end the call came through: flags once the CLI declared itself
 (:func:`speaking`, in ``trainctl.cli.app.main``), the Python keyword otherwise.
+
+What trainctl shows of a replica's or the API's text (log lines in a failure summary, metric names, termination,
+condition and event messages, names read back from a cluster) goes through :func:`visible` first, in the CLI,
+the notebook displays and ``export``'s summary alike: a replica must not be able to set the title of the
+terminal that runs ``trainctl status``, clear it, or paint a line that reads as trainctl's own (as kubectl
+neutralizes control sequences since CVE-2021-25743). So does the message of every :class:`UserError`, which may
+quote what the API server or a file said.
 """
 
 from __future__ import annotations
@@ -60,13 +67,39 @@ def setting(name: str, value: object = True) -> str:
     return " ".join(flag if item is True else f"{flag} {item}" for item in values)
 
 
+#: what a terminal acts on, as it is shown instead: the C0 controls but the tab in caret notation (ESC as ``^[``,
+#: BEL as ``^G``: what ``cat -v`` shows), DEL as ``^?``, the C1 controls (U+0080 to U+009F) as ``\x80``..``\x9f``
+SHOWN_CONTROLS = {**{code: f"^{chr(code ^ 0x40)}" for code in (*range(0x20), 0x7F) if code != 0x09},
+                  **{code: f"\\x{code:02x}" for code in range(0x80, 0xA0)}}
+
+
+def visible(text: str) -> str:
+    """``text``, one line of it, as a terminal shows it, with nothing left in it that a terminal would act on.
+
+    A carriage return is taken as a terminal takes it: of the text between two, only the last that shows
+    anything is left (a progress bar's final state, a line that ended in ``\\r\\n`` as it read). Every other
+    control character is shown as :data:`SHOWN_CONTROLS` spells it, a newline too (``^J``: a multi-line text is
+    printed a line at a time, each through this); a tab stays. Other characters are left as they are.
+    """
+    if text.isprintable():  # nearly every line: one pass in C
+        return text
+    if "\r" in text:
+        text = "\n".join(drawn(line) for line in text.split("\n"))
+    return text.translate(SHOWN_CONTROLS)
+
+
+def drawn(line: str) -> str:
+    """What a terminal shows of a line rewritten by carriage returns: its last piece that is not blank."""
+    return next((piece for piece in reversed(line.split("\r")) if piece.strip()), "")
+
+
 class UserError(Exception):
     """Bad input: the message names the culprit and how to fix it."""
 
     exit_code = 2
 
     def __init__(self, message: str):
-        super().__init__(" ".join(message.split()))  # always one line
+        super().__init__(visible(" ".join(message.split())))  # always one line, which drives no terminal
 
     @property
     def message(self) -> str:

@@ -46,6 +46,8 @@ SUBMIT_CASES = [
     (["submit", "pytorch", "--label", "bad key=x", "--", "x"], "--label"),
     (["submit", "pytorch", "--annotation", "novalue", "--", "x"], "--annotation"),
     (["submit", "pytorch", "--volume", "nfs:/a:/b", "--", "x"], "--volume"),
+    (["submit", "pytorch", "--checkpoints", "host:/etc", "--", "x"],
+     "--checkpoints 'host:/etc': /etc is a system directory of the node"),
     (["submit", "pytorch", "--volume", "pvc:data:relative", "--", "x"], "--volume"),
     (["submit", "pytorch", "--toleration", "key:Sometimes", "--", "x"], "--toleration"),
     (["submit", "pytorch", "--restart-policy", "Sometimes", "--", "x"], "--restart-policy"),

@@ -435,13 +435,21 @@ def test_every_replica_mounts_the_jobs_checkpoint_storage(spec, volume, sub_path
     assert (claim is not None) == (spec == "10Gi")
 
 
-@pytest.mark.parametrize("text", ["10", "10Gi", "pvc:my-claim", "host:/x/y"])
+@pytest.mark.parametrize("text", ["10", "10Gi", "pvc:my-claim", "host:/x/y", "host:/mnt/checkpoints", "host:/var/tmp/c",
+                                  "host:/var/lib/checkpoints", "host:/opt/ckpt", "host:/etcetera", "host:/home/me/c"])
 def test_checkpoint_forms(text):
     assert checkpoint_volume.problem(text) is None
 
 
+# a node's system directories, what lies in them, and what holds them (host:/var: namespace lib, job kubelet)
+SYSTEM_PATHS = ["host:/etc", "host:/etc/kubernetes", "host:/proc", "host:/sys/fs", "host:/usr", "host:/usr/local/c",
+                "host:/var/lib/kubelet", "host:/var/lib/kubelet/pods", "host:/root", "host:/boot", "host:/dev",
+                "host:/bin", "host:/sbin", "host:/lib64", "host:/run", "host:/var/run", "host:/var/lib/containerd",
+                "host:/var/lib/docker", "host:/var/log", "host:/var", "host:/var/lib", "host:/opt"]
+
+
 @pytest.mark.parametrize("text", ["", "0Gi", "ten", "pvc:", "pvc:Bad_Name", "host:relative", "host:/", "host:/a/../b",
-                                  "host://x", "nfs:/x"])
+                                  "host://x", "nfs:/x", *SYSTEM_PATHS])
 def test_checkpoint_forms_refused(text):
     assert checkpoint_volume.problem(text)
     resource = pytorch()

@@ -30,6 +30,7 @@ import time
 from typing import TYPE_CHECKING, NamedTuple
 
 from trainctl.core.conditions import status_of
+from trainctl.errors import visible
 from trainctl.reporting import points_of
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class Progress(NamedTuple):
                 parts.append(f"{self.rate:.3g} steps/s")
             if self.eta_text():
                 parts.append(self.eta_text())
-        parts += [f"{name} {number(value)}" for name, value in list(self.metrics.items())[:SHOWN_METRICS]]
+        parts += metric_texts(self.metrics, SHOWN_METRICS)
         if self.time is not None and not finished:
             parts.append(f"{duration(max(0.0, now - self.time))} ago")
         return ", ".join(parts)
@@ -346,6 +347,12 @@ def duration(seconds: float) -> str:
     if seconds < 86400:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
     return f"{seconds // 86400}d{seconds % 86400 // 3600}h"
+
+
+def metric_texts(metrics: dict[str, float], count: int) -> list[str]:
+    """``loss 0.0333`` for each of the first ``count`` metrics; a name is any replica's to write, so it is shown as
+    trainctl.errors.visible shows it (``^[[31mred^[[0m``), never as a terminal would act on it."""
+    return [f"{visible(name)} {number(value)}" for name, value in list(metrics.items())[:count]]
 
 
 def number(value: float) -> str:

@@ -12,7 +12,7 @@ from typing import Annotated
 from trainctl import API_GROUP
 from trainctl.cli import completers
 from trainctl.cli.params import Argument
-from trainctl.cli.plain import echo
+from trainctl.cli.plain import echo, shown
 from trainctl.errors import UserError
 from trainctl.sdk.display import column_widths, plain_lines
 
@@ -24,7 +24,8 @@ STATE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "cyan", "Resta
 
 
 def colored_state(state: str) -> str:
-    return f"[{STATE_COLORS.get(state, 'white')}]{state}[/]"
+    """A job's or a replica's state in its color; a state is what the API says, shown as it reads (plain.shown)."""
+    return f"[{STATE_COLORS.get(state, 'white')}]{shown(state)}[/]"
 
 
 def resource_name(resource: dict) -> str:

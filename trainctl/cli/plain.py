@@ -2,12 +2,12 @@
 
 The commands that people run in loops (``status``, ``list``, ``logs``, ``wait``) must not pay for
 Rich (about 20 ms to import) when nothing will show its colors. Their code writes Rich console
-markup once (``[bold]name[/] ...``, user text passed through :func:`escape`); :func:`console`
-hands them Rich's console where the stream is a terminal, and :class:`PlainConsole` where it is
-not, which prints the same text Rich would print there: the markup's tags taken out, escaped
-brackets restored, the control codes Rich drops dropped, tabs expanded. :func:`echo` is
-``typer.echo`` for the same streams. tests/fuzz/test_plain_fuzz.py holds both to Rich's and
-click's own output.
+markup once (``[bold]name[/] ...``, user text passed through :func:`escape`, a replica's or the
+API's through :func:`shown`); :func:`console` hands them Rich's console where the stream is a
+terminal, and :class:`PlainConsole` where it is not, which prints the same text Rich would print
+there: the markup's tags taken out, escaped brackets restored, the control codes Rich drops
+dropped, tabs expanded. :func:`echo` is ``typer.echo`` for the same streams.
+tests/fuzz/test_plain_fuzz.py holds both to Rich's and click's own output.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import re
 import sys
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING
+
+from trainctl.errors import visible
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -48,6 +50,12 @@ def escape(text: str) -> str:
     """``rich.markup.escape``: ``text`` inside markup prints as it is (the same result, without importing Rich)."""
     escaped = re.sub(ESCAPABLE, lambda match: f"{match[1]}{match[1]}\\{match[2]}", text)
     return escaped + "\\" if escaped.endswith("\\") and not escaped.endswith("\\\\") else escaped
+
+
+def shown(text: str | None) -> str:
+    """Text a replica or the API wrote, for markup: its control characters made visible (trainctl.errors.visible:
+    it never acts on the terminal), then escaped (it never reads as markup). None shows as nothing."""
+    return escape(visible(text or ""))
 
 
 def strip_markup(markup: str) -> str:

@@ -16,7 +16,8 @@ from trainctl.cli.common import (OUTPUT_FORMATS, Context, Kubeconfig, ListingOut
 from trainctl.cli.completers import job_names
 from trainctl.cli.formatting import colored_state, print_table, resource_name, split_kind
 from trainctl.cli.params import Argument, Option
-from trainctl.cli.plain import echo, escape, stderr_line
+from trainctl.cli.plain import echo, shown, stderr_line
+from trainctl.errors import visible
 from trainctl.frameworks import DEFAULT
 from trainctl.sdk.display import (column_widths, job_row, list_columns, plain_lines, progress_cell, replica_images,
                               since)
@@ -64,27 +65,27 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
     from trainctl.code.pods import describe
 
     if code := describe(resource["metadata"].get("annotations") or {}):
-        out.print(f"  {escape(code)}", soft_wrap=True)
+        out.print(f"  {shown(code)}", soft_wrap=True)
     for line in kueue_lines(client, resource):
-        out.print(f"  [yellow]{escape(line)}[/]", soft_wrap=True)
-    for condition in conditions_of(resource):
-        out.print(f"  {condition['type']:<11} {condition['status']:<5} {escape(condition.get('reason', ''))}: "
-                  f"{escape(condition.get('message', ''))}", soft_wrap=True)
+        out.print(f"  [yellow]{shown(line)}[/]", soft_wrap=True)
+    for condition in conditions_of(resource):  # what the API holds: anyone's to write
+        out.print(f"  {shown(condition.get('type')):<11} {shown(condition.get('status')):<5} "
+                  f"{shown(condition.get('reason'))}: {shown(condition.get('message'))}", soft_wrap=True)
     for line in restart_lines(resource):
-        out.print(f"  {escape(line)}", soft_wrap=True)
+        out.print(f"  {shown(line)}", soft_wrap=True)
     progress = client.progress(name, namespace, details=details)
     for line in progress.lines():
-        out.print(f"  [yellow]{escape(line)}[/]" if line == progress.stall_text() else f"  {escape(line)}",
+        out.print(f"  [yellow]{shown(line)}[/]" if line == progress.stall_text() else f"  {shown(line)}",
                   soft_wrap=True)
     if details.replicas:
         print_replicas(resource, details.replicas, wide=output == "wide")
         for hint in image_hints(resource, details.replicas) + still_running(resource, details.replicas):
-            out.print(f"  [yellow]{escape(hint)}[/]", soft_wrap=True)
+            out.print(f"  [yellow]{shown(hint)}[/]", soft_wrap=True)
     else:
         out.print("  no replicas")
     for event in details.events[-8:]:
-        out.print(f"  [dim]{event.get('time', '')}[/] {event.get('type', '')} {escape(event.get('reason', ''))}: "
-                  f"{escape(event.get('message', ''))}", soft_wrap=True)
+        out.print(f"  [dim]{shown(event.get('time'))}[/] {shown(event.get('type'))} {shown(event.get('reason'))}: "
+                  f"{shown(event.get('message'))}", soft_wrap=True)
     if state_of(resource) in TERMINAL:  # why it failed, or which replica failed although it succeeded
         summary = client.failure_summary(name, namespace, details=details)
         if summary is not None:
@@ -143,7 +144,7 @@ def print_replicas(resource: dict, replicas: list, wide: bool) -> None:
                  since(row.started, row.finished)]
         if wide:
             cells += [images.get(row.replica_type.lower(), ""), row.started or "", row.finished or ""]
-        rows.append(cells)
+        rows.append([visible(cell) for cell in cells])  # a pod's reason and node are anyone's to write
     print_table(REPLICA_COLUMNS + (WIDE_REPLICA_COLUMNS if wide else []), rows)
 
 

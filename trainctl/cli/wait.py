@@ -20,7 +20,7 @@ from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, console,
                                  watching)
 from trainctl.cli.formatting import colored_state
 from trainctl.cli.params import Argument, Option
-from trainctl.cli.plain import escape
+from trainctl.cli.plain import escape, shown
 
 if TYPE_CHECKING:
     import typer
@@ -71,7 +71,7 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
                 return  # the wait is over: nothing more to show (a job that reached it is not stalled either)
             reported = peek(resource)
             bar = f" {escape(bar_text(reported))}" if reported and reported.lead else ""
-            spinner.update(f"waiting for {name} to reach {until}: {state_of(resource)} "
+            spinner.update(f"waiting for {name} to reach {until}: {shown(state_of(resource))} "
                            f"({time.monotonic() - started:.0f}s){bar}")
             note = restarts.note(resource)
             if note:

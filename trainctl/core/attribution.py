@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cache
 
+from trainctl.errors import visible
 from trainctl.functions.runner import RAISED_MARKER
 
 #: the clocks of two machines agree to about this (NTP); on one machine it only widens a window
@@ -265,11 +266,13 @@ def launcher_reports() -> tuple[str, ...]:
 
 
 def one_line(text: str | None) -> str | None:
-    """``text`` fit for a one-line message: whitespace runs and control characters (a record is anyone's to
-    write) as one space, at most :data:`MAX_EXCEPTION_CHARS` characters."""
+    """``text`` fit for a one-line message: whitespace runs as one space, other control characters made visible
+    (``^[``: a record is anyone's to write, trainctl.errors.visible), anything else unprintable as a space, at
+    most :data:`MAX_EXCEPTION_CHARS` characters."""
     if text is None:
         return None
-    flat = " ".join("".join(char if char.isprintable() else " " for char in text).split())
+    shown = visible(" ".join(text.split()))
+    flat = " ".join("".join(char if char.isprintable() else " " for char in shown).split())
     return flat if len(flat) <= MAX_EXCEPTION_CHARS else flat[:MAX_EXCEPTION_CHARS - 3].rstrip() + "..."
 
 

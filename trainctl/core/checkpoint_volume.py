@@ -7,6 +7,9 @@ A job names its checkpoint storage in the annotation :data:`ANNOTATION` (``--che
   trainctl's controller and owned by the job, so it is deleted with it;
 * ``pvc:CLAIM``: a claim of the user's, kept; the job's directory in it is ``<job>/``;
 * ``host:/path``: a directory of the node (one-node clusters, tests), kept; the job's is ``/path/<ns>/<job>``.
+  Not a system directory of the node (:data:`SYSTEM_DIRECTORIES`), nor anything under one, nor a directory
+  that holds one (``/var``: a namespace named ``lib`` would put a job's directory in ``/var/lib/<job>``): every
+  replica mounts the path read-write, as root as often as not.
 
 Each replica's main container mounts it at :data:`MOUNT_PATH` and finds it in ``TRAINCTL_CHECKPOINT_DIR``
 (trainctl.checkpoints.checkpoint_dir()). Locally the directory is ``checkpoints/`` of the job's state
@@ -29,6 +32,11 @@ VOLUME = "trainctl-checkpoints"
 LOCAL_DIR = "checkpoints"  # in the job's state directory
 SIZE = re.compile(r"[1-9][0-9]{0,11}(?:Ki|Mi|Gi|Ti|Pi|K|M|G|T|P)?")
 FORMS = "SIZE (e.g. 10Gi: a claim the job owns), pvc:CLAIM (yours, kept) or host:/path (a node's directory, kept)"
+# A node's own directories (by name: the node is not this machine, its symbolic links unknown here): the system,
+# its devices and kernel, root's home, and what kubelet, the container runtimes and the cluster keep.
+SYSTEM_DIRECTORIES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run",
+                      "/sbin", "/sys", "/usr", "/var/lib/cni", "/var/lib/containerd", "/var/lib/docker",
+                      "/var/lib/etcd", "/var/lib/kubelet", "/var/lib/rancher", "/var/log", "/var/run", "/opt/cni")
 
 
 @dataclass(frozen=True)
@@ -58,10 +66,27 @@ def storage_or_problem(text: object) -> tuple[Storage | None, str | None]:
         if not value.startswith("/") or value.startswith("//") or posixpath.normpath(value) != value \
                 or "\x00" in value or value == "/":
             return None, f"the host path {value!r} must be an absolute, normalized directory other than /"
-        return Storage("host", value), None
+        issue = system_problem(value)
+        return (None, issue) if issue else (Storage("host", value), None)
     if SIZE.fullmatch(text):
         return Storage("size", text), None
     return None, f"expected {FORMS}"
+
+
+def system_problem(path: str) -> str | None:
+    """Why a normalized absolute ``path`` of the node may not hold checkpoints: it is, lies in or holds a system
+    directory (:data:`SYSTEM_DIRECTORIES`); None when it is clear of them all."""
+    system = next((system for system in SYSTEM_DIRECTORIES
+                   if posixpath.commonpath([system, path]) in (system, path)), None)
+    if system is None:
+        return None
+    if posixpath.commonpath([system, path]) == system:
+        where = f"{path} is" if path == system else f"{path} is in {system},"
+        why = f"{where} a system directory of the node: every replica would mount a directory in it read-write"
+    else:
+        why = (f"{path} holds {system}, a system directory of the node, which the job's directory "
+               f"{path}/<namespace>/<job> may fall in")
+    return f"{why}; use a directory of its own, such as host:/mnt/checkpoints, or a claim (SIZE, pvc:CLAIM)"
 
 
 def storage_of(resource: dict) -> Storage | None:

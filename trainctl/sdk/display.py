@@ -1,7 +1,8 @@
 """How jobs show: as the rows of ``trainctl list``, in plain columns, and in IPython and Jupyter.
 
 A job's row (:func:`job_row`: state, replicas, age, duration, progress, and with ``wide`` its replica
-types and images) is made here once, for the CLI's ``list`` and for a notebook alike. IPython asks an
+types and images) is made here once, for the CLI's ``list`` and for a notebook alike, every cell read from the
+API shown as trainctl.errors.visible shows it (as are the lines of a displayed ``job.logs()``). IPython asks an
 object for its representations (``_repr_mimebundle_``, ``_repr_pretty_``); plain Python keeps the short
 ``repr``, which reads nothing. A table is HTML for a notebook and the CLI's plain columns for a
 terminal. The job is read when it is shown, so a handle displayed twice shows its state twice.
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
+
+from trainctl.errors import visible
 
 if TYPE_CHECKING:
     from trainctl.backends.base import LogLine
@@ -47,7 +50,7 @@ def job_row(resource: dict, wide: bool, progress: str = "-") -> list[str]:
     if wide:  # no spaces inside a cell: piped output splits on whitespace
         row += [",".join(f"{rtype}:{(spec or {}).get('replicas', 1)}" for rtype, spec in specs.items()),
                 ",".join(sorted(set(replica_images(resource).values()) - {""}))]
-    return row
+    return [visible(cell) for cell in row]
 
 
 def progress_cell(client, resource: dict) -> str:
@@ -131,7 +134,8 @@ class Jobs(list):
 
 
 class LogLines:
-    """``job.logs()``: the lines, one at a time, as an iterator; shown in IPython, their text."""
+    """``job.logs()``: the lines, one at a time, as an iterator, as written; shown in IPython, their text with its
+    control characters made visible (trainctl.errors.visible: a terminal's IPython would act on them)."""
 
     def __init__(self, lines: Iterator[LogLine]) -> None:
         self.lines = lines
@@ -143,4 +147,4 @@ class LogLines:
         return next(self.lines)
 
     def _repr_pretty_(self, printer, cycle: bool) -> None:
-        printer.text("\n".join(str(line) for line in self))
+        printer.text("\n".join(str(line._replace(text=visible(line.text))) for line in self))

@@ -21,6 +21,10 @@ others the earliest, by the most precise time known, is the cause; failures too 
 to order are said to be so. Every failed run counts: a replica's last run, and the run before its
 current one when it was restarted in place (whose log is then the previous one).
 
+What a replica or the API wrote (log lines, reasons, the condition's message) is in the summary as
+trainctl.errors.visible shows it: ``\\x1b`` as ``^[``, a progress bar's line as its final state. The runs
+judged keep their evidence as it was written.
+
 Everything here is pure but for ``read_log``, which the caller passes: only it knows the backend.
 """
 
@@ -34,6 +38,7 @@ from datetime import datetime, timezone
 from trainctl.backends.base import CRASH_LOOP, JobDetails, ReplicaRow
 from trainctl.core import conditions as cond
 from trainctl.core.attribution import Attribution, Judged, Run, attribute, failed_runs_of, join_names, signal_name
+from trainctl.errors import visible
 
 LOG_TAIL_LINES = 20  # shown of the cause's log
 EVIDENCE_LINES = 100  # read of each failed run's log: a traceback, or an abort's C++ report, must fit
@@ -197,10 +202,10 @@ def failed_runs(details: JobDetails) -> list[Run]:
 
 def runs_of_row(row: ReplicaRow, job_name: str) -> list[Run]:
     replica = row.name.removeprefix(f"{job_name}-")
-    current = Run(replica, row.exit_code, row.reason, row.finished, restarts=row.restarts,
+    current = Run(replica, row.exit_code, visible(row.reason), row.finished, restarts=row.restarts,
                   exit_window=row.exit_window, message=row.message, stopped=row.stopped)
-    last = Run(replica, row.last_exit_code, row.last_reason, row.last_finished, previous=True, restarts=row.restarts,
-               exit_window=row.last_exit_window, message=row.last_message)
+    last = Run(replica, row.last_exit_code, visible(row.last_reason), row.last_finished, previous=True,
+               restarts=row.restarts, exit_window=row.last_exit_window, message=row.last_message)
     return failed_runs_of(current, last, failed=row.state == "Failed", succeeded=row.state == "Succeeded")
 
 
@@ -223,7 +228,8 @@ def summarize(details: JobDetails,
     found = attribute(runs, resource["kind"])
     culprit: Judged | None = found.culprit
     metadata = resource["metadata"]
+    message = visible(str(cond.find(cond.conditions_of(resource), state).get("message") or ""))
     return FailureSummary(job=f"{resource['kind'].lower()}/{metadata['name']}", name=metadata["name"],
-                          namespace=metadata.get("namespace") or "default", state=state,
-                          message=cond.find(cond.conditions_of(resource), state).get("message", ""), first=culprit.run if culprit else None,
-                          attribution=found, log_tail=list(culprit.run.log[-LOG_TAIL_LINES:]) if culprit else [])
+                          namespace=metadata.get("namespace") or "default", state=state, message=message,
+                          first=culprit.run if culprit else None, attribution=found,
+                          log_tail=[visible(line) for line in culprit.run.log[-LOG_TAIL_LINES:]] if culprit else [])

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from trainctl.errors import visible
+
 if TYPE_CHECKING:
     from trainctl.backends.reported import JobProgress
 
@@ -40,7 +42,8 @@ ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours and cursor moves: the
 
 
 def describe(resource: dict) -> str:
-    """``Running (Master 1 active, Worker 2 active)``: the state and what the status counts."""
+    """``Running (Master 1 active, Worker 2 active)``: the state and what the status counts, as read from the API
+    (trainctl.errors.visible)."""
     from trainctl.core.conditions import state_of, status_of
 
     counts = []
@@ -48,7 +51,7 @@ def describe(resource: dict) -> str:
         parts = [f"{status[key]} {key}" for key in ("active", "succeeded", "failed") if status.get(key)]
         if parts:
             counts.append(f"{rtype} {', '.join(parts)}")
-    return state_of(resource) + (f" ({'; '.join(counts)})" if counts else "")
+    return visible(state_of(resource) + (f" ({'; '.join(counts)})" if counts else ""))
 
 
 @contextmanager
@@ -96,7 +99,7 @@ class ProgressPeek:
 
 def bar_text(progress: JobProgress) -> str:
     """``━━━━━━━━━╸━━━━━━ 30/40 75% ETA 5s loss 0.0333``, or ``step 30, loss 0.0333`` without a total."""
-    from trainctl.backends.reported import number
+    from trainctl.backends.reported import metric_texts
 
     lead = progress.lead
     if lead is None:
@@ -105,7 +108,7 @@ def bar_text(progress: JobProgress) -> str:
                                                           f"{lead.fraction:.0%}"]
     if lead.eta_text() and not progress.finished:
         parts.append(lead.eta_text())
-    parts += [f"{name} {number(value)}" for name, value in list(lead.metrics.items())[:3]]
+    parts += metric_texts(lead.metrics, 3)
     return " ".join(parts)
 
 
@@ -143,9 +146,9 @@ def live_line(label: str, latest_line: LatestLine | None, peek: ProgressPeek) ->
 
 
 def shown_text(line: str) -> str:
-    """A log line as one line of text: what a progress bar drew last (after its final ``\\r``), no escapes."""
-    drawn = next((part for part in reversed(line.split("\r")) if part.strip()), "")
-    return ESCAPES.sub("", drawn).strip()[:SHOWN_LOG_CHARS]
+    """A log line as one line of text: what a progress bar drew last (after its final ``\\r``), without its colours
+    and cursor moves, any other control shown (trainctl.errors.visible)."""
+    return visible(ESCAPES.sub("", line)).strip()[:SHOWN_LOG_CHARS]
 
 
 def notebook_display(label: str, text: Callable[[dict], str], peek: ProgressPeek) -> Reporter:
