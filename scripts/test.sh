@@ -109,7 +109,7 @@ log "pytest"
 # Two processes (pytest-xdist): the real node's tests in one, one after another, the other modules spread over
 # both, each module whole (tests/tiers.py); every test's own time and each tier's sum are printed at the end.
 set +e
-"$VENV_PY" -m pytest -ra -n "${TRAINCTL_TEST_PROCESSES:-2}" --dist loadgroup --durations=40 "$@"
+"$VENV_PY" -m pytest -ra -n "${TRAINCTL_TEST_PROCESSES:-2}" --dist loadscope --durations=40 "$@"
 status=$?
 set -e
 step_times
