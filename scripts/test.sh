@@ -10,15 +10,18 @@
 #   2. Debian packages and a kube-apiserver built from Debian's own source (scripts/build-apiserver.sh)
 #   3. the real node's parts: containerd, runc, CNI plugins, dnsmasq ... from Debian, and kubelet,
 #      kube-scheduler, kube-controller-manager, kube-proxy from the same source (scripts/build-node.sh)
-#   4. a virtualenv in .venv with trainctl, its test dependencies and the pinned ML frameworks, and
-#      .venv-upstream-sdk with the Kubeflow SDK (requirements/upstream-sdk.txt); the fine-tuning
-#      recipe's transformers, peft, datasets, accelerate (requirements/finetune.txt) and deepspeed
+#   4. a virtualenv with trainctl, its test dependencies and the pinned ML frameworks, and one with the
+#      Kubeflow SDK (requirements/upstream-sdk.txt); the fine-tuning recipe's transformers, peft, datasets,
+#      accelerate (requirements/finetune.txt) and deepspeed. Both are kept in ~/.cache/trainctl/venvs/, named by
+#      the hash of what they install, and linked as .venv and .venv-upstream-sdk
 #   5. the node's images, built without Docker or a registry (tests/cluster/images.py): pause,
 #      busybox, kubectl-delivery (MPI), python (torch, numpy, tensorflow, the Hugging Face stack,
 #      Open MPI + mpi4py, examples/), python-frameworks (xgboost, paddlepaddle, jax; imported into the
 #      node only by the tests of those kinds) and the controller from controller/Dockerfile's steps
-#   6. pytest (the real-node tier starts the node in a network namespace of its own and stops it)
-# Each step's line shows the seconds since the start, so cold and cached set-up times can be read off.
+#   6. pytest in two processes (TRAINCTL_TEST_PROCESSES=N for another count; tests/tiers.py says which tests
+#      go together): the real-node tier starts the node in a network namespace of its own and stops it
+# Each step's line shows the seconds since the start, and the end of the output the seconds of each step and of
+# each tier, so cold and cached times can be read off (docs/test-cluster.md, "The suite's time").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -109,7 +112,7 @@ log "pytest"
 # Two processes (pytest-xdist): the real node's tests in one, one after another, the other modules spread over
 # both, each module whole (tests/tiers.py); every test's own time and each tier's sum are printed at the end.
 set +e
-"$VENV_PY" -m pytest -ra -n "${TRAINCTL_TEST_PROCESSES:-2}" --dist loadgroup --durations=40 "$@"
+"$VENV_PY" -m pytest -ra -n "${TRAINCTL_TEST_PROCESSES:-2}" --dist loadscope --durations=40 "$@"
 status=$?
 set -e
 step_times

@@ -72,27 +72,43 @@ def pytest_terminal_summary(terminalreporter):
     write(f"tier {'(all)':<12} {sum(t.seconds for t in TIERS.values()):8.1f} s")
 
 
-# ---- spreading the suite over two processes (pytest-xdist, --dist loadgroup) ------------------------------------
+# ---- spreading the suite over two processes (pytest-xdist, --dist loadscope) ------------------------------------
 
 #: the tests that share one real node (a network namespace, /var/lib/kubelet, the host's cgroups) run in one
 #: process, one after another
 REAL_NODE_GROUP = "realnode"
+#: the order in which groups are handed out: the longest first (the real node's, some 15 minutes), tiers of
+#: long modules next, the many short modules of the unit tier last, to even out the end of the run
+TIER_ORDER = ("realnode", "frameworks", "notebook", "local", "controller", "compat", "integration", "k8s", "fuzz")
 
 
-def group_of(item) -> str:
-    """The tests of one module run in one process: a module's fixtures are made once, as in a serial run."""
-    if tier_of(item.nodeid) == REAL_NODE_GROUP:
+def group_of(nodeid: str) -> str:
+    """The tests of one module run in one process, as in a serial run (its fixtures are made once); the real
+    node's tests all in the same one."""
+    if tier_of(nodeid) == REAL_NODE_GROUP:
         return REAL_NODE_GROUP
-    return item.nodeid.split("::", 1)[0]
+    return nodeid.split("::", 1)[0]
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist names each test's group in its id
-def pytest_collection_modifyitems(config, items):
-    """Each test gets its process group; the longest group, the real node's, comes first so that the other
-    process works through the rest beside it instead of waiting for it at the end."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group_of(item)))
-    items.sort(key=lambda item: group_of(item) != REAL_NODE_GROUP)  # stable: the order within stays
+def handed_out(nodeid: str) -> int:
+    tier = tier_of(nodeid)
+    return TIER_ORDER.index(tier) if tier in TIER_ORDER else len(TIER_ORDER)
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: handed_out(item.nodeid))  # stable: within a tier, the order stays
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` with :func:`group_of` as the scope, handed out in collection order."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False
+    return ByGroup(config, log)

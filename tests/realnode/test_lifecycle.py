@@ -11,7 +11,10 @@ from tests.realnode.conftest import JOB_TIMEOUT_S
 
 pytestmark = pytest.mark.realnode
 
-SLEEPER = "import time; print('started', flush=True); time.sleep(600)"
+# Ends on SIGTERM as a well-behaved program does: as a container's PID 1 a Python without a handler ignores it,
+# and every deletion waited out the 30 s grace period for the kubelet's SIGKILL
+SLEEPER = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)); "
+           "print('started', flush=True); time.sleep(600)")
 
 
 def objects(real_node, namespace: str, kinds: str = "pods,services,configmaps") -> list[str]:

@@ -124,13 +124,21 @@ def invoke_app() -> int | None:
 
     try:
         arguments.check_utf8(sys.argv[1:])
-        return app(prog_name="trainctl", complete_var="_TRAINCTL_COMPLETE", standalone_mode=False)
+        return click_app()(prog_name="trainctl", complete_var="_TRAINCTL_COMPLETE", standalone_mode=False)
     except click_errors.UsageError as err:
         return report(usage_message(err), 2)
     except click_errors.ClickException as err:
         return report(err.format_message(), err.exit_code or 2)
     except typer.Abort:
         return report("aborted", 130)
+
+
+@functools.cache
+def click_app():
+    """The click command Typer makes of the app, made once a process (what ``app()`` would make anew on every
+    call, some 15 ms: the fuzz tier runs thousands of command lines in one process). The app's pretty
+    exceptions are off, so Typer's exception hook, which ``app()`` would install, would change nothing."""
+    return typer.main.get_command(app)
 
 
 def usage_message(err) -> str:
