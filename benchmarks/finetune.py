@@ -39,17 +39,17 @@ def recipe_args(tiny: Path, output: Path, steps: int) -> list[str]:
             json.dumps({"max_steps": steps, "save_steps": steps, "logging_steps": steps, "learning_rate": 5e-3})]
 
 
-def samples_per_second(output: Path) -> float:
+def trainer_figure(output: Path, key: str = "train_samples_per_second") -> float:
+    """One of the Trainer's end-of-training figures, from the trainer_state.json rank 0 wrote."""
     state = json.loads((output / "trainer_state.json").read_text())
-    return next(entry["train_samples_per_second"] for entry in reversed(state["log_history"])
-                if "train_samples_per_second" in entry)
+    return next(entry[key] for entry in reversed(state["log_history"]) if key in entry)
 
 
 def run_alone(tiny: Path, work: Path, steps: int) -> float:
     output = work / "alone"
     subprocess.run([sys.executable, "-m", "trainctl.recipes.finetune", *recipe_args(tiny, output, steps)],
                    cwd=work, env=finetuning.environment(), check=True, capture_output=True)
-    return samples_per_second(output)
+    return trainer_figure(output)
 
 
 def run_job(tiny: Path, work: Path, steps: int, name: str, *extra: str) -> float:
@@ -63,7 +63,7 @@ def run_job(tiny: Path, work: Path, steps: int, name: str, *extra: str) -> float
         logs = subprocess.run([*TRAINCTL, "logs", name, "--local"], cwd=work, env=env, capture_output=True, text=True)
         raise SystemExit(f"{name} failed:\n{submitted.stderr}\n{logs.stdout[-3000:]}")
     subprocess.run([*TRAINCTL, "delete", name, "--local"], env=env, capture_output=True)
-    return samples_per_second(output)
+    return trainer_figure(output)
 
 
 def main() -> None:
