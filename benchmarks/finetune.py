@@ -12,7 +12,8 @@ interleaved run by run so that drift on a shared machine hits each alike:
 Each run trains ``--steps`` steps of 8 rows per replica; what is compared is the Trainer's own
 ``train_samples_per_second`` (rows of every replica per second of the training loop, start-up
 excluded), read from the trainer_state.json rank 0 writes. On a GPU machine the same command
-measures NCCL instead (the recipe picks it); this record is CPU only.
+measures NCCL instead (the recipe picks it); this record is CPU only (benchmarks/gpu_finetune.py is
+the GPU one).
 """
 
 from __future__ import annotations
@@ -39,17 +40,17 @@ def recipe_args(tiny: Path, output: Path, steps: int) -> list[str]:
             json.dumps({"max_steps": steps, "save_steps": steps, "logging_steps": steps, "learning_rate": 5e-3})]
 
 
-def samples_per_second(output: Path) -> float:
+def trainer_figure(output: Path, key: str = "train_samples_per_second") -> float:
+    """One of the Trainer's end-of-training figures, from the trainer_state.json rank 0 wrote."""
     state = json.loads((output / "trainer_state.json").read_text())
-    return next(entry["train_samples_per_second"] for entry in reversed(state["log_history"])
-                if "train_samples_per_second" in entry)
+    return next(entry[key] for entry in reversed(state["log_history"]) if key in entry)
 
 
 def run_alone(tiny: Path, work: Path, steps: int) -> float:
     output = work / "alone"
     subprocess.run([sys.executable, "-m", "trainctl.recipes.finetune", *recipe_args(tiny, output, steps)],
                    cwd=work, env=finetuning.environment(), check=True, capture_output=True)
-    return samples_per_second(output)
+    return trainer_figure(output)
 
 
 def run_job(tiny: Path, work: Path, steps: int, name: str, *extra: str) -> float:
@@ -63,7 +64,7 @@ def run_job(tiny: Path, work: Path, steps: int, name: str, *extra: str) -> float
         logs = subprocess.run([*TRAINCTL, "logs", name, "--local"], cwd=work, env=env, capture_output=True, text=True)
         raise SystemExit(f"{name} failed:\n{submitted.stderr}\n{logs.stdout[-3000:]}")
     subprocess.run([*TRAINCTL, "delete", name, "--local"], env=env, capture_output=True)
-    return samples_per_second(output)
+    return trainer_figure(output)
 
 
 def main() -> None:
@@ -97,7 +98,8 @@ def main() -> None:
              "2-layer GPT-2 of examples/finetune/make_tiny.py with LoRA r=8 (16k trainable parameters): a step is "
              "so small that the per-step all-reduce (and for ZeRO-2 its partitioned optimizer step) is what is "
              "measured, not arithmetic. This says what runs on CPU and what the distribution costs on 2 cores; "
-             "it says nothing of GPU throughput, which was not measured (no GPU machine was lent to this task).")
+             "it says nothing of GPU throughput (the GPU figures: the section \"GPU: the fine-tuning recipe "
+             "directly and as a one-replica job\" below).")
     for row in rows:
         print(f"{row.what}: {row.median:.1f} {row.unit}" + (f" ({row.ratio:.2f}x)" if row.ratio else ""))
     write_section("finetune", "Fine-tuning on CPU: one process against 2 replicas with DDP and with DeepSpeed ZeRO-2",

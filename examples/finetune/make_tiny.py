@@ -35,7 +35,8 @@ def write_dataset(path: Path, lines: list[str]) -> None:
             file.write(json.dumps({"id": index, "sentence": line, "source": "make_tiny"}) + "\n")
 
 
-def write_model(directory: Path, lines: list[str], layers: int) -> None:
+def write_model(directory: Path, lines: list[str], layers: int, width: int = 64, heads: int = 4,
+                positions: int = 64) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
@@ -45,7 +46,7 @@ def write_model(directory: Path, lines: list[str], layers: int) -> None:
     bpe.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=256, special_tokens=["<unk>", "<eos>", "<pad>"]))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>", eos_token="<eos>",
                                         bos_token="<eos>", pad_token="<pad>")
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=64, n_layer=layers, n_head=4,
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=positions, n_embd=width, n_layer=layers, n_head=heads,
                         bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
                         pad_token_id=tokenizer.pad_token_id)
     GPT2LMHeadModel(config).save_pretrained(directory)  # random weights, seeded below

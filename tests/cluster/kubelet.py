@@ -35,6 +35,13 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def namespace_terminating(error) -> bool:
+    """The API server refuses new content (a binding) in a namespace being deleted: for a kubelet or scheduler,
+    the end of that pod's work (the namespace's deletion removes the pod), not an error."""
+    causes = (error.body.get("details") or {}).get("causes") or []
+    return error.status == 403 and any(cause.get("reason") == "NamespaceTerminating" for cause in causes)
+
+
 class FakeNode:
     def __init__(self, cluster, workdir: Path, name: str = "trainctl-test-node") -> None:
         self.cluster, self.workdir, self.name = cluster, workdir, name
@@ -82,7 +89,12 @@ class FakeNode:
             self.pod_watch.start()
         self.pod_watch.synced.wait(30)
         for pod in self.pod_watch.items():
-            self._on_pod("ADDED", pod)
+            if pod["metadata"]["namespace"] == namespace:  # another namespace's pods are its own manage()'s
+                self._on_pod("ADDED", pod)
+
+    def release(self, namespace: str) -> None:
+        """Stop playing kubelet for ``namespace`` (before it is deleted: nothing of it outlives its test)."""
+        self.managed.pop(namespace, None)
 
     def _on_pod(self, event: str, pod: dict) -> None:
         from trainctl.kube.client import PODS, ApiError
@@ -104,7 +116,7 @@ class FakeNode:
                 if self.managed[namespace]:
                     self.rest.patch(PODS, name, {"status": self._status(pod, "Running")}, namespace, "status")
         except ApiError as error:
-            if error.status not in (404, 409):
+            if error.status not in (404, 409) and not namespace_terminating(error):
                 raise
 
     def stop_containers(self, namespace: str, pod: str) -> None:

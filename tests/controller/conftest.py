@@ -83,9 +83,11 @@ def start_controller(k8s_cluster, kubeflow_crds, tmp_path):
 
 @pytest.fixture
 def managed_namespace(namespace, kube_node):
-    """A namespace whose pods the node fixture binds and starts (Running) as they appear."""
+    """A namespace whose pods the node fixture binds and starts (Running) as they appear, until the test ends
+    (released before the namespace is deleted)."""
     kube_node.manage(namespace)
-    return namespace
+    yield namespace
+    kube_node.release(namespace)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests import finetuning
+from tests.conftest import REPO
 from trainctl import Client, InvalidArgument
 
 pytestmark = [pytest.mark.framework, pytest.mark.timeout(300),
@@ -239,3 +241,19 @@ def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny)
     losses = finetuning.logged_losses(out)
     assert losses[-1][1] < losses[0][1] * 0.95, losses
     assert finetuning.generate(tiny / "model", out)["new_tokens"] == 6
+
+
+def test_the_gpu_benchmark_runs_whole_on_cpu_and_records_nothing():
+    """benchmarks/gpu_finetune.py (issue 40), so that the next GPU run is one command: its smoke mode runs the
+    same steps (a model made from a config, the recipe directly and as a one-replica job) on a tiny model."""
+    from benchmarks.record import RECORD
+
+    before = RECORD.read_text()
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_finetune", "--device", "cpu"], cwd=REPO,
+                          env=finetuning.environment(), capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert re.search(r"^tiny, 3 steps, direct: steps/s \(GPU not sampled\): [\d.]+ steps/s$", done.stdout, re.M), \
+        done.stdout
+    assert re.search(r"^tiny, 3 steps, trainctl: steps/s \(GPU not sampled\): [\d.]+ steps/s \([\d.]+x direct\)$",
+                     done.stdout, re.M), done.stdout
+    assert RECORD.read_text() == before

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from trainctl.core.actions import CreateReplica
+from trainctl.core.job import Job
 from trainctl.core.network import ClusterNetwork, LocalNetwork
 from trainctl.core.reconcile import reconcile
 from trainctl.frameworks import by_kind
@@ -209,3 +210,13 @@ def test_a_cpu_limited_pod_carries_omp_num_threads_in_a_cluster_and_not_locally(
         spec["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "3"}}
     assert {action.env.get("OMP_NUM_THREADS") for action in created(resource).values()} == {"3"}
     assert {action.env.get("OMP_NUM_THREADS") for action in created(resource, LocalNetwork()).values()} == {None}
+
+
+def test_local_paddle_workers_get_the_rank_a_cluster_gives_them():
+    """On a cluster only worker-0's own IP is PADDLE_MASTER's, so its launcher serves the rendezvous and is rank 0;
+    locally every replica is on 127.0.0.1, any launcher could win that race, and worker-1 was rank 0 about one
+    run in three (issue 40). Locally each worker is told its rank, as its place on a cluster gives it."""
+    framework = by_kind("PaddleJob")
+    collective = Job(job("PaddleJob", "pd", {"Worker": 3}))
+    assert [framework.local_env(collective, "Worker", index, "/state").get("PADDLE_RANK")
+            for index in range(3)] == ["0", "1", "2"]

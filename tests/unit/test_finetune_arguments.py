@@ -286,3 +286,19 @@ def test_the_recipe_refuses_another_runs_checkpoint_in_one_line_before_it_import
         "error: --output-dir out holds checkpoint-32 that no run of this recipe wrote (it has no finetune-run.json): "
         "give another output directory, --resume never to start over there (deleting its checkpoints), or "
         "--resume out/checkpoint-32 to continue from that checkpoint with these arguments"]
+
+
+@pytest.mark.parametrize("environ, deepspeed, joins", [
+    ({}, None, False),  # run directly
+    ({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}, None, False),  # a job of one replica
+    ({"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"}, None, True),
+    ({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}, "ds.json", True),  # DeepSpeed's engine wants one
+])
+def test_a_job_of_one_replica_runs_the_recipe_as_the_same_command_run_directly(environ, deepspeed, joins):
+    """Issue 40: on one GPU, a one-replica job under trainctl peaked about 558 MiB above the same command run
+    directly. Only the job had RANK/WORLD_SIZE (the operator's env), so the recipe set LOCAL_RANK, and with it the
+    Trainer opened an NCCL process group of one rank that the recipe's gathers then used: NCCL's communicator on
+    the GPU for nothing. Checked without a GPU: what the recipe hands the Trainer is what a direct run has."""
+    env = dict(environ)
+    assert recipe_module.replica_environment(env, deepspeed) == joins
+    assert ("LOCAL_RANK" in env) == joins

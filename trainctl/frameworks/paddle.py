@@ -39,7 +39,12 @@ class Paddle(Framework):
 
     def local_env(self, job, rtype, index, state_dir):
         # a log directory of its own: paddle's launcher writes workerlog.N files into ./log otherwise
-        return {"PADDLE_LOG_DIR": os.path.join(state_dir, "paddle", job.pod_name(rtype, index))}
+        env = {"PADDLE_LOG_DIR": os.path.join(state_dir, "paddle", job.pod_name(rtype, index))}
+        if "Master" not in job.replica_types:
+            # its rank in the collective, as a cluster gives it: there only worker-0's launcher is on PADDLE_MASTER's
+            # IP, serves the rendezvous and is rank 0; on 127.0.0.1 every launcher may, and the first one is rank 0
+            env["PADDLE_RANK"] = str(index)
+        return env
 
     def env(self, job, rtype, index, network):
         coordinator = self.status_role(job.replica_types)  # Master in PS mode, else Worker (collective)
