@@ -534,13 +534,17 @@ class Reconciler:
         job, framework = self.job, self.job.framework
         counts = self.counts()
         role = framework.status_role(job.replica_types)
-        if role in job.replica_types and framework.succeeded(job, role, counts.get(role, {}), self.observed):
-            self.succeed()
-            return
+        # [deviation] a failure for good is looked at before success: upstream looks at the replica types in its
+        # map's (random) order, so a worker failed under Never beside a master that succeeded gave either answer;
+        # here the job is Failed, whatever the order its pods' statuses came in, also while the Failed condition
+        # waits for its cause (cause_pending): a master that ends meanwhile must not turn it into a success
         failed = self.permanently_failed()
         if failed:
             rtype, number = failed
             self.fail(f"{job.framework.kind} {job.name} is failed because {number} {rtype} replica(s) failed.")
+            return
+        if role in job.replica_types and framework.succeeded(job, role, counts.get(role, {}), self.observed):
+            self.succeed()
             return
         if not self.restarting and counts.get(role, {}).get("active", 0) > 0:
             message = f"{framework.kind} {job.name} is running."
