@@ -377,3 +377,38 @@ def test_a_worker_failed_under_never_fails_the_job_whenever_the_master_succeeds(
     assert not any(c["type"] == "Succeeded" for c in run.resource["status"]["conditions"]), run.conditions()
     message = run.resource["status"]["conditions"][-1]["message"]
     assert "1 Worker replica(s) failed" in message and "worker-0" in message, message
+
+
+# ---- exit 2, "the arguments are wrong", fails the job at once (issue 40) -----------------------------------------
+
+@pytest.mark.parametrize("policy", ["OnFailure", "Always", "ExitCode", "Never"])
+def test_a_usage_error_exit_2_fails_the_job_at_once_whatever_the_policy(policy):
+    run = Run(pytorch(policy, backoffLimit=3))
+    run.step()
+    run.exit("pt-worker-0", 2)
+    plan = run.step()
+    assert run.state() == "Failed", run.conditions()
+    assert not any(isinstance(action, CreateReplica) for action in plan.actions)
+    assert run.record().counted == 0
+
+
+def test_a_usage_error_listed_as_retryable_is_retried():
+    resource = pytorch("OnFailure", backoffLimit=3)
+    resource["metadata"]["annotations"] = {"trainctl.io/retry-on-exit-codes": "2"}
+    run = Run(resource)
+    run.step()
+    run.exit("pt-worker-0", 2)
+    run.step()
+    assert run.state() != "Failed" and run.record().counted == 1, run.conditions()
+
+
+def test_a_kubelet_restart_after_exit_2_fails_the_job_and_stops_its_pods():
+    """On a cluster OnFailure's pods restart in place: the kubelet has restarted the container by the time the
+    controller sees the run that exited 2; the job fails then, and its pods are stopped."""
+    run = Run(pytorch("OnFailure", backoffLimit=3), ClusterNetwork())
+    run.step()
+    run.replicas["pt-worker-0"] = ObservedReplica("Worker", 0, "pt-worker-0", "Running", restart_count=1,
+                                                  last_exit_code=2, last_reason="Error")
+    plan = run.step()
+    assert run.state() == "Failed", run.conditions()
+    assert {action.name for action in plan.actions if isinstance(action, DeleteReplica)} >= {"pt-worker-0"}
