@@ -101,8 +101,9 @@ def test_a_crash_looping_worker_shows_crash_loop_back_off_and_its_last_exit_code
 
 
 def test_a_job_that_succeeds_despite_a_failed_worker_says_so(raises):
+    # the worker fails 3 s after the master ended well: seen in the same pass, the failure would win (issue 40)
     (raises.cwd / "late.py").write_text("import os, sys, time\n"
-                                        "if os.environ['RANK'] == '1':\n    time.sleep(1)\n    sys.exit(2)\n")
+                                        "if os.environ['RANK'] == '1':\n    time.sleep(3)\n    sys.exit(2)\n")
     assert submit(raises, "mixed", "--restart-policy", "Never", script="late.py").returncode == 0
     deadline = time.monotonic() + 45
     while True:  # the job succeeds with its master; the worker fails a moment later
@@ -116,6 +117,20 @@ def test_a_job_that_succeeds_despite_a_failed_worker_says_so(raises):
     result = raises("wait", "mixed")
     assert result.returncode == 0, result.stderr
     assert "note: pytorchjob/mixed succeeded, but worker-0 failed: exit code 2" in result.stderr
+
+
+def test_a_usage_error_fails_the_job_at_once_under_on_failure_with_its_line(cli):
+    """Exit 2, the arguments are wrong (argparse's, the fine-tuning recipe's own checks): the next run would say the
+    same, so the job fails after one run instead of spending its backoffLimit (issue 40)."""
+    (cli.cwd / "usage.py").write_text("import argparse\n"
+                                      "argparse.ArgumentParser(prog='usage.py').parse_args(['--no-such-flag'])\n")
+    result = cli("submit", "pytorch", "--name", "usage", "--workers", "1", "--restart-policy", "OnFailure",
+                 "--backoff-limit", "3", "--wait", "--", "python", "usage.py")
+    assert result.returncode == 1, result.stderr
+    assert "usage.py: error: unrecognized arguments: --no-such-flag" in result.stderr, result.stderr
+    status = cli("status", "usage").stdout
+    master = next(line.split() for line in status.splitlines() if line.startswith("usage-master-0"))
+    assert master[1:4] == ["Failed", "0", "2"], status  # state, restarts, exit code: one run, not four
 
 
 def test_wait_for_several_jobs_in_any_spelling(raises):

@@ -16,7 +16,7 @@ from tests.realnode.conftest import JOB_TIMEOUT_S
 pytestmark = pytest.mark.realnode
 
 # A worker that fails while the master is still at work: the job's failure is the worker's. (A
-# PyTorchJob whose master has succeeded has succeeded, whatever its workers do.)
+# PyTorchJob whose master succeeded before any worker failed has succeeded, whatever its workers do after.)
 WORKER_RAISES = ("import os, time\n"
                  "if os.environ['RANK'] == '0':\n"
                  "    time.sleep(120)\n"
@@ -162,3 +162,38 @@ def test_the_rank_that_raised_is_named_not_the_rank_that_lost_its_peer(real_node
     if policy:  # Never: the failed worker's pod is kept, with what its container wrote as it ended
         worker = pod_statuses(real_node, namespace, "rank1")["rank1-worker-0"]["containerStatuses"][0]
         assert "trainctl-raised:v1" in worker["state"]["terminated"].get("message", ""), worker
+
+
+HIDDEN_BY_THE_MASTER = '''\
+def rank1_gives_up():
+    import os
+    import time
+
+    if os.environ["RANK"] == "1":
+        raise ValueError("rank 1 gives up at once")
+    time.sleep(3)  # the master ends well a moment after its worker failed
+    return "rank 0 done"
+'''
+
+
+def test_a_worker_failed_under_never_fails_the_job_though_the_master_then_succeeds(
+        real_node, trainctl, namespace, python_image, tmp_path, monkeypatch):
+    """Issue 40: on the real node the master's success, seen with or just after the worker's failure (or while
+    the Failed condition waited for its cause), turned the job Succeeded; it is Failed, naming worker-0 and its
+    exception, as on the local backend."""
+    from trainctl import Client, JobFailed
+
+    (tmp_path / "realnode_hidden_failure.py").write_text(HIDDEN_BY_THE_MASTER)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("realnode_hidden_failure")
+    client = Client("kubernetes", kubeconfig=str(real_node.kubeconfig))
+    job = client.run(module.rank1_gives_up, workers=2, image=python_image, namespace=namespace, name="hidden",
+                     restart_policy="Never")
+    with pytest.raises(JobFailed) as failed:
+        job.wait(timeout=JOB_TIMEOUT_S, progress=False)
+    assert "worker-0 raised ValueError: rank 1 gives up at once" in str(failed.value).splitlines()[0], failed.value
+    conditions = {c["type"]: c for c in job.resource["status"]["conditions"]}
+    assert "Succeeded" not in conditions and conditions["Failed"]["status"] == "True", conditions
+    status = trainctl("status", "hidden", "-n", namespace).stdout
+    assert "worker-0 raised ValueError: rank 1 gives up at once" in status, status

@@ -113,7 +113,8 @@ def test_never_fails_the_job():
     run.exit("pt-worker-0", 1)
     run.step()
     assert run.state() == "Failed" and run.reason("Failed") == "PyTorchJobFailed"
-    assert "1 Worker replica(s) failed" in run.resource["status"]["conditions"][-1]["message"]
+    message = run.resource["status"]["conditions"][-1]["message"]
+    assert "1 Worker replica(s) failed" in message and "worker-0" in message, message
 
 
 def test_exit_code_retries_137_and_fails_at_once_on_1_with_completion_time():
@@ -333,3 +334,81 @@ def test_a_stall_timeout_fails_a_running_job_heard_from_too_long_ago_and_requeue
     assert failed["message"] == ("Job pt has failed because it stalled: no replica wrote output or progress for 61s "
                                  "(stall timeout 60s)")
     assert {a.name for a in plan.actions if isinstance(a, DeleteReplica)} == {"pt-master-0", "pt-worker-0"}
+
+
+# ---- a failure for good is not overtaken by a success (issue 40) -------------------------------------------------
+
+#: the tail of a rank's log whose all-reduce lost its peer: a consequence, whose Failed condition waits up to
+#: CAUSE_WAIT_S for the cause to show (cause_pending)
+PEER_LOST = ("[rank1]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by "
+             "peer [10.88.0.7]:28344. This is typically caused by a remote worker crashing.")
+
+
+def worker_fails_and_master_succeeds(network, message: str, master_after: float | None, passes_between: int) -> Run:
+    """A worker failed under Never (with ``message`` as its termination message) and the master ending well
+    ``master_after`` seconds later (None: in the same pass), with ``passes_between`` reconciles seeing the first
+    before the second; then passes until nothing changes."""
+    run = Run(pytorch("Never"), network)
+    run.step()
+    run.replicas["pt-worker-0"] = ObservedReplica("Worker", 0, "pt-worker-0", "Failed", 1, reason="Error",
+                                                  finished_at=rfc3339(run.now), message=message)
+    for _ in range(passes_between):
+        run.step((master_after or 0) / passes_between)
+    if "pt-master-0" in run.replicas:  # not yet stopped by the core
+        run.replicas["pt-master-0"] = ObservedReplica("Master", 0, "pt-master-0", "Succeeded", 0,
+                                                      reason="Completed", finished_at=rfc3339(run.now))
+    for _ in range(4):
+        run.step(1)
+    return run
+
+
+@pytest.mark.parametrize("network", [LocalNetwork(), ClusterNetwork()], ids=["local", "cluster"])
+@pytest.mark.parametrize("message", ["", "trainctl-raised:v1 ValueError: rank 1 raised", PEER_LOST],
+                         ids=["no-message", "raised", "peer-lost"])
+@pytest.mark.parametrize(("master_after", "passes_between"), [(None, 0), (0.5, 1), (3, 1), (3, 3), (30, 5)],
+                         ids=["same-pass", "next-pass", "3s-later", "3s-three-passes", "30s-later"])
+def test_a_worker_failed_under_never_fails_the_job_whenever_the_master_succeeds(network, message, master_after,
+                                                                                passes_between):
+    """The cluster's order of pod statuses (the worker's failure and the master's success in one pass, or the
+    master ending while the Failed condition waits for its cause) gave Succeeded; the answer is Failed, as the
+    local backend's, naming worker-0."""
+    run = worker_fails_and_master_succeeds(network, message, master_after, passes_between)
+    assert run.state() == "Failed", run.conditions()
+    assert not any(c["type"] == "Succeeded" for c in run.resource["status"]["conditions"]), run.conditions()
+    message = run.resource["status"]["conditions"][-1]["message"]
+    assert "1 Worker replica(s) failed" in message and "worker-0" in message, message
+
+
+# ---- exit 2, "the arguments are wrong", fails the job at once (issue 40) -----------------------------------------
+
+@pytest.mark.parametrize("policy", ["OnFailure", "Always", "ExitCode", "Never"])
+def test_a_usage_error_exit_2_fails_the_job_at_once_whatever_the_policy(policy):
+    run = Run(pytorch(policy, backoffLimit=3))
+    run.step()
+    run.exit("pt-worker-0", 2)
+    plan = run.step()
+    assert run.state() == "Failed", run.conditions()
+    assert not any(isinstance(action, CreateReplica) for action in plan.actions)
+    assert run.record().counted == 0
+
+
+def test_a_usage_error_listed_as_retryable_is_retried():
+    resource = pytorch("OnFailure", backoffLimit=3)
+    resource["metadata"]["annotations"] = {"trainctl.io/retry-on-exit-codes": "2"}
+    run = Run(resource)
+    run.step()
+    run.exit("pt-worker-0", 2)
+    run.step()
+    assert run.state() != "Failed" and run.record().counted == 1, run.conditions()
+
+
+def test_a_kubelet_restart_after_exit_2_fails_the_job_and_stops_its_pods():
+    """On a cluster OnFailure's pods restart in place: the kubelet has restarted the container by the time the
+    controller sees the run that exited 2; the job fails then, and its pods are stopped."""
+    run = Run(pytorch("OnFailure", backoffLimit=3), ClusterNetwork())
+    run.step()
+    run.replicas["pt-worker-0"] = ObservedReplica("Worker", 0, "pt-worker-0", "Running", restart_count=1,
+                                                  last_exit_code=2, last_reason="Error")
+    plan = run.step()
+    assert run.state() == "Failed", run.conditions()
+    assert {action.name for action in plan.actions if isinstance(action, DeleteReplica)} >= {"pt-worker-0"}

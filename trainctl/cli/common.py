@@ -8,6 +8,7 @@ without Rich where the output is no terminal (cli/plain.py).
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -60,6 +61,7 @@ def finish(command: Callable[[], object]) -> int:
 
     try:
         code = command()
+        sys.stdout.flush()  # a full disk shows here, as one line, rather than at the interpreter's exit
     except UserError as err:
         print_error(err.message)
         code = err.exit_code
@@ -68,7 +70,28 @@ def finish(command: Callable[[], object]) -> int:
         code = 130
     except BrokenPipeError:
         code = 0
+    except OSError as err:
+        if err.filename is not None or err.errno not in OUTPUT_ERRNOS:
+            raise  # a file's (the store names its own), not the output's
+        code = output_failed(err)
     return code if isinstance(code, int) else 0
+
+
+#: what writing the output raises on a full disk, past a quota or a size limit, or on a failing device
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def output_failed(err: OSError) -> int:
+    """``trainctl list > /dev/full``: one line on stderr and exit status 1. What is left in stdout's buffer goes to
+    /dev/null, so the interpreter's own flush at exit does not fail on it a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    try:
+        print_error(f"could not write the output: {err.strerror} (errno {err.errno})")
+    except OSError:  # stderr on the same full disk: the exit status still says it
+        pass
+    return 1
 
 
 def make_client(local: bool = False, context: str | None = None, kubeconfig: str | None = None) -> Client:

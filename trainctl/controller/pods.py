@@ -40,22 +40,28 @@ CACHED_SERVICE_SPEC = ("clusterIP", "selector")
 
 def cached_pod(pod: dict) -> dict:
     """The pod as the controller's cache keeps it: metadata whole, of spec and status only what is read."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    kept_spec = {key: spec[key] for key in CACHED_POD_SPEC if key in spec}
+    return {**pod, "spec": cached_pod_spec(pod.get("spec") or {}), "status": cached_pod_status(pod.get("status") or {})}
+
+
+def cached_pod_spec(spec: dict) -> dict:
+    kept = {key: spec[key] for key in CACHED_POD_SPEC if key in spec}
     for key in ("containers", "initContainers"):
         if key in spec:
-            kept_spec[key] = [{"name": container.get("name")} for container in spec[key]
-                              if isinstance(container, dict)]
-    kept_status = {key: status[key] for key in CACHED_POD_STATUS if key in status}
+            kept[key] = [{"name": container.get("name")} for container in spec[key] if isinstance(container, dict)]
+    return kept
+
+
+def cached_pod_status(status: dict) -> dict:
+    kept = {key: status[key] for key in CACHED_POD_STATUS if key in status}
     disrupted = [condition for condition in status.get("conditions") or []
                  if isinstance(condition, dict) and condition.get("type") == DISRUPTION_TARGET]
     if disrupted:  # of the conditions only this one is read (disruption)
-        kept_status["conditions"] = disrupted
+        kept["conditions"] = disrupted
     for key in ("containerStatuses", "initContainerStatuses"):
         if key in status:
-            kept_status[key] = [{field: container[field] for field in CACHED_CONTAINER_STATUS if field in container}
-                                for container in status[key] if isinstance(container, dict)]
-    return {**pod, "spec": kept_spec, "status": kept_status}
+            kept[key] = [{field: container[field] for field in CACHED_CONTAINER_STATUS if field in container}
+                         for container in status[key] if isinstance(container, dict)]
+    return kept
 
 
 def cached_service(service: dict) -> dict:

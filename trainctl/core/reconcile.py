@@ -47,8 +47,8 @@ from trainctl.core.attribution import Judged, Run, attribute, failed_runs_of
 from trainctl.core.job import Job
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.restarts import (ATTEMPT_ENV, ATTEMPT_LABEL, COUNTED, DISRUPTION, MISSING_EXIT_CODE, PERMANENT,
-                                    RECORD_ANNOTATION, RETRYABLE_FROM, Record, Rules, annotations_of, cause_text,
-                                    failure_class)
+                                    RECORD_ANNOTATION, RETRYABLE_FROM, USAGE_EXIT_CODE, Record, Rules, annotations_of,
+                                    cause_text, failure_class)
 from trainctl.core.times import parse_time, rfc3339  # noqa: F401 - rfc3339 is also imported from here
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
 
@@ -91,6 +91,12 @@ def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, ne
     if job.managed_externally:
         return Plan(status=copy.deepcopy(job.status))
     return Reconciler(job, observed, now, network, services, unobserved_failures, last_activity).run()
+
+
+def fails_for_good(policy: str, code: int) -> bool:
+    """A failed run no restart is made for, though its policy restarts others: under ExitCode a code below 128; under
+    any policy but Never (whose failures all end the job as upstream's do) the usage error, exit 2."""
+    return (policy == "ExitCode" and code < RETRYABLE_FROM) or (policy != "Never" and code == USAGE_EXIT_CODE)
 
 
 class Reconciler:
@@ -152,8 +158,7 @@ class Reconciler:
     # ---- restarts and backoff, one replica at a time (1.3, 1.6) --------------------------------
     def handle_failed_replicas(self) -> bool:
         """Restart what the policy says; returns True when the job failed here."""
-        self.classify_in_place_restarts()
-        if self.over_budget():
+        if self.classify_in_place_restarts() or self.over_budget():
             return True
         for replica in self.observed:
             if replica.deleting or not replica.finished:
@@ -161,9 +166,8 @@ class Reconciler:
             policy = self.job.restart_policy(replica.rtype)
             code = replica.exit_code if replica.exit_code is not None else MISSING_EXIT_CODE
             listed = replica.exit_code in self.rules.retry_codes
-            if replica.phase == "Failed" and policy == "ExitCode" and code < RETRYABLE_FROM and not listed:
-                self.event("Warning", "ExitedWithCode", f"Pod: {self.job.namespace}.{replica.name} exited with code {code}")
-                self.fail(f'job "{self.job.name}" is failing because "{replica.rtype}" replica(s) failed.')
+            if replica.phase == "Failed" and not listed and fails_for_good(policy, code):
+                self.fail_on_exit_code(replica, code)
                 return True
             if self.should_restart(replica, policy, code) or (replica.phase == "Failed" and listed):
                 kind = DISRUPTION if replica.phase == "Failed" and failure_class(
@@ -178,10 +182,15 @@ class Reconciler:
             return policy == "Always"  # kubelet semantics: Always restarts even after exit 0
         return policy in ("OnFailure", "Always") or (policy == "ExitCode" and code >= RETRYABLE_FROM)
 
-    def classify_in_place_restarts(self) -> None:
+    def fail_on_exit_code(self, replica: ObservedReplica, code: int) -> None:
+        self.event("Warning", "ExitedWithCode", f"Pod: {self.job.namespace}.{replica.name} exited with code {code}")
+        self.fail(f'job "{self.job.name}" is failing because "{replica.rtype}" replica(s) failed.')
+
+    def classify_in_place_restarts(self) -> bool:
         """Count kubelet's in-place restarts (OnFailure, Always) not counted yet, each of the class of the run it
-        followed (its lastState): the record remembers how many of each pod's it has counted."""
-        counted = {}
+        followed (its lastState): the record remembers how many of each pod's it has counted. A restart that
+        followed a run that failed for good (exit 2: the kubelet restarts it all the same) fails the job: True."""
+        counted, permanent = {}, None
         for replica in self.observed:
             seen = self.record.in_place.get(replica.name, 0)
             seen = 0 if replica.restart_count < seen else seen  # a new pod of that name
@@ -189,13 +198,18 @@ class Reconciler:
             if new > 0:
                 kind = failure_class(replica.last_exit_code, replica.last_reason, "",
                                      self.job.restart_policy(replica.rtype), self.rules)
-                if kind == DISRUPTION:
+                if kind == PERMANENT:
+                    permanent = permanent or replica
+                elif kind == DISRUPTION:
                     self.record.disruptions += new
                 else:
                     self.record.counted += new
             if replica.restart_count:
                 counted[replica.name] = replica.restart_count
         self.record.in_place = counted
+        if permanent is not None:
+            self.fail_on_exit_code(permanent, permanent.last_exit_code)
+        return permanent is not None
 
     def over_budget(self) -> bool:
         """Fail the job whose replicas kubelet restarted in place more often than its limits allow."""
@@ -534,13 +548,17 @@ class Reconciler:
         job, framework = self.job, self.job.framework
         counts = self.counts()
         role = framework.status_role(job.replica_types)
-        if role in job.replica_types and framework.succeeded(job, role, counts.get(role, {}), self.observed):
-            self.succeed()
-            return
+        # [deviation] a failure for good is looked at before success: upstream looks at the replica types in its
+        # map's (random) order, so a worker failed under Never beside a master that succeeded gave either answer;
+        # here the job is Failed, whatever the order its pods' statuses came in, also while the Failed condition
+        # waits for its cause (cause_pending): a master that ends meanwhile must not turn it into a success
         failed = self.permanently_failed()
         if failed:
             rtype, number = failed
             self.fail(f"{job.framework.kind} {job.name} is failed because {number} {rtype} replica(s) failed.")
+            return
+        if role in job.replica_types and framework.succeeded(job, role, counts.get(role, {}), self.observed):
+            self.succeed()
             return
         if not self.restarting and counts.get(role, {}).get("active", 0) > 0:
             message = f"{framework.kind} {job.name} is running."

@@ -23,8 +23,11 @@ pass decided the restart: the decision is written once, everything else follows 
   or any other failure the restart policy retries (OnFailure, Always; ExitCode's 128 and up that are no
   signal). Each spends one of ``backoffLimit``: ``backoffLimit: N`` allows N such restarts, of the whole
   job in job scope, of replicas in replica scope, whatever the policy (upstream never counts ExitCode's);
-* *permanent* (:data:`PERMANENT`): what the policy does not retry; in job scope also an exception raised
-  by the program (a traceback, the function runner's record): running the same code again raises it again.
+* *permanent* (:data:`PERMANENT`): what the policy does not retry; exit code 2 (:data:`USAGE_EXIT_CODE`: the
+  arguments are wrong, said by argparse, the fine-tuning recipe's own checks, ``python missing.py``, a shell
+  builtin) under any policy; in job scope also an exception raised by the program (a traceback, the function
+  runner's record): running the same code with the same arguments again ends the same way. A code the job
+  lists in ``trainctl.io/retry-on-exit-codes`` is retried all the same.
 
 A suspend of a job that had started (``trainctl suspend``, Kueue's preemption) is a *preemption*
 (:data:`PREEMPTION`): its resume starts the next attempt, and it is never limited here: how often a job
@@ -55,6 +58,9 @@ DEFAULT_MAX_DISRUPTIONS = 10
 COUNTED, DISRUPTION, PREEMPTION, PERMANENT = "counted", "disruption", "preemption", "permanent"
 RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode
 MISSING_EXIT_CODE = 0xBEEF  # upstream's sentinel when no exit code is known: retryable
+#: [deviation] "the arguments are wrong" (argparse, the recipe's checks, a file python cannot open): permanent under
+#: every policy, where upstream's OnFailure retries it up to backoffLimit, each run ending the same way
+USAGE_EXIT_CODE = 2
 #: the record keeps this many attempts' causes (the counts cover all of them)
 HISTORY = 10
 #: bounds on what is read back from the annotation, which anyone who may edit the job can write
@@ -116,7 +122,7 @@ def failure_class(code: int | None, reason: str, disruption: str, policy: str, r
 
     if code is not None and code in rules.retry_codes:
         return COUNTED
-    if policy == "Never":
+    if policy == "Never" or code == USAGE_EXIT_CODE:
         return PERMANENT
     if disruption or reason == "OOMKilled" or signal_of(code) is not None:
         return DISRUPTION
