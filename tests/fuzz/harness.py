@@ -2,7 +2,9 @@
 
 A subprocess per case would cost ~0.3 s, so ``run`` calls ``trainctl.cli.app.main``
 with a patched ``sys.argv`` and captured stdout/stderr: thousands of cases fit in a CI
-minute. A SIGALRM timer turns a hang into a failure after :data:`HANG_SECONDS`. Each
+minute. A CPU-time timer (ITIMER_PROF) turns a hang into a failure after :data:`HANG_SECONDS` of the
+process's CPU time: a loop that never ends burns CPU and is caught; a process merely starved on a loaded
+machine is slow, not hung, and is not. Each
 ``run`` is counted; conftest.py reports the totals at the end of the session.
 """
 
@@ -45,7 +47,7 @@ def fuzz(max_examples: int) -> settings:
 
 
 class Hang(Exception):
-    """The command ran longer than HANG_SECONDS."""
+    """The command used more than HANG_SECONDS of CPU time."""
 
 
 @dataclass
@@ -56,7 +58,7 @@ class Result:
 
 
 def _on_alarm(signum, frame):
-    raise Hang(f"no result within {HANG_SECONDS} s")
+    raise Hang(f"no result within {HANG_SECONDS} s of CPU time")
 
 
 def run(*args: str, stdin: bytes = b"") -> Result:
@@ -64,8 +66,8 @@ def run(*args: str, stdin: bytes = b"") -> Result:
     out, err = io.StringIO(), io.StringIO()
     saved = sys.argv, sys.stdin
     sys.argv, sys.stdin = ["trainctl", *args], io.TextIOWrapper(io.BytesIO(stdin))
-    previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
+    previous = signal.signal(signal.SIGPROF, _on_alarm)
+    signal.setitimer(signal.ITIMER_PROF, HANG_SECONDS)
     try:
         from trainctl.cli.app import main
 
@@ -76,8 +78,8 @@ def run(*args: str, stdin: bytes = b"") -> Result:
             except SystemExit as exit:
                 code = exit.code if isinstance(exit.code, int) else 1
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
         sys.argv, sys.stdin = saved
     result = Result(code, out.getvalue(), err.getvalue())
     COUNTS["cases"] += 1

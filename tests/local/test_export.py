@@ -18,6 +18,7 @@ MODULE = '''\
 import os
 import pathlib
 import signal
+import time
 
 import trainctl
 
@@ -29,9 +30,34 @@ def once_killed(value):
         marker.touch()
         print("first run, killed", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)  # a signal: restarted, as a preempted pod would be
+    if os.environ["RANK"] == "0":
+        wait_for_the_worker()
     for step in range(1, 6):
         trainctl.report(step=step, total=5, loss=1 / step)
+    if os.environ["RANK"] == "1":
+        pathlib.Path("worker-done").write_text(str(os.getpid()))
     return {"value": value}
+
+
+def wait_for_the_worker():
+    # The master's success ends the job: the worker's second run must be over by then, or it would still be
+    # waiting to restart (its killed run, never retried, then is the job's failure) or be stopped mid-run.
+    # Its pid, in a file it writes as it returns, is gone once its supervisor has reaped it.
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        done = pathlib.Path("worker-done")
+        if done.exists() and done.read_text() and not pid_alive(int(done.read_text())):
+            return
+        time.sleep(0.05)
+    raise TimeoutError("worker-0's second run did not end within 90 s")
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 '''
 
 
