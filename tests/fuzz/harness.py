@@ -4,7 +4,8 @@ A subprocess per case would cost ~0.3 s, so ``run`` calls ``trainctl.cli.app.mai
 with a patched ``sys.argv`` and captured stdout/stderr: thousands of cases fit in a CI
 minute. A CPU-time timer (ITIMER_PROF) turns a hang into a failure after :data:`HANG_SECONDS` of the
 process's CPU time: a loop that never ends burns CPU and is caught; a process merely starved on a loaded
-machine is slow, not hung, and is not. Each
+machine is slow, not hung, and is not. A wall-clock timer, :data:`BLOCKED_SECONDS`, catches a run that
+blocks without using CPU (a lock never released, a read that never returns). Each
 ``run`` is counted; conftest.py reports the totals at the end of the session.
 """
 
@@ -26,6 +27,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 HANG_SECONDS = 10
+BLOCKED_SECONDS = 120  # far beyond any case on a loaded machine (the slowest take a few seconds)
 COUNTS: Counter = Counter()  # "cases", "exit 0", "exit 2"
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*/job.yaml"))
@@ -47,7 +49,7 @@ def fuzz(max_examples: int) -> settings:
 
 
 class Hang(Exception):
-    """The command used more than HANG_SECONDS of CPU time."""
+    """The command used more than HANG_SECONDS of CPU time, or blocked for BLOCKED_SECONDS."""
 
 
 @dataclass
@@ -58,7 +60,12 @@ class Result:
 
 
 def _on_alarm(signum, frame):
+    if signum == signal.SIGALRM:
+        raise Hang(f"no result within {BLOCKED_SECONDS} s: blocked")
     raise Hang(f"no result within {HANG_SECONDS} s of CPU time")
+
+
+TIMERS = ((signal.ITIMER_PROF, signal.SIGPROF, HANG_SECONDS), (signal.ITIMER_REAL, signal.SIGALRM, BLOCKED_SECONDS))
 
 
 def run(*args: str, stdin: bytes = b"") -> Result:
@@ -66,8 +73,9 @@ def run(*args: str, stdin: bytes = b"") -> Result:
     out, err = io.StringIO(), io.StringIO()
     saved = sys.argv, sys.stdin
     sys.argv, sys.stdin = ["trainctl", *args], io.TextIOWrapper(io.BytesIO(stdin))
-    previous = signal.signal(signal.SIGPROF, _on_alarm)
-    signal.setitimer(signal.ITIMER_PROF, HANG_SECONDS)
+    previous = [signal.signal(signum, _on_alarm) for _, signum, _ in TIMERS]
+    for timer, _, seconds in TIMERS:
+        signal.setitimer(timer, seconds)
     try:
         from trainctl.cli.app import main
 
@@ -78,8 +86,9 @@ def run(*args: str, stdin: bytes = b"") -> Result:
             except SystemExit as exit:
                 code = exit.code if isinstance(exit.code, int) else 1
     finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
+        for (timer, signum, _), handler in zip(TIMERS, previous):
+            signal.setitimer(timer, 0)
+            signal.signal(signum, handler)
         sys.argv, sys.stdin = saved
     result = Result(code, out.getvalue(), err.getvalue())
     COUNTS["cases"] += 1
