@@ -59,15 +59,19 @@ def test_a_failed_preflight_leaves_the_job_it_would_replace_alone(cli):
     assert cli("delete", "keep").returncode == 0
 
 
-def test_no_preflight_creates_the_job_and_backoff_limit_ends_it(cli):
+def test_no_preflight_creates_the_job_and_its_usage_error_ends_it_at_once(cli):
+    """python's exit 2 for a file it cannot open is a usage error: the job fails on its first run, spending none
+    of its backoffLimit (issue 40; it used to run backoffLimit + 1 times, each ending the same way)."""
     result = cli("submit", "pytorch", "--name", "forced", "--workers", "1", "--backoff-limit", "1",
                  "--no-preflight", "--", "python", "missing.py")
     assert result.returncode == 0, result.stderr
     waited = cli("wait", "forced", "--timeout", "120", timeout=150)
     assert waited.returncode == 1, (waited.stdout, waited.stderr)
-    failed = [c for c in json.loads(cli("status", "forced", "-o", "json").stdout)["status"]["conditions"]
-              if c["type"] == "Failed"]
-    assert failed and "backoff limit" in failed[0]["message"]
+    assert "can't open file" in waited.stderr and "missing.py" in waited.stderr, waited.stderr
+    status = json.loads(cli("status", "forced", "-o", "json").stdout)["status"]
+    failed = [c for c in status["conditions"] if c["type"] == "Failed"]
+    assert failed and "master-0 exited with code 2" in failed[0]["message"], failed
+    assert not any(c["type"] == "Restarting" for c in status["conditions"]), status["conditions"]
 
 
 def test_apply_checks_too_and_takes_no_preflight(cli):
