@@ -1,12 +1,14 @@
-"""Generate trainctl/schemas/podtemplatespec.json from the Kubernetes client's models.
+"""Generate trainctl/schemas/*.json from the Kubernetes client's models.
 
-The job CRDs embed a core/v1 PodTemplateSpec in every replica spec. Rather than copying
-someone else's CRD, we derive a structural OpenAPI v3 schema from the typed models of the
-official Python client (``openapi_types`` gives every field's type), so the schema tracks
-the Kubernetes version we pin in pyproject.toml. Run after bumping the client:
+The job CRDs embed a core/v1 PodTemplateSpec in every replica spec; Kubeflow Trainer v2's
+runtimes (trainctl/core/trainer_crds.py) embed batch/v1 JobSpecs, each with such a pod
+template, and PersistentVolumeClaim templates. Rather than copying someone else's CRD, we
+derive a structural OpenAPI v3 schema from the typed models of the official Python client
+(``openapi_types`` gives every field's type), so the schemas track the Kubernetes version we
+pin in pyproject.toml. Run after bumping the client:
 
-    python tools/gen_pod_schema.py          # rewrite the file
-    python tools/gen_pod_schema.py --check  # exit 1 if the committed file is stale
+    python tools/gen_pod_schema.py          # rewrite the files
+    python tools/gen_pod_schema.py --check  # exit 1 if a committed file is stale
 """
 
 from __future__ import annotations
@@ -17,11 +19,18 @@ import re
 import sys
 from pathlib import Path
 
-TARGET = Path(__file__).resolve().parent.parent / "trainctl" / "schemas" / "podtemplatespec.json"
+SCHEMAS = Path(__file__).resolve().parent.parent / "trainctl" / "schemas"
+# file -> (the client's model, the properties left out: a pod's status is the kubelet's; a JobSpec's pod
+# template is podtemplatespec.json, which the CRD generators put in its place rather than store it twice)
+TARGETS = {
+    "podtemplatespec.json": ("V1PodTemplateSpec", ("status",)),
+    "jobspec.json": ("V1JobSpec", ("template",)),
+    "persistentvolumeclaim.json": ("V1PersistentVolumeClaim", ()),
+}
 
 # Fields the client types as plain strings or string maps that Kubernetes actually
 # accepts as resource quantities (``cpu: 1`` as well as ``cpu: "500m"``).
-QUANTITY_MAPS = {"limits", "requests", "capacity", "overhead", "hard"}
+QUANTITY_MAPS = {"limits", "requests", "capacity", "overhead", "hard", "allocatedResources"}
 QUANTITY_FIELDS = {"sizeLimit", "divisor"}
 INT_OR_STRING = {"x-kubernetes-int-or-string": True}
 # Kept opaque: server-set or free-form.
@@ -69,11 +78,12 @@ def model_schema(model, models) -> dict:
     return {"type": "object", "properties": properties}
 
 
-def generate() -> str:
+def generate(model: str, left_out: tuple[str, ...]) -> str:
     import kubernetes.client as models
 
-    schema = model_schema(models.V1PodTemplateSpec, models)
-    schema["properties"].pop("status", None)
+    schema = model_schema(getattr(models, model), models)
+    for name in left_out:
+        schema["properties"].pop(name, None)
     return json.dumps(schema, sort_keys=True, separators=(",", ":")) + "\n"
 
 
@@ -81,16 +91,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed schema is stale")
     args = parser.parse_args()
-    text = generate()
-    if args.check:
-        current = TARGET.read_text() if TARGET.exists() else ""
-        if current != text:
-            print(f"{TARGET} is stale: run python tools/gen_pod_schema.py", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text)
-    print(f"wrote {TARGET} ({len(text)} bytes)")
-    return 0
+    stale = 0
+    for name, (model, left_out) in TARGETS.items():
+        target, text = SCHEMAS / name, generate(model, left_out)
+        if not args.check:
+            target.write_text(text)
+            print(f"wrote {target} ({len(text)} bytes)")
+        elif (target.read_text() if target.exists() else "") != text:
+            print(f"{target} is stale: run python tools/gen_pod_schema.py", file=sys.stderr)
+            stale = 1
+    return stale
 
 
 if __name__ == "__main__":
