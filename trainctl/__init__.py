@@ -38,6 +38,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
 __version__ = "0.1.0"
 API_GROUP = "kubeflow.org"
 API_VERSION = "kubeflow.org/v1"
+# Kubeflow Trainer v2: TrainJob, TrainingRuntime, ClusterTrainingRuntime (trainctl/core/trainer_crds.py)
+TRAINER_API_GROUP = "trainer.kubeflow.org"
+TRAINER_API_VERSION = f"{TRAINER_API_GROUP}/v1alpha1"
 
 # The public API, loaded on first use so `import trainctl` (and the CLI's start-up) stays light.
 CHECKPOINTS = ["checkpoint_dir", "checkpoint_path", "checkpoint_complete", "checkpoint_step", "latest_checkpoint",

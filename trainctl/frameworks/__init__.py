@@ -38,6 +38,8 @@ KINDS = tuple(fw.kind for fw in ALL)
 DEFAULT = ALL[0]  # the first listed: the one help's examples show
 # the images ``trainctl controller run``/``install`` take an option for, by HelperImage.key
 HELPER_IMAGES = {helper.key: helper for fw in ALL for helper in fw.helper_images}
+# Kubeflow Trainer v2's default ClusterTrainingRuntimes (``trainctl runtimes``) by name, with their framework
+TRAINER_RUNTIMES = {runtime.name: (fw, runtime) for fw in ALL for runtime in fw.trainer_runtimes}
 
 
 def by_name(name: str) -> Framework:

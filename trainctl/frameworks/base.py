@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
+from trainctl import TRAINER_API_GROUP
+
 OPERATOR_GROUP = "training.kubeflow.org"
 LABEL_OPERATOR = f"{OPERATOR_GROUP}/operator-name"
 LABEL_JOB_NAME = f"{OPERATOR_GROUP}/job-name"
@@ -29,6 +31,12 @@ LABEL_JOB_ROLE = f"{OPERATOR_GROUP}/job-role"
 JOB_ROLE_MASTER = "master"  # that label's value: the operator's word, whatever a kind calls its leader
 
 PYTHONUNBUFFERED = {"name": "PYTHONUNBUFFERED", "value": "1"}
+
+# Kubeflow Trainer v2: what its controller and SDK key a runtime on (contract section 2)
+LABEL_TRAINER_FRAMEWORK = f"{TRAINER_API_GROUP}/framework"  # the SDK skips a runtime without it
+LABEL_ANCESTOR_STEP = f"{TRAINER_API_GROUP}/trainjob-ancestor-step"  # on the job template of the trainer's job
+ANCESTOR_TRAINER = "trainer"
+NODE = "node"  # the trainer's replicatedJob, and the container in it that a TrainJob's trainer fields fill
 
 
 if TYPE_CHECKING:  # what a framework is handed, for type checkers: at run time these are the core's objects
@@ -175,6 +183,24 @@ class ScriptRunner(NamedTuple):
     no_file: frozenset[str] = frozenset()
 
 
+class TrainerRuntime(NamedTuple):
+    """A ClusterTrainingRuntime Kubeflow Trainer v2 ships for a kind's plugin, as ``trainctl runtimes install``
+    installs it (its spec: :meth:`Framework.trainer_runtime_spec`)."""
+
+    name: str  # ``torch-distributed``
+    label: str  # its trainer.kubeflow.org/framework label
+    image: str  # upstream's image; ``--image NAME=IMAGE`` replaces it
+
+
+def trainer_job(name: str, image: str, ancestor: bool = True, pod: dict | None = None, **container: object) -> dict:
+    """A runtime's replicatedJob ``name``: one Job whose pods (with the ``pod`` fields) run container ``node`` from
+    ``image`` (with the ``container`` fields); ``ancestor``: the job TrainJobs' trainer fields go to."""
+    containers = [{"name": NODE, "image": image, **container}]
+    job: dict = {"metadata": {"labels": {LABEL_ANCESTOR_STEP: ANCESTOR_TRAINER}}} if ancestor else {}
+    job["spec"] = {"template": {"spec": {**(pod or {}), "containers": containers}}}
+    return {"name": name, "template": job}
+
+
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 
@@ -247,6 +273,14 @@ class Framework:
     helper_images: ClassVar[tuple[HelperImage, ...]] = ()
     #: a ``trainctl submit`` example showing this kind's own options (the words after ``submit NAME``)
     cli_example: ClassVar[str | None] = None
+
+    # ---- Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1) ---------------------------
+    #: the key of a runtime's ``mlPolicy`` that this kind's plugin answers (None: no plugin), and the schema
+    #: of its value (a structural OpenAPI fragment of the runtime CRDs, trainctl/core/trainer_crds.py)
+    trainer_policy: ClassVar[str | None] = None
+    trainer_policy_schema: ClassVar[dict] = {"type": "object"}
+    #: the default ClusterTrainingRuntimes upstream ships for that plugin (``trainctl runtimes``)
+    trainer_runtimes: ClassVar[tuple[TrainerRuntime, ...]] = ()
 
     # ---- derived names -------------------------------------------------
     @property
@@ -382,6 +416,12 @@ class Framework:
     def failure_ends_job(self, job: Job, rtype: str) -> bool:
         """Whether a failed replica of ``rtype`` that will not restart fails the job."""
         return True
+
+    def trainer_runtime_spec(self, image: str) -> dict:
+        """The spec of this kind's default runtimes with ``image``: the plugin's policy with its defaults, one
+        ``node`` job."""
+        return {"mlPolicy": {"numNodes": 1, self.trainer_policy: {}},
+                "template": {"spec": {"replicatedJobs": [trainer_job(NODE, image)]}}}
 
     # ---- local processes (the local backend) -----------------------------------------
     def local_env(self, job: Job, rtype: str, index: int, state_dir: str) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """JAXJob: N Worker; jax.distributed reads COORDINATOR_ADDRESS/PORT, PROCESS_ID."""
 
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, FunctionLaunch, env_var, peer_loss
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, FunctionLaunch, TrainerRuntime, env_var, peer_loss
 
 
 class JAX(Framework):
@@ -24,6 +24,8 @@ class JAX(Framework):
     )
 
     function_launch = FunctionLaunch(rank_variables=("PROCESS_ID",), world_variables=("NUM_PROCESSES",))
+    trainer_policy = "jax"
+    trainer_runtimes = (TrainerRuntime("jax-distributed", "jax", "nvcr.io/nvidia/jax:25.10-py3"),)
 
     def master_role(self, replica_types):
         return None

@@ -8,9 +8,9 @@ import os
 import re
 from pathlib import Path
 
-from trainctl.frameworks._schema import INT32, STRING
-from trainctl.frameworks.base import (LABEL_REPLICA_TYPE, Framework, FunctionLaunch, HelperImage, KindOption, env_var,
-                                      peer_loss)
+from trainctl.frameworks._schema import BOOLEAN, INT32, STRING, obj
+from trainctl.frameworks.base import (LABEL_REPLICA_TYPE, NODE, Framework, FunctionLaunch, HelperImage, KindOption,
+                                      TrainerRuntime, env_var, peer_loss, trainer_job)
 
 WORKER_IDLE_COMMAND = {"command": ["sleep"], "args": ["365d"]}
 LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
@@ -26,6 +26,9 @@ KUBECTL_DELIVERY_IMAGE = HelperImage("mpi_kubectl_delivery_image", "--mpi-kubect
 # Open MPI 4 options whose single-dash spelling Open MPI 5 (prterun) takes for the executable ("Executable: none")
 OPEN_MPI_5_DOUBLE_DASH = ("-bind-to", "-map-by", "-rank-by")
 OPEN_MPI_VERSION = r"\(Open MPI\) (\d+)\.[\d.]+"  # compiled on first use: only an MPI launch asks
+# Trainer v2's default MPI runtimes (DeepSpeed, MLX): their images run sshd as this user on this port, from its home
+RUNTIME_USER, RUNTIME_HOME, RUNTIME_SSHD_PORT = 1000, "/home/mpiuser", 2222
+TRAINER_LAUNCHER = "launcher"  # the replicatedJob that runs mpirun (the trainer's), beside the node job's sshd
 
 
 class MPI(Framework):
@@ -71,9 +74,36 @@ class MPI(Framework):
                                      abort_module="mpi4py.MPI")
     helper_images = (KUBECTL_DELIVERY_IMAGE,)
     cli_example = "--workers 2 --slots-per-worker 2 -- python allreduce.py"
+    # Trainer v2's MPI plugin: ranks per node, the ssh keys' mount, and whether the launcher hosts ranks too
+    trainer_policy = "mpi"
+    trainer_policy_schema = obj(
+        numProcPerNode={**INT32, "default": 1, "minimum": 1},
+        mpiImplementation={**STRING, "default": "OpenMPI", "enum": ["OpenMPI", ""]},
+        sshAuthMountPath={**STRING, "default": "/root/.ssh", "maxLength": 4096},
+        runLauncherAsNode={**BOOLEAN, "default": False},
+    )
+    trainer_runtimes = (
+        TrainerRuntime("deepspeed-distributed", "deepspeed", "ghcr.io/kubeflow/trainer/deepspeed-runtime"),
+        TrainerRuntime("mlx-distributed", "mlx", "ghcr.io/kubeflow/trainer/mlx-runtime"),
+    )
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Launcher": 1, "Worker": workers}
+
+    def trainer_runtime_spec(self, image):
+        # the node job's pods serve sshd; once they are ready the launcher (a node itself) runs mpirun over them
+        pod, user = {"securityContext": {"fsGroup": RUNTIME_USER}}, {"securityContext": {"runAsUser": RUNTIME_USER}}
+        node = trainer_job(NODE, image, ancestor=False, pod=pod, **user, command=["/usr/sbin/sshd"],
+                           args=["-De", "-f", f"{RUNTIME_HOME}/.sshd_config"],
+                           readinessProbe={"tcpSocket": {"port": RUNTIME_SSHD_PORT}, "initialDelaySeconds": 5})
+        launcher = {**trainer_job(TRAINER_LAUNCHER, image, pod=pod, **user),
+                    "dependsOn": [{"name": NODE, "status": "Ready"}]}
+        policy = {"numProcPerNode": 1, "mpiImplementation": "OpenMPI", "sshAuthMountPath": f"{RUNTIME_HOME}/.ssh",
+                  "runLauncherAsNode": True}
+        return {"mlPolicy": {"numNodes": 1, self.trainer_policy: policy},
+                "template": {"spec": {"network": {"publishNotReadyAddresses": True},
+                                      "successPolicy": {"operator": "All", "targetReplicatedJobs": [TRAINER_LAUNCHER]},
+                                      "replicatedJobs": [node, launcher]}}}
 
     def launcher_problem(self, command, version):
         # upstream's MPIJob example spells them Open MPI 4's way, which Open MPI 5 misreads

@@ -1,8 +1,8 @@
 """PyTorchJob: Master 1 + Worker N-1, torchrun-style env (MASTER_ADDR, RANK, PET_*)."""
 
 from trainctl.frameworks._schema import BOOLEAN, INT32, METRICS, STRING, obj
-from trainctl.frameworks.base import (PYTHONUNBUFFERED, Framework, FunctionLaunch, HelperImage, KindOption,
-                                      ScriptRunner, env_var, peer_loss)
+from trainctl.frameworks.base import (NODE, PYTHONUNBUFFERED, Framework, FunctionLaunch, HelperImage, KindOption,
+                                      ScriptRunner, TrainerRuntime, env_var, peer_loss)
 
 TORCHRUN = ("-m", "torch.distributed.run")
 # upstream's --pytorch-init-container-image, and its default
@@ -54,6 +54,19 @@ class PyTorch(Framework):
                                         "--virtual_local_rank"}),
         no_file=frozenset({"-m", "--module", "--no-python", "--no_python"})),)
     helper_images = (INIT_IMAGE,)
+    # Trainer v2's torch plugin: PET_* env in the node container, and in the containers envInjection names
+    trainer_policy = "torch"
+    trainer_policy_schema = obj(envInjection=obj(targets={
+        "type": "array", "maxItems": 16, "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["jobName"],
+        "items": {**obj(jobName={**STRING, "minLength": 1, "maxLength": 253}, containerNames={
+            "type": "array", "minItems": 1, "maxItems": 8, "x-kubernetes-list-type": "set",
+            "items": {**STRING, "maxLength": 63},
+            "x-kubernetes-validations": [{
+                "rule": f"!self.exists(c, c == '{NODE}')",
+                "message": f"containerNames must not include the main {NODE} container because PET_* envs are "
+                           "always injected into it"}]}),
+            "required": ["containerNames", "jobName"]}}))
+    trainer_runtimes = (TrainerRuntime("torch-distributed", "torch", "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"),)
     spec_properties = {
         "nprocPerNode": STRING,
         "elasticPolicy": obj(

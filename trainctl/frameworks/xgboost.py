@@ -1,6 +1,6 @@
 """XGBoostJob: Master 1 + Worker N-1; the master hosts the collective tracker."""
 
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, env_var, peer_loss
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, TrainerRuntime, env_var, peer_loss
 
 
 class XGBoost(Framework):
@@ -23,6 +23,8 @@ class XGBoost(Framework):
     )
 
     leader_types = ("Master",)
+    trainer_policy = "xgboost"
+    trainer_runtimes = (TrainerRuntime("xgboost-distributed", "xgboost", "ghcr.io/kubeflow/trainer/xgboost-runtime"),)
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Master": 1, "Worker": workers - 1} if workers > 1 else {"Master": 1}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainctl import API_GROUP
+from trainctl import API_GROUP, TRAINER_API_VERSION
 
 if TYPE_CHECKING:
     from trainctl.kube.client import Resource
@@ -24,3 +24,11 @@ def job_resource(framework) -> Resource:
     from trainctl.kube.client import Resource  # here: the client's imports (http, ssl) stay out of the ground rules
 
     return Resource(API_GROUP, JOB_VERSION, framework.plural, kind=framework.kind)
+
+
+def trainer_resource(kind: str, namespaced: bool = True) -> Resource:
+    """The REST collection of a Kubeflow Trainer v2 kind: /apis/trainer.kubeflow.org/v1alpha1/.../trainjobs."""
+    from trainctl.kube.client import Resource
+
+    group, version = TRAINER_API_VERSION.split("/")
+    return Resource(group, version, kind.lower() + "s", namespaced=namespaced, kind=kind)

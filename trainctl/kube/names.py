@@ -16,6 +16,9 @@ accepts too, and a mistake is one line now instead of a pod that never appears.
 * **port name** (IANA service name): at most 15 of ``[-a-z0-9]``, at least one letter, no ``--``, not
   starting or ending with ``-``.
 * **environment variable name**: ``[-._a-zA-Z][-._a-zA-Z0-9]*``, and not ``.``, ``..`` or ``..*``.
+* **image reference** (a container's ``image``): the grammar of distribution's reference package, by which
+  the kubelet's runtime reads it: ``[host[:port]/]path[:tag][@digest]``, path components of lower-case
+  letters and digits joined by ``.``, ``_``, ``__`` or dashes, the name at most 255 characters.
 
 Each ``*_problem`` function returns None for a valid value, else the rule it breaks as a phrase that
 the caller puts behind the field or flag it checked. Only ASCII ranges are spelled out in the patterns,
@@ -35,7 +38,12 @@ DNS_1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-
 LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 ENV_NAME = r"[-._a-zA-Z][-._a-zA-Z0-9]*"
 PORT_NAME = r"[-a-z0-9]+"
-LABEL_MAX, SUBDOMAIN_MAX, PORT_NAME_MAX = 63, 253, 15
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[a-fA-F0-9:]+\])"
+IMAGE_NAME = rf"(?:{_HOST}(?::[0-9]+)?/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+IMAGE_TAG_AND_DIGEST = (r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+LABEL_MAX, SUBDOMAIN_MAX, PORT_NAME_MAX, IMAGE_NAME_MAX = 63, 253, 15, 255
 PORT_MAX = 65535
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 LABEL_ALPHABET = "letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
@@ -69,6 +77,15 @@ def dns_subdomain_problem(name: str) -> str | None:
         return None
     return (f"not a DNS-1123 subdomain: at most {SUBDOMAIN_MAX} lower-case letters, digits, '-' and '.', "
             "each part starting and ending with a letter or digit")
+
+
+def image_problem(image: str) -> str | None:
+    """What makes ``image`` no image reference (``registry.local/team/trainer:1.0``), or None."""
+    reference = re.fullmatch(f"({IMAGE_NAME}){IMAGE_TAG_AND_DIGEST}", image)
+    if reference and len(reference.group(1)) <= IMAGE_NAME_MAX:
+        return None
+    return ("not an image reference: [registry[:port]/]path[:tag][@digest], the path in lower-case letters, digits "
+            "and '.', '_' or '-' between them, such as registry.local/team/trainer:1.0")
 
 
 def label_key_problem(key: str) -> str | None:
