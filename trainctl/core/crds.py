@@ -102,9 +102,11 @@ def job_schema(framework: Framework) -> dict:
 
 
 def with_format_ranges(schema: dict) -> dict:
-    """``schema`` with every int32 node bounded by the int32 range (changed in place)."""
+    """``schema`` with every int32 node bounded by the int32 range where it states no bound of its own (changed
+    in place)."""
     if schema.get("type") == "integer" and schema.get("format") == "int32":
-        schema["minimum"], schema["maximum"] = INT32_RANGE
+        schema.setdefault("minimum", INT32_RANGE[0])
+        schema.setdefault("maximum", INT32_RANGE[1])
     for child in (schema.get("properties") or {}).values():
         with_format_ranges(child)
     for key in ("items", "additionalProperties"):
