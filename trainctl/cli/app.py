@@ -26,7 +26,7 @@ from trainctl.frameworks import ALL, DEFAULT
 coercion.install()
 
 COMMAND_MODULES = ("submit", "apply", "status", "logs", "export", "wait", "plot", "lifecycle", "templates", "recipes",
-                   "crds", "controller", "completion")
+                   "crds", "runtimes", "controller", "completion")
 
 app = typer.Typer(
     name="trainctl",

@@ -1,4 +1,5 @@
-"""``trainctl crds``: the project's own CustomResourceDefinitions for the six job kinds."""
+"""``trainctl crds``: the project's own CustomResourceDefinitions: the six kubeflow.org/v1 job kinds and Kubeflow
+Trainer v2's three kinds (trainer.kubeflow.org/v1alpha1)."""
 
 from __future__ import annotations
 
@@ -7,30 +8,52 @@ from typing import Annotated
 import typer
 
 from trainctl.cli.common import Context, Kubeconfig, Output, console, dump
+from trainctl.cli.params import Option
 from trainctl.frameworks import ALL, DEFAULT
 
+APIS = ("v1", "v2", "all")
+TRAINER_KINDS = "trainjob, trainingruntime, clustertrainingruntime"
+
+
+def _check_api(value: str) -> str:
+    if value not in APIS:
+        from trainctl.errors import UserError
+
+        raise UserError(f"unknown API {value!r} for --api: use v1, v2 or all")
+    return value
+
+
+Api = Annotated[str, Option("--api", callback=_check_api, help=(
+    f"Which CRDs: v1 (kubeflow.org/v1: the {len(ALL)} job kinds), v2 (Kubeflow Trainer v2, "
+    "trainer.kubeflow.org/v1alpha1: TrainJob, TrainingRuntime, ClusterTrainingRuntime) or all. Example: --api v2"))]
+
 crds_app = typer.Typer(
-    help="The kubeflow.org/v1 CRDs trainctl generates. Example: trainctl crds print > crds.yaml",
+    help=("The CRDs trainctl generates: the kubeflow.org/v1 job kinds and Kubeflow Trainer v2's TrainJob, "
+          "TrainingRuntime and ClusterTrainingRuntime. Example: trainctl crds install --api v2"),
     no_args_is_help=True,
     rich_markup_mode=None,  # plain help: Rich help formatting costs ~130 ms at start-up
 )
 
 
-@crds_app.command("print", help="Print the CRDs (all kinds, or the ones named). "
-                                f"Example: trainctl crds print {DEFAULT.name}")
+@crds_app.command("print", help="Print the CRDs (those of --api, or the kinds named). "
+                                f"Example: trainctl crds print {DEFAULT.name} trainjob")
 def print_crds(
-    kinds: Annotated[list[str] | None, typer.Argument(help=f"Job kinds to print (default: all {len(ALL)}).")] = None,
+    kinds: Annotated[list[str] | None, typer.Argument(help=(
+        f"Kinds to print: job kinds ({DEFAULT.name}, ...) or Trainer v2 kinds ({TRAINER_KINDS}). "
+        "Default: every kind of --api."))] = None,
+    api: Api = "all",
     output: Output = None,
 ) -> None:
-    from trainctl.core.crds import all_crds, crd
-    from trainctl.frameworks import by_name
+    from trainctl.core.trainer_crds import crd_named, project_crds
 
-    documents = [crd(by_name(kind)) for kind in kinds] if kinds else all_crds()
+    documents = [crd_named(kind) for kind in kinds] if kinds else project_crds(api)
     typer.echo("---\n".join(dump(document, output or "yaml") for document in documents), nl=False)
 
 
-@crds_app.command("install", help="Create or update the CRDs in the cluster. Example: trainctl crds install --context prod")
+@crds_app.command("install", help="Create or update the CRDs in the cluster. "
+                                  "Example: trainctl crds install --api v2 --context prod")
 def install_crds(
+    api: Api = "all",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be installed; change nothing.")] = False,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
@@ -38,7 +61,7 @@ def install_crds(
     from trainctl.sdk.client import Client
 
     client = Client("kubernetes", context=context, kubeconfig=kubeconfig)
-    names = client.backend.install_crds(dry_run=dry_run)
+    names = client.backend.install_crds(dry_run=dry_run, api=api)
     verb = "would install" if dry_run else "installed"
     console().print(f"{verb} {len(names)} CRDs on {client.backend.description}: {', '.join(names)}")
 

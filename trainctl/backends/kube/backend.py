@@ -22,7 +22,7 @@ from trainctl.frameworks import ALL, by_kind
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from trainctl.kube import selectors
 from trainctl.kube import client as kube
-from trainctl.kube import job_resource
+from trainctl.kube import job_resource, trainer_resource
 from trainctl.kube.errors import api_errors
 from trainctl.kube.pods import PodStatus, failed_init
 
@@ -382,18 +382,58 @@ class KubeBackend(Backend):
         with self.errors(f"{'suspend' if suspend else 'resume'} {framework.singular} {name}"):
             return self.client.patch(job_resource(framework), name, patch, namespace)
 
-    def install_crds(self, dry_run: bool = False) -> list[str]:
-        """Create or update trainctl's CRDs; returns their names."""
-        from trainctl.core.crds import all_crds
+    def install_crds(self, dry_run: bool = False, api: str = "all") -> list[str]:
+        """Create or update trainctl's CRDs of ``api`` (v1, v2 or all); returns their names."""
+        from trainctl.core.trainer_crds import project_crds
 
         names = []
-        for crd in all_crds():
+        for crd in project_crds(api):
             name = crd["metadata"]["name"]
             names.append(name)
             if not dry_run:
                 with self.errors(f"install CRD {name}"):
                     self.client.apply(kube.CRDS, crd)
         return names
+
+    def install_runtimes(self, runtimes: list[dict]) -> None:
+        """Create or update ClusterTrainingRuntimes (trainctl.core.trainer_runtimes)."""
+        from trainctl.core.trainer_crds import CLUSTER_RUNTIME
+
+        for runtime in runtimes:
+            name = runtime["metadata"]["name"]
+            with self.errors(f"install {CLUSTER_RUNTIME} {name}"):
+                try:
+                    self.client.apply(trainer_resource(CLUSTER_RUNTIME, namespaced=False), runtime)
+                except kube.ApiError as error:
+                    if error.status == 404:
+                        self.require_crd(CLUSTER_RUNTIME)
+                    raise
+
+    def require_crd(self, kind: str) -> None:
+        """A UserError with the fix when ``kind``'s Trainer v2 CRD is not installed."""
+        resource = trainer_resource(kind)
+        with self.errors(f"read the {kind} CRD"):
+            try:
+                self.client.get(kube.CRDS, f"{resource.plural}.{resource.group}")
+            except kube.ApiError as error:
+                if error.status != 404:
+                    raise
+                raise UserError(f"the {kind} CRD is not installed in this cluster: run trainctl crds install "
+                                "--api v2") from None
+
+    def list_runtimes(self, namespace: str | None) -> list[dict]:
+        """The ClusterTrainingRuntimes and the TrainingRuntimes of ``namespace`` (None: of every namespace)."""
+        from trainctl.core.trainer_crds import CLUSTER_RUNTIME, RUNTIME
+
+        wanted = [(trainer_resource(CLUSTER_RUNTIME, namespaced=False), {}), (trainer_resource(RUNTIME), {})]
+        with self.errors("list the training runtimes"):
+            answers = self.client.list_each(wanted, namespace)
+        for kind, answer in zip((CLUSTER_RUNTIME, RUNTIME), answers):
+            if isinstance(answer, kube.ApiError) and answer.status == 404:
+                self.require_crd(kind)
+        with self.errors("list the training runtimes"):
+            return [{"apiVersion": resource.api_version, "kind": resource.kind, **item}
+                    for (resource, _), answer in zip(wanted, answers) for item in answered(answer)["items"]]
 
 
 def pods_query(job_name: str) -> dict:
