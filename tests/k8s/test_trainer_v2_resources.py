@@ -167,6 +167,10 @@ def test_trainctls_own_runtimes_install_with_an_image_given(k8s_cluster, rest_ad
     image = "registry.local/team/pytorch:2.13"
     bad = cli(k8s_cluster, "runtimes", "install", "--image", "torch-distributed")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "RUNTIME=IMAGE" in bad.stderr, bad.stderr
+    before = rest_admin.list(CLUSTER_RUNTIMES)["items"]
+    dry = cli(k8s_cluster, "runtimes", "install", "--image", f"torch-distributed={image}", "--dry-run")
+    assert dry.returncode == 0 and "would install 5 ClusterTrainingRuntimes" in dry.stdout, dry.stdout + dry.stderr
+    assert rest_admin.list(CLUSTER_RUNTIMES)["items"] == before
     result = cli(k8s_cluster, "runtimes", "install", "--image", f"torch-distributed={image}")
     assert result.returncode == 0, result.stderr
     try:

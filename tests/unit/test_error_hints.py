@@ -32,7 +32,8 @@ users: [{name: u, user: {token: t}}]
 """
 JOB_COMMANDS = [["status", "nosuch"], ["get", "tfjob/nosuch"], ["list"], ["logs", "nosuch"], ["wait", "nosuch"],
                 ["delete", "nosuch"], ["suspend", "nosuch"], ["resume", "nosuch"]]
-CLUSTER_COMMANDS = [*JOB_COMMANDS, ["crds", "install"], ["controller", "install", "--image", "i"]]
+CLUSTER_COMMANDS = [*JOB_COMMANDS, ["crds", "install"], ["controller", "install", "--image", "i"],
+                    ["runtimes", "install"], ["runtimes", "list"]]
 
 
 def options_of(path: list[str]) -> set[str]:
@@ -43,7 +44,7 @@ def options_of(path: list[str]) -> set[str]:
 
 
 def command_path(args: list[str]) -> list[str]:
-    return args[:2] if args[0] in ("crds", "controller", "templates") else args[:1]
+    return args[:2] if args[0] in ("crds", "runtimes", "controller", "templates") else args[:1]
 
 
 def assert_hints_are_real(cli, args, **kwargs):

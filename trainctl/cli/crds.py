@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import Context, Kubeconfig, Output, console, dump
+from trainctl.cli.common import Context, Kubeconfig, Output, console, echo_all
 from trainctl.cli.params import Option
 from trainctl.frameworks import ALL, DEFAULT
 
@@ -35,7 +35,7 @@ crds_app = typer.Typer(
 )
 
 
-@crds_app.command("print", help="Print the CRDs (those of --api, or the kinds named). "
+@crds_app.command("print", help="Print the CRDs (those of --api, or the kinds named) as YAML documents or a JSON List. "
                                 f"Example: trainctl crds print {DEFAULT.name} trainjob")
 def print_crds(
     kinds: Annotated[list[str] | None, typer.Argument(help=(
@@ -46,8 +46,7 @@ def print_crds(
 ) -> None:
     from trainctl.core.trainer_crds import crd_named, project_crds
 
-    documents = [crd_named(kind) for kind in kinds] if kinds else project_crds(api)
-    typer.echo("---\n".join(dump(document, output or "yaml") for document in documents), nl=False)
+    echo_all([crd_named(kind) for kind in kinds] if kinds else project_crds(api), output or "yaml")
 
 
 @crds_app.command("install", help="Create or update the CRDs in the cluster. "

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import Context, Kubeconfig, Namespace, Output, console, dump
+from trainctl.cli.common import Context, Kubeconfig, Namespace, Output, console, dump, echo_all
 from trainctl.cli.params import Argument, Option
 from trainctl.frameworks import TRAINER_RUNTIMES
 
@@ -34,9 +34,9 @@ def built(names: list[str] | None, images: list[str] | None) -> list[dict]:
     return default_runtimes(names, parse_images(images))
 
 
-@runtimes_app.command("print", help=f"Print the runtimes as YAML (or JSON). Example: trainctl runtimes print {EXAMPLE}")
+@runtimes_app.command("print", help=f"Print the runtimes as YAML documents (or a JSON List). Example: trainctl runtimes print {EXAMPLE}")
 def print_runtimes(names: Names = None, image: Images = None, output: Output = None) -> None:
-    typer.echo("---\n".join(dump(runtime, output or "yaml") for runtime in built(names, image)), nl=False)
+    echo_all(built(names, image), output or "yaml")
 
 
 @runtimes_app.command("install", help=f"Create or update the runtimes in the cluster. "

@@ -320,10 +320,16 @@ def trainer_crd(kind: str, schema: dict, cluster: bool = False, job: bool = Fals
     }
 
 
+def kind_crd(kind: str) -> dict:
+    """The CRD of one of :data:`TRAINER_KINDS`."""
+    if kind == TRAINJOB:
+        return trainer_crd(TRAINJOB, trainjob_schema(), job=True)
+    return trainer_crd(kind, runtime_schema(), cluster=kind == CLUSTER_RUNTIME)
+
+
 def all_trainer_crds() -> list[dict]:
     """TrainJob, TrainingRuntime and ClusterTrainingRuntime."""
-    return [trainer_crd(TRAINJOB, trainjob_schema(), job=True), trainer_crd(RUNTIME, runtime_schema()),
-            trainer_crd(CLUSTER_RUNTIME, runtime_schema(), cluster=True)]
+    return [kind_crd(kind) for kind in TRAINER_KINDS]
 
 
 def crd_named(name: str) -> dict:
@@ -333,7 +339,7 @@ def crd_named(name: str) -> dict:
     wanted = name.lower().removesuffix(f".{TRAINER_API_GROUP}")
     for kind in TRAINER_KINDS:
         if wanted in (kind.lower(), kind.lower() + "s"):
-            return next(document for document in all_trainer_crds() if document["spec"]["names"]["kind"] == kind)
+            return kind_crd(kind)
     try:
         return crd(by_name(name))
     except UserError as error:

@@ -418,8 +418,8 @@ class KubeBackend(Backend):
             except kube.ApiError as error:
                 if error.status != 404:
                     raise
-                raise UserError(f"the {kind} CRD is not installed in this cluster: run trainctl crds install "
-                                "--api v2") from None
+                raise UserError(f"the {kind} CRD is not installed in this cluster: run trainctl crds install") \
+                    from None
 
     def list_runtimes(self, namespace: str | None) -> list[dict]:
         """The ClusterTrainingRuntimes and the TrainingRuntimes of ``namespace`` (None: of every namespace)."""
