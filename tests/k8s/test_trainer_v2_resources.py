@@ -135,6 +135,29 @@ def test_the_sdks_trainjob_body_with_float_quantities_is_accepted_and_has_a_stat
     assert rest_admin.get(TRAINJOBS, SDK_BODY["metadata"]["name"], namespace)["status"]["conditions"] == [condition]
 
 
+def test_a_trainjob_with_every_spec_field_is_stored_whole(rest_admin, trainer_crds, namespace):
+    """Runtime patches as the SDK's RuntimePatch and Kueue write them, initializers, a deadline."""
+    pod = {"nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
+           "serviceAccountName": "trainer", "terminationGracePeriodSeconds": 30, "schedulingGates": [{"name": "kueue"}],
+           "imagePullSecrets": [{"name": "registry"}], "securityContext": {"fsGroup": 1000},
+           "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+           "containers": [{"name": "node", "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                           "securityContext": {"runAsUser": 1000}}],
+           "initContainers": [{"name": "warm", "env": [{"name": "CACHE", "value": "/data"}]}]}
+    patch = {"manager": "trainer.kubeflow.org/kubeflow-sdk", "time": "2026-11-29T00:00:00Z", "trainingRuntimeSpec": {
+        "template": {"metadata": {"labels": {"team": "ml"}}, "spec": {"replicatedJobs": [
+            {"name": "node", "template": {"metadata": {"annotations": {"a": "b"}},
+                                          "spec": {"template": {"metadata": {"labels": {"x": "y"}}, "spec": pod}}}}]}}}}
+    source = {"storageUri": "hf://org/model", "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {
+        "name": "hf", "key": "token"}}}], "secretRef": {"name": "hf"}}
+    body = sdk_body("patched")
+    body["spec"].update(runtimePatches=[patch], initializer={"dataset": source, "model": source}, suspend=True,
+                        activeDeadlineSeconds=3600, managedBy="kueue.x-k8s.io/multikueue")
+    body["spec"]["trainer"].update(image="registry.local/team/trainer:1.0", args=["--epochs", "3"], numProcPerNode=4)
+    rest_admin.create(TRAINJOBS, body, namespace)
+    assert missing(body, rest_admin.get(TRAINJOBS, "patched", namespace)) == []
+
+
 def sdk_body(name: str = "bad", **trainer) -> dict:
     body = copy.deepcopy(SDK_BODY)
     body["metadata"]["name"] = name

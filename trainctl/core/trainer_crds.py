@@ -41,10 +41,6 @@ NAME_RULES = [
     {"rule": f"size(self.metadata.name) <= {NAME_MAX}", "message": f"metadata.name must be no more than {NAME_MAX} "
                                                                    "characters"},
 ]
-#: the pod fields a runtime patch may set (upstream's PodSpecPatch), and the container fields
-PATCHED_POD_FIELDS = ("affinity", "imagePullSecrets", "nodeSelector", "schedulingGates", "securityContext",
-                      "serviceAccountName", "terminationGracePeriodSeconds", "tolerations", "volumes")
-PATCHED_CONTAINER_FIELDS = ("env", "securityContext", "volumeMounts")
 #: a plugin that answers no kubeflow.org/v1 kind (Flux, for HPC jobs): its policy's schema is declared here
 FLUX_POLICY = obj(numProcPerNode={**INT32, "default": 1, "minimum": 1})
 DATE_TIME = {"type": "string", "format": "date-time"}
@@ -224,13 +220,24 @@ def trainer() -> dict:
 
 
 def pod_spec_patch() -> dict:
-    """What a runtime patch may set of a pod: a few pod fields, and a few fields of containers named as the
-    runtime's."""
+    """What a runtime patch may set of a pod (upstream's PodSpecPatch, with its bounds): a few pod fields, and a
+    few fields of containers named as the runtime's."""
     pod, fields = pod_spec()["properties"], container()["properties"]
-    patched = obj(name=bounded(STRING, 1, 253), **{field: fields[field] for field in PATCHED_CONTAINER_FIELDS})
+    patched = obj(name=bounded(STRING, 1, 253), env=list_map(fields["env"]["items"], "name", max_items=128),
+                  volumeMounts=list_map(fields["volumeMounts"]["items"], "name", max_items=128),
+                  securityContext=fields["securityContext"])
     containers = list_map(patched, "name", max_items=64)
-    return obj(containers=containers, initContainers=copy.deepcopy(containers),
-               **{field: pod[field] for field in PATCHED_POD_FIELDS})
+    return obj(
+        containers=containers,
+        initContainers=copy.deepcopy(containers),
+        volumes=list_map(pod["volumes"]["items"], "name", max_items=128),
+        imagePullSecrets={**pod["imagePullSecrets"], "maxItems": 64},
+        schedulingGates=list_map(pod["schedulingGates"]["items"], "name", max_items=16),
+        tolerations=atomic_list(pod["tolerations"]["items"], max_items=128),
+        serviceAccountName=bounded(STRING, max_length=253),
+        terminationGracePeriodSeconds={**INT64, "minimum": 0},
+        **{field: pod[field] for field in ("affinity", "nodeSelector", "securityContext")},
+    )
 
 
 def runtime_patch() -> dict:
