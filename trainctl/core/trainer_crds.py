@@ -103,13 +103,12 @@ def env_list() -> dict:
 def job_template() -> dict:
     """A replicatedJob's template: a batch/v1 JobTemplateSpec."""
     spec = copy.deepcopy(generated("jobspec"))
-    spec["properties"]["template"] = pod_template_schema()
+    spec["properties"]["template"] = copy.deepcopy(pod_template_schema())
     return obj(metadata=metadata(), spec=with_required(spec, "template"))
 
 
 def volume_claim_policy() -> dict:
     claim = copy.deepcopy(generated("persistentvolumeclaim"))
-    claim["properties"]["metadata"] = metadata()
     return {**obj(templates=atomic_list(claim, max_items=50),
                   retentionPolicy=obj(whenDeleted={**STRING, "enum": ["Delete", "Retain"], "default": "Delete"})),
             "x-kubernetes-validations": [{

@@ -189,7 +189,7 @@ class TrainerRuntime(NamedTuple):
 
     name: str  # ``torch-distributed``
     label: str  # its trainer.kubeflow.org/framework label
-    image: str  # upstream's image; ``--image NAME=IMAGE`` replaces it
+    image: str  # upstream's image; ``--image RUNTIME=IMAGE`` replaces it
 
 
 def trainer_job(name: str, image: str, ancestor: bool = True, pod: dict | None = None, **container: object) -> dict:
