@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 #: in job scope, how long a failure that only followed another's (a rank that lost its peer) waits for the failure
 #: it followed to be seen, while other replicas still run: that one's class decides the restart
 CAUSE_WAIT_S = 5.0
+# how long a job whose master succeeded waits for its other replicas' runs to end before it succeeds (success_held)
+SUCCESS_WAIT_S = 60.0
 STOP_REQUEUE_S = 1.0  # a job whose replicas it stopped before failing it looks again this soon
 #: the longest ``requeue_after``: a deadline or TTL years away is looked at again daily, which costs
 #: nothing and keeps every runtime's timer (time.sleep, Condition.wait) inside its range
@@ -558,13 +560,30 @@ class Reconciler:
             self.fail(f"{job.framework.kind} {job.name} is failed because {number} {rtype} replica(s) failed.")
             return
         if role in job.replica_types and framework.succeeded(job, role, counts.get(role, {}), self.observed):
-            self.succeed()
+            if not self.success_held(role):
+                self.succeed()
             return
         if not self.restarting and counts.get(role, {}).get("active", 0) > 0:
             message = f"{framework.kind} {job.name} is running."
             if not cond.is_true(self.conditions, "Running"):
                 self.event("Normal", self.reason("Running"), message)
             self.set_condition("Running", "True", "Running", message)
+
+    def success_held(self, role: str) -> bool:
+        """Hold the Succeeded condition back while a replica the kind's success waits for still runs or starts,
+        up to SUCCESS_WAIT_S after the status role's last run ended: in a cluster a worker's pod may start only
+        after the master's Service resolved, so a master that ends quickly can succeed before a worker has even
+        run, and that worker's failure must still fail the job, as it does locally where both start at once
+        (issue 40). Past the bound the job succeeds and what still runs is left to cleanPodPolicy. True when held."""
+        awaited = self.job.framework.awaited_at_success(self.job, role)
+        if not any(r.rtype in awaited and r.active and not r.deleting for r in self.observed):
+            return False
+        ended = max((self.seconds_since(r.finished_at) for r in self.observed
+                     if r.rtype == role and r.finished_at), default=SUCCESS_WAIT_S)
+        if ended >= SUCCESS_WAIT_S:
+            return False
+        self.requeue(SUCCESS_WAIT_S - ended)
+        return True
 
     def succeed(self) -> None:
         message = f"{self.job.framework.kind} {self.job.name} is successfully completed."

@@ -228,6 +228,9 @@ class Framework:
     #: each replica gets a headless Service named like its pod (in a cluster); False: replicas find each
     #: other otherwise (MPI's launcher reaches its workers through kubectl exec)
     services: ClassVar[bool] = True
+    #: every replica runs the program to its end (no parameter server, no idle host): the job's success waits
+    #: for the other replicas' runs too (:meth:`awaited_at_success`)
+    every_replica_runs_to_the_end: ClassVar[bool] = False
 
     # ---- submitting: options, topology, command ---------------------------------
     #: ``--workers`` when it is not given
@@ -378,6 +381,15 @@ class Framework:
     def succeeded(self, job: Job, rtype: str, counts: dict, observed: list) -> bool:
         """Whether the status role's replicas are done (``expected == 0``)."""
         return job.replicas(rtype) - counts.get("succeeded", 0) <= 0
+
+    def awaited_at_success(self, job: Job, role: str) -> tuple[str, ...]:
+        """Replica types whose runs the job's success waits for once the status role's replicas are done (up to
+        a bound: trainctl/core/reconcile.py SUCCESS_WAIT_S): kinds whose every replica runs the program to its end
+        say which, so a replica that started late (its pod waited for the master's Service) and fails after the
+        master succeeded still fails the job. None by default: a parameter server or an idle MPI host never ends."""
+        if not self.every_replica_runs_to_the_end:
+            return ()
+        return tuple(rtype for rtype in job.replica_types if rtype != role)
 
     def failure_ends_job(self, job: Job, rtype: str) -> bool:
         """Whether a failed replica of ``rtype`` that will not restart fails the job."""

@@ -40,6 +40,7 @@ class PyTorch(Framework):
     )
     launcher_reports = ("ChildFailedError",)
     leader_types = ("Master",)
+    every_replica_runs_to_the_end = True
     default_workers = 2
     options = (KindOption("nproc_per_node", str, "processes per node (int, auto, cpu, gpu)."),)
     # what torchrun gives each process, for a function job's one process per replica when no torchrun ran it;

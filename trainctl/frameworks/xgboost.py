@@ -23,6 +23,7 @@ class XGBoost(Framework):
     )
 
     leader_types = ("Master",)
+    every_replica_runs_to_the_end = True
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Master": 1, "Worker": workers - 1} if workers > 1 else {"Master": 1}
