@@ -7,8 +7,8 @@ import pytest
 from trainctl.core.actions import CreateReplica, CreateService, DeleteJob, DeleteReplica
 from trainctl.core.network import ClusterNetwork, LocalNetwork
 from trainctl.core.observed import ObservedReplica
-from trainctl.core.reconcile import MAX_REQUEUE_S, SUCCESS_WAIT_S, reconcile, rfc3339
-from trainctl.core.restarts import Record
+from trainctl.core.reconcile import MAX_REQUEUE_S, reconcile, rfc3339
+from trainctl.core.restarts import DEFAULT_SUCCESS_WAIT_S as SUCCESS_WAIT_S, SUCCESS_WAIT_ANNOTATION, Record
 from tests.unit.test_env_contract import job
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
@@ -430,6 +430,23 @@ def test_a_worker_still_running_when_the_wait_ends_leaves_the_job_succeeded():
     plan = run.step(SUCCESS_WAIT_S - 1)
     assert run.state() != "Succeeded" and plan.requeue_after == pytest.approx(1)
     run.step(1)
+    assert run.state() == "Succeeded"
+
+
+@pytest.mark.parametrize(("annotation", "waits"), [("0", 0), ("5", 5), ("600", 600), ("-1", 60), ("x", 60),
+                                                   ("99999", 60)])
+def test_the_wait_for_workers_is_the_jobs_annotation(annotation, waits):
+    resource = pytorch("Never")
+    resource["metadata"]["annotations"] = {SUCCESS_WAIT_ANNOTATION: annotation}
+    run = master_succeeds_while_the_worker_starts(ClusterNetwork(), "Running")
+    run.resource = {**run.resource, "metadata": resource["metadata"]}
+    if waits:
+        assert run.step().requeue_after == pytest.approx(waits)
+        run.step(waits - 0.5)
+        assert run.state() != "Succeeded"
+        run.step(0.5)
+    else:
+        run.step()
     assert run.state() == "Succeeded"
 
 

@@ -58,8 +58,6 @@ if TYPE_CHECKING:
 #: in job scope, how long a failure that only followed another's (a rank that lost its peer) waits for the failure
 #: it followed to be seen, while other replicas still run: that one's class decides the restart
 CAUSE_WAIT_S = 5.0
-# how long a job whose master succeeded waits for its other replicas' runs to end before it succeeds (success_held)
-SUCCESS_WAIT_S = 60.0
 STOP_REQUEUE_S = 1.0  # a job whose replicas it stopped before failing it looks again this soon
 #: the longest ``requeue_after``: a deadline or TTL years away is looked at again daily, which costs
 #: nothing and keeps every runtime's timer (time.sleep, Condition.wait) inside its range
@@ -571,18 +569,19 @@ class Reconciler:
 
     def success_held(self, role: str) -> bool:
         """Hold the Succeeded condition back while a replica the kind's success waits for still runs or starts,
-        up to SUCCESS_WAIT_S after the status role's last run ended: in a cluster a worker's pod may start only
+        up to the job's trainctl.io/success-wait (60 s) after the status role's last run ended: in a cluster a worker's pod may start only
         after the master's Service resolved, so a master that ends quickly can succeed before a worker has even
         run, and that worker's failure must still fail the job, as it does locally where both start at once
         (issue 40). Past the bound the job succeeds and what still runs is left to cleanPodPolicy. True when held."""
         awaited = self.job.framework.awaited_at_success(self.job, role)
         if not any(r.rtype in awaited and r.active and not r.deleting for r in self.observed):
             return False
+        bound = self.rules.success_wait
         ended = max((self.seconds_since(r.finished_at) for r in self.observed
-                     if r.rtype == role and r.finished_at), default=SUCCESS_WAIT_S)
-        if ended >= SUCCESS_WAIT_S:
+                     if r.rtype == role and r.finished_at), default=bound)
+        if ended >= bound:
             return False
-        self.requeue(SUCCESS_WAIT_S - ended)
+        self.requeue(bound - ended)
         return True
 
     def succeed(self) -> None:
