@@ -104,8 +104,9 @@ def annotations_of(resource: dict) -> dict:
 
 
 def whole_number(text: object, most: int, default: int) -> int:
-    """An annotation's ``"42"`` as 42 when it is a whole number up to ``most``; else ``default``."""
-    return int(text) if isinstance(text, str) and text.isdigit() and int(text) <= most else default
+    """An annotation's ``"42"`` as 42 when it is a whole number up to ``most``; else ``default`` (ASCII digits
+    only: ``"²".isdigit()`` is true, but int() refuses it)."""
+    return int(text) if isinstance(text, str) and text.isascii() and text.isdigit() and int(text) <= most else default
 
 
 def exit_codes(text: object) -> list[int] | None:
