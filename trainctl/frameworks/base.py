@@ -196,6 +196,8 @@ class TrainerV2(NamedTuple):
     policy_defaults: tuple[tuple[str, object], ...] = ()
     #: what the v1 operator sets in a replica that v2's plugin does not (a command that reads them breaks)
     v1_env: tuple[str, ...] = ()
+    #: what v2's plugin sets in a node that the v1 operator does not
+    v2_env: tuple[str, ...] = ()
 
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")

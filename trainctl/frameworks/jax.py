@@ -24,9 +24,9 @@ class JAX(Framework):
     )
 
     function_launch = FunctionLaunch(rank_variables=("PROCESS_ID",), world_variables=("NUM_PROCESSES",))
-    # v2's jax plugin sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID instead
     trainer_v2 = TrainerV2("jax", "jax", "jax-distributed",
-                           v1_env=("COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID"))
+                           v1_env=("COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID"),
+                           v2_env=("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"))
 
     def master_role(self, replica_types):
         return None

@@ -23,9 +23,9 @@ class XGBoost(Framework):
     )
 
     leader_types = ("Master",)
-    # v2's xgboost plugin sets DMLC_TRACKER_URI, DMLC_TRACKER_PORT, DMLC_TASK_ID and DMLC_NUM_WORKER instead
     trainer_v2 = TrainerV2("xgboost", "xgboost", "xgboost-distributed", node_types=("Master", "Worker"),
-                           v1_env=("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "WORKER_ADDRS", "WORKER_PORT"))
+                           v1_env=("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "WORKER_ADDRS", "WORKER_PORT"),
+                           v2_env=("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"))
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Master": 1, "Worker": workers - 1} if workers > 1 else {"Master": 1}
