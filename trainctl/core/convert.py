@@ -475,7 +475,14 @@ def apply_trainer(container: dict, trainer: dict) -> None:
     if trainer.get("resourcesPerNode"):
         resources = container.setdefault("resources", {})
         for key, amounts in trainer["resourcesPerNode"].items():
-            resources[key] = {**(resources.get(key) or {}), **amounts} if isinstance(amounts, dict) else amounts
+            resources[key] = {**(resources.get(key) or {}), **quantities(amounts)} if isinstance(amounts, dict) \
+                else amounts
+
+
+def quantities(amounts: dict) -> dict:
+    """Resource amounts as a v1 job takes them: the SDK sends whole numbers as floats (``cpu: 2.0``)."""
+    return {name: (int(amount) if amount.is_integer() else str(amount)) if isinstance(amount, float) else amount
+            for name, amount in amounts.items()}
 
 
 def restore_command(framework: Framework, container: dict, record: dict) -> None:
