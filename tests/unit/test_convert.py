@@ -40,7 +40,8 @@ def defaulted(resource: dict) -> dict:
     would have filled in are the same job."""
     job = Job(resource)
     metadata = {key: resource["metadata"].get(key) or None for key in ("name", "namespace", "labels", "annotations")}
-    run_policy = {key: value for key, value in job.run_policy.items() if value not in (None, False)}
+    run_policy = {key: value for key, value in job.run_policy.items() if value not in (None, False)
+                  and (key, value) != ("managedBy", "kubeflow.org/training-operator")}
     kind_fields = {key: value for key, value in job.spec.items()
                    if key not in (job.framework.replica_spec_field, "runPolicy")
                    and (key, value) not in (("nprocPerNode", "auto"), ("slotsPerWorker", 1))}
