@@ -109,3 +109,66 @@ def test_a_v1_job_converts_and_comes_back_or_a_field_is_named(job):
     assert back.code == 0, back.stderr
     assert defaulted(json_documents(back)[0]) == defaulted(job)
     event(f"round trip: {job['kind']} on {json_documents(there)[-1]['spec']['runtimeRef']['kind']}")
+
+
+# ---- v2 documents, damaged ---------------------------------------------------------------------------------
+
+V2_SEEDS = []  # TrainJobs (and runtimes) made by converting a few v1 jobs, filled on first use
+VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2, 2**40) | st.floats(allow_nan=False)
+                      | st.sampled_from(["", "node", "launcher", "trainer", "torch-distributed", "TrainingRuntime",
+                                         "OnFailure", "x" * 70, "2.0"]),
+                      lambda children: st.lists(children, max_size=2) | st.dictionaries(
+                          st.sampled_from(["name", "image", "command", "limits", "numNodes", "x"]), children,
+                          max_size=2), max_leaves=4)
+
+
+def v2_seeds() -> list[list[dict]]:
+    if not V2_SEEDS:
+        from trainctl.core.convert import convert
+
+        for path in ("mpi", "plain", "wrapped"):
+            V2_SEEDS.append(convert([seed_job(path)], "v2", allow_lossy=True).documents)
+    return V2_SEEDS
+
+
+def seed_job(which: str) -> dict:
+    """A v1 job of each route: an MPI one (launcher and nodes), one on a default runtime, one put under torchrun
+    with a TrainingRuntime."""
+    from tests.unit.test_convert import plain_job
+
+    if which == "mpi":
+        template = {"spec": {"containers": [{"name": "mpi", "image": "i", "command": ["mpirun", "a"]}]}}
+        return {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": {"name": "m"}, "spec": {
+            "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": template},
+                                "Worker": {"replicas": 2, "template": copy.deepcopy(template)}}}}
+    job = plain_job()
+    if which == "wrapped":
+        for spec in job["spec"]["pytorchReplicaSpecs"].values():
+            spec["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Always"
+    return job
+
+
+def paths(node, path=()) -> list[tuple]:
+    """Every key path and list position in ``node``."""
+    found = [path]
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in children:
+        found += paths(value, (*path, key))
+    return found
+
+
+@fuzz(200)
+@given(data=st.data())
+def test_a_damaged_trainjob_or_runtime_converts_or_is_one_line(data):
+    documents = copy.deepcopy(data.draw(st.sampled_from(v2_seeds())))
+    target = data.draw(st.sampled_from(paths(documents)[1:]))
+    parent = documents
+    for key in target[:-1]:
+        parent = parent[key]
+    if data.draw(st.booleans()) and isinstance(parent, dict):
+        del parent[target[-1]]
+    else:
+        parent[target[-1]] = data.draw(VALUES)
+    with open("v2.yaml", "w") as file:
+        yaml.safe_dump_all(documents, file)
+    run("convert", "-f", "v2.yaml", "--allow-lossy", "-o", "json")  # the harness holds it to exit 0, or 2 in one line

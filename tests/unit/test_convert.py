@@ -249,6 +249,11 @@ def one_line_error(result) -> str:
      "spec: {runtimeRef: {name: mine}}\n", "spec.runtimeRef.name: ClusterTrainingRuntime 'mine' is not in the file"),
     ("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\nspec: {runtimeRef: "
      "{name: torch-distributed}, trainer: {numNodes: 0, image: i}}\n", "spec.trainer.numNodes: 0"),
+    ("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\nspec: {runtimeRef: "
+     "{name: torch-distributed}, trainer: {command: python, image: i}}\n", "spec.trainer.command: must be a list"),
+    ("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainingRuntime\nmetadata: {name: r}\n"
+     "spec: {template: {spec: {replicatedJobs: [{name: node, template: []}]}}}\n",
+     "spec.template.spec.replicatedJobs[0].template: must be a mapping"),
 ])
 def test_bad_input_is_one_line(cli, text, expected):
     assert expected in one_line_error(cli("convert", "-f", "-", input=text))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from trainctl import API_VERSION
 from trainctl.core.job import Job
-from trainctl.core.validation import validate
+from trainctl.core.validation import METADATA, STRING_MAP, Invalid, check_json, validate, walk
 from trainctl.errors import UserError, setting
 from trainctl.frameworks import ALL, Framework, by_kind, by_name
 
@@ -53,6 +53,40 @@ SHARED_MANAGERS = ("kueue.x-k8s.io/multikueue",)
 #: JobSet's own default, which upstream's MPI runtimes spell out
 DEFAULT_NETWORK = {"publishNotReadyAddresses": True}
 DIRECTIONS = ("v1", "v2")
+
+
+def typed(required: tuple[str, ...] = (), **properties: dict) -> dict:
+    """A mapping whose ``properties`` have these types; other fields pass (the conversion names them)."""
+    return {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "required": list(required),
+            "properties": properties}
+
+
+STRING, INTEGER, BOOLEAN, MAPPING = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}, {"type": "object"}
+STRINGS = {"type": "array", "items": STRING}
+ENV = {"type": "array", "items": typed(("name",), name=STRING)}
+RESOURCES = typed(limits=MAPPING, requests=MAPPING)
+POD_TEMPLATE = typed(metadata=MAPPING, spec=typed(containers={"type": "array", "items": typed(
+    name=STRING, image=STRING, command=STRINGS, args=STRINGS, env=ENV, resources=RESOURCES)}))
+V2_METADATA = {**METADATA, "required": ["name"]}
+#: what of the v2 resources the conversion reads, with the types it reads them as
+TRAINJOB_SHAPE = typed(("metadata", "spec"), metadata=V2_METADATA, spec=typed(
+    ("runtimeRef",), runtimeRef=typed(("name",), name=STRING, kind=STRING, apiGroup=STRING),
+    trainer=typed(image=STRING, command=STRINGS, args=STRINGS, env=ENV, numNodes=INTEGER, numProcPerNode=INTEGER,
+                  resourcesPerNode=RESOURCES),
+    suspend=BOOLEAN, activeDeadlineSeconds=INTEGER, managedBy=STRING))
+RUNTIME_SHAPE = typed(("metadata", "spec"), metadata=V2_METADATA, spec=typed(
+    mlPolicy=typed(numNodes=INTEGER), template=typed(metadata=MAPPING, spec=typed(replicatedJobs={
+        "type": "array", "items": typed(("name",), name=STRING, template=typed(
+            metadata=typed(labels=STRING_MAP), spec=typed(template=POD_TEMPLATE)))}))))
+
+
+def check_v2(document: dict, where: str) -> None:
+    """One line naming the first field of a TrainJob or runtime that is not what the conversion reads."""
+    try:
+        check_json(document)
+        walk(document, TRAINJOB_SHAPE if document["kind"] == TRAINJOB else RUNTIME_SHAPE, "")
+    except Invalid as problem:
+        raise UserError(f"{where}: {document['kind']}: {problem}") from None
 AUTO = "auto"  # v1's default processes per node, as the operator sets it
 
 
@@ -127,10 +161,8 @@ def runtimes_in(documents: list, source: str) -> dict[tuple[str, str], dict]:
     for document in documents:
         if isinstance(document, dict) and document.get("apiVersion") == V2_VERSION \
                 and document.get("kind") in (RUNTIME, CLUSTER_RUNTIME):
-            name = (document.get("metadata") or {}).get("name") if isinstance(document.get("metadata"), dict) else None
-            if not isinstance(name, str) or not isinstance(document.get("spec"), dict):
-                raise UserError(f"{source}: a {document['kind']} needs metadata.name and a spec")
-            found[document["kind"], name] = document
+            check_v2(document, source)
+            found[document["kind"], document["metadata"]["name"]] = document
     return found
 
 
@@ -334,13 +366,12 @@ TRAINJOB_FIELDS = ("runtimeRef", "trainer", "suspend", "activeDeadlineSeconds", 
 
 def to_v1(trainjob: dict, runtimes: dict, used: set, result: Converted, where: str) -> dict:
     """A TrainJob as the v1 job of its runtime's kind."""
-    metadata, spec = trainjob.get("metadata"), trainjob.get("spec")
-    if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not isinstance(spec, dict):
-        raise UserError(f"{where}: a TrainJob needs metadata.name and a spec")
+    check_v2(trainjob, where)
+    metadata, spec = trainjob["metadata"], trainjob["spec"]
     for key, value in spec.items():
         if key not in TRAINJOB_FIELDS and value not in (None, [], {}):
             result.lose(f"spec.{key}", "a v1 job has no such field")
-    trainer = mapping(spec, "trainer", where)
+    trainer = spec.get("trainer") or {}
     runtime, framework = runtime_of(spec, runtimes, used, where)
     record = v1_record(metadata)
     nodes = trainer.get("numNodes", ml_policy(runtime).get("numNodes", 1))
@@ -381,13 +412,6 @@ def recorded_split(framework: Framework, record: dict, nodes: int) -> dict[str, 
     return split
 
 
-def mapping(spec: dict, key: str, where: str) -> dict:
-    value = spec.get(key) or {}
-    if not isinstance(value, dict):
-        raise UserError(f"{where}: spec.{key}: must be a mapping")
-    return value
-
-
 def v1_record(metadata: dict) -> dict:
     """What the conversion to v2 kept of the v1 job (empty when there is none, or it is not ours to read)."""
     text = (metadata.get("annotations") or {}).get(V1_ANNOTATION)
@@ -400,7 +424,7 @@ def v1_record(metadata: dict) -> dict:
 
 def runtime_of(spec: dict, runtimes: dict, used: set, where: str) -> tuple[dict | None, Framework]:
     """The runtime the TrainJob references (None: a default one, not in the file) and the kind it is."""
-    ref = mapping(spec, "runtimeRef", where)
+    ref = spec["runtimeRef"]
     kind, name = ref.get("kind") or CLUSTER_RUNTIME, ref.get("name")
     if ref.get("apiGroup", V2_GROUP) != V2_GROUP or kind not in (RUNTIME, CLUSTER_RUNTIME):
         raise UserError(f"{where}: spec.runtimeRef: {ref.get('apiGroup')}/{kind} is no Trainer v2 runtime")
