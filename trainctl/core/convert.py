@@ -110,7 +110,7 @@ def convert(documents: list, to: str | None = None, *, allow_lossy: bool = False
     """Each v1 job in ``documents`` as a TrainJob (and its runtime), or each TrainJob as a v1 job (the
     runtimes it references may be among ``documents``); ``to`` says which way every document must go."""
     if to is not None and to not in DIRECTIONS:
-        raise UserError(f"--to {to}: use {' or '.join(DIRECTIONS)}")
+        raise UserError(f"{setting('to', to)}: use {' or '.join(DIRECTIONS)}")
     if not documents:
         raise UserError(f"{source}: no document to convert")
     result = Converted()
@@ -123,7 +123,7 @@ def convert(documents: list, to: str | None = None, *, allow_lossy: bool = False
         if direction is None:
             continue  # a runtime: converted with the TrainJob that references it
         if to is not None and direction != to:
-            raise UserError(f"{where}: {document['kind']} is already a {to} resource: --to {to} converts "
+            raise UserError(f"{where}: {document['kind']} is already a {to} resource: {setting('to', to)} converts "
                             f"{DIRECTIONS[DIRECTIONS.index(to) - 1]} resources")
         if direction == "v2":
             result.documents += to_v2(document, result, where)
