@@ -9,10 +9,12 @@ import typer
 from trainctl.cli.common import Output, dump_all, stderr_line
 from trainctl.frameworks import DEFAULT
 
-HELP = f"""Convert jobs between Kubeflow's two APIs and print them: a kubeflow.org/v1 job becomes a
-Trainer v2 TrainJob (trainer.kubeflow.org) on the default runtime of its kind, or, when none fits, a
-TrainJob and the TrainingRuntime it needs; a TrainJob (with its runtime in the same file, unless it is
-a default one) becomes the v1 job of its kind.
+HELP = f"""Convert jobs between kubeflow.org/v1 and Trainer v2 TrainJobs.
+
+A kubeflow.org/v1 job becomes a Trainer v2 TrainJob (trainer.kubeflow.org) on the default runtime
+of its kind, or, when none fits, a TrainJob and the TrainingRuntime it needs; a TrainJob (with its
+runtime in the same file, unless it is a default one) becomes the v1 job of its kind. Nothing is
+applied: the documents are printed.
 
 A field the other API cannot express is never dropped silently: they are named in one line and
 nothing is printed (exit 2), unless --allow-lossy is given, which drops them and lists each on
