@@ -149,7 +149,8 @@ def sdk_trainjob(**trainer) -> dict:
     """A TrainJob as the SDK's TrainerClient().train(...) posts it (contract section 7.1)."""
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "v041e9dcb8fc"},
             "spec": {"runtimeRef": {"kind": "ClusterTrainingRuntime", "name": "torch-distributed"},
-                     "trainer": {"command": ["bash", "-c", "torchrun train.py"], "env": [{"name": "FOO", "value": "bar"}],
+                     "trainer": {"command": ["bash", "-c", "torchrun train.py"],
+                                 "env": [{"name": "FOO", "value": "bar"}],
                                  "numNodes": 2, "resourcesPerNode": {"limits": {"cpu": 2.0, "memory": "4Gi"}},
                                  **trainer}}}
 

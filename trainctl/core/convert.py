@@ -25,7 +25,7 @@ from trainctl import API_VERSION
 from trainctl.core.job import Job
 from trainctl.core.validation import METADATA, STRING_MAP, Invalid, check_json, validate, walk
 from trainctl.errors import UserError, setting
-from trainctl.frameworks import ALL, Framework, by_kind, by_name
+from trainctl.frameworks import ALL, Framework, by_name
 
 V2_GROUP = "trainer.kubeflow.org"
 V2_VERSION = f"{V2_GROUP}/v1alpha1"
@@ -185,7 +185,7 @@ def to_v2(resource: dict, result: Converted, where: str) -> list[dict]:
     for rtype in job.replica_types:
         check_replica(job, rtype, nodes, result)
     record: dict = {}
-    templates = {rtype: adapted_template(job, rtype, record, result) for rtype in (*nodes[:1], *launcher_of(job))}
+    templates = {rtype: adapted_template(job, rtype, record, where) for rtype in (*nodes[:1], *launcher_of(job))}
     trainer = {"numNodes": sum(job.replicas(rtype) for rtype in nodes), **procs_per_node(job, record, result)}
     split = {rtype: job.replicas(rtype) for rtype in nodes}
     if split != node_split(job.framework, trainer["numNodes"]):
@@ -272,16 +272,17 @@ def procs_per_node(job: Job, record: dict, result: Converted) -> dict:
     return {}
 
 
-def adapted_template(job: Job, rtype: str, record: dict, result: Converted) -> dict:
+def adapted_template(job: Job, rtype: str, record: dict, where: str) -> dict:
     """Replica ``rtype``'s pod template with its wired container named ``node``, its command under the kind's
     v2 launcher where one stands in for v1's env."""
     template = copy.deepcopy(job.replica_specs[rtype].get("template") or {})
     containers = template.setdefault("spec", {}).setdefault("containers", [])
     main = job.main_container(containers)
     if main is None:
-        raise UserError(f"spec.{job.framework.replica_spec_field}.{rtype}.template.spec.containers: none to run")
+        raise UserError(f"{where}: spec.{job.framework.replica_spec_field}.{rtype}.template.spec.containers: "
+                        "none to run")
     if any(other is not main and other.get("name") == NODE for other in containers):
-        raise UserError(f"spec.{job.framework.replica_spec_field}.{rtype}.template: a container beside the "
+        raise UserError(f"{where}: spec.{job.framework.replica_spec_field}.{rtype}.template: a container beside the "
                         f"framework's is named {NODE}, the name v2 gives the framework's: rename it")
     step = rtype.lower() if rtype == job.framework.trainer_v2.launcher_type else NODE
     if main.get("name") != job.framework.container:
@@ -331,7 +332,8 @@ def training_runtime(job: Job, node: dict, templates: dict, nodes: int) -> dict:
         metadata["namespace"] = job.resource["metadata"]["namespace"]
     policy = {"numNodes": nodes, **({shape.policy: {}} if shape.policy else {})}
     return {"apiVersion": V2_VERSION, "kind": RUNTIME, "metadata": metadata,
-            "spec": {"mlPolicy": policy, "template": {"spec": {"replicatedJobs": replicated, **jobset_extras(job.framework)}}}}
+            "spec": {"mlPolicy": policy,
+                     "template": {"spec": {"replicatedJobs": replicated, **jobset_extras(job.framework)}}}}
 
 
 def trainer_step(template: dict) -> dict:
@@ -512,7 +514,7 @@ def quantities(amounts: dict) -> dict:
 def restore_command(framework: Framework, container: dict, record: dict) -> None:
     """The v1 command a conversion put under the kind's launcher, when the command is still that one."""
     original = record.get("command")
-    if isinstance(original, list) and \
+    if isinstance(original, list) and all(isinstance(word, str) for word in original) and \
             framework.v2_command(original, container.get("args") or []) == container.get("command"):
         container["command"] = original
         if not original:
