@@ -225,6 +225,7 @@ def test_an_mpi_job_becomes_a_launcher_and_nodes_and_comes_back():
                     "Worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": worker}}}}
     there, back = round_trip(resource)
     runtime, trainjob = there
+    assert "the nodes' image must run an ssh server" in convert([resource]).notes[0]
     assert runtime["spec"]["mlPolicy"] == {"numNodes": 3, "mpi": {}}
     assert [job["name"] for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]] == ["node", "launcher"]
     assert trainjob["spec"]["trainer"] == {"numNodes": 3, "numProcPerNode": 2}

@@ -358,7 +358,7 @@ def env_notes(job: Job, template: dict, record: dict, result: Converted) -> None
                     f"them from v2's variables")
         return
     result.note(f"{job.framework.kind} {job.name}: v1 set {gone} in each replica, v2's {shape.policy or 'plain'} "
-                "runtime does not: a command that reads them needs changing (docs/trainer-v2.md)")
+                f"runtime does not: {shape.v1_env_lost} (docs/trainer-v2.md)")
 
 
 # ---- v2 -> v1 -------------------------------------------------------------------------------------------

@@ -198,6 +198,8 @@ class TrainerV2(NamedTuple):
     v1_env: tuple[str, ...] = ()
     #: what v2's plugin sets in a node that the v1 operator does not
     v2_env: tuple[str, ...] = ()
+    #: what the loss of :attr:`v1_env` means for the job under v2
+    v1_env_lost: str = "a command that reads them needs changing"
 
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")

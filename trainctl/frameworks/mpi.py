@@ -75,7 +75,8 @@ class MPI(Framework):
     trainer_v2 = TrainerV2("mpi", "mpi", launcher_type="Launcher", proc_field="slotsPerWorker",
                            policy_defaults=(("numProcPerNode", 1), ("mpiImplementation", "OpenMPI"),
                                             ("sshAuthMountPath", "/root/.ssh"), ("runLauncherAsNode", False)),
-                           v1_env=("OMPI_MCA_plm_rsh_agent",))
+                           v1_env=("OMPI_MCA_plm_rsh_agent",),
+                           v1_env_lost="its ranks start over ssh instead, so the nodes' image must run an ssh server")
     cli_example = "--workers 2 --slots-per-worker 2 -- python allreduce.py"
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
