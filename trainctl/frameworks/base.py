@@ -175,6 +175,33 @@ class ScriptRunner(NamedTuple):
     no_file: frozenset[str] = frozenset()
 
 
+class TrainerV2(NamedTuple):
+    """How a job of this kind is spelled in Kubeflow Trainer v2 (``trainer.kubeflow.org``): one ``node`` job of
+    identical pods under a runtime's ``mlPolicy``, which ``trainctl convert`` maps to and from this kind's replicas
+    (trainctl/core/convert.py, docs/trainer-v2.md)."""
+
+    #: the runtime's ``mlPolicy`` key that gives this kind's processes their place (None: none, upstream's plainML)
+    policy: str | None
+    #: the runtime's ``trainer.kubeflow.org/framework`` label
+    label: str
+    #: upstream's default ClusterTrainingRuntime for it (None: none ships, a TrainingRuntime goes along)
+    runtime: str | None = None
+    #: replica types whose pods are the ``node`` job's, in the order of their ranks
+    node_types: tuple[str, ...] = ("Worker",)
+    #: the replica type that is a job of its own beside the nodes and runs the command (named in lower case)
+    launcher_type: str | None = None
+    #: the spec field v2's ``numProcPerNode`` stands for
+    proc_field: str | None = None
+    #: the policy's fields at their CRD defaults: any other value of one has no v1 spelling
+    policy_defaults: tuple[tuple[str, object], ...] = ()
+    #: what the v1 operator sets in a replica that v2's plugin does not (a command that reads them breaks)
+    v1_env: tuple[str, ...] = ()
+    #: what v2's plugin sets in a node that the v1 operator does not
+    v2_env: tuple[str, ...] = ()
+    #: what the loss of :attr:`v1_env` means for the job under v2
+    v1_env_lost: str = "a command that reads them needs changing"
+
+
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 
@@ -250,6 +277,8 @@ class Framework:
     helper_images: ClassVar[tuple[HelperImage, ...]] = ()
     #: a ``trainctl submit`` example showing this kind's own options (the words after ``submit NAME``)
     cli_example: ClassVar[str | None] = None
+    #: the kind in Trainer v2 terms (``trainctl convert``; None: it has none)
+    trainer_v2: ClassVar[TrainerV2 | None] = None
 
     # ---- derived names -------------------------------------------------
     @property
@@ -415,6 +444,12 @@ class Framework:
 
     def decorate_pod(self, job: Job, rtype: str, pod: dict, network: Network) -> None:
         """Cluster-only changes to a replica's pod before it is created (volumes, service account)."""
+
+    # ---- Trainer v2 (``trainctl convert``) -----------------------------------------------
+    def v2_command(self, command: list[str], args: list[str]) -> list[str] | None:
+        """The command a v2 node runs for this v1 command (``args`` follow it) so that it keeps what the v1
+        operator's env gave it; None: no launcher can stand in, :attr:`TrainerV2.v1_env` is what it loses."""
+        return None
 
     def __repr__(self) -> str:
         return f"<Framework {self.kind}>"

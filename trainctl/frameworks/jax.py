@@ -1,6 +1,6 @@
 """JAXJob: N Worker; jax.distributed reads COORDINATOR_ADDRESS/PORT, PROCESS_ID."""
 
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, FunctionLaunch, env_var, peer_loss
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, FunctionLaunch, TrainerV2, env_var, peer_loss
 
 
 class JAX(Framework):
@@ -24,6 +24,9 @@ class JAX(Framework):
     )
 
     function_launch = FunctionLaunch(rank_variables=("PROCESS_ID",), world_variables=("NUM_PROCESSES",))
+    trainer_v2 = TrainerV2("jax", "jax", "jax-distributed",
+                           v1_env=("COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID"),
+                           v2_env=("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"))
 
     def master_role(self, replica_types):
         return None

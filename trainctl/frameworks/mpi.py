@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 from trainctl.frameworks._schema import INT32, STRING
-from trainctl.frameworks.base import (LABEL_REPLICA_TYPE, Framework, FunctionLaunch, HelperImage, KindOption, env_var,
-                                      peer_loss)
+from trainctl.frameworks.base import (LABEL_REPLICA_TYPE, Framework, FunctionLaunch, HelperImage, KindOption, TrainerV2,
+                                      env_var, peer_loss)
 
 WORKER_IDLE_COMMAND = {"command": ["sleep"], "args": ["365d"]}
 LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
@@ -70,6 +70,13 @@ class MPI(Framework):
                                      shared_rank=("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
                                      abort_module="mpi4py.MPI")
     helper_images = (KUBECTL_DELIVERY_IMAGE,)
+    # v2's mpi plugin starts the ranks over ssh (the nodes' image runs sshd), not through kubectl exec; no
+    # runtime of this shape ships (deepspeed's and mlx's run the launcher as a node, with their own images)
+    trainer_v2 = TrainerV2("mpi", "mpi", launcher_type="Launcher", proc_field="slotsPerWorker",
+                           policy_defaults=(("numProcPerNode", 1), ("mpiImplementation", "OpenMPI"),
+                                            ("sshAuthMountPath", "/root/.ssh"), ("runLauncherAsNode", False)),
+                           v1_env=("OMPI_MCA_plm_rsh_agent",),
+                           v1_env_lost="its ranks start over ssh instead, so the nodes' image must run an ssh server")
     cli_example = "--workers 2 --slots-per-worker 2 -- python allreduce.py"
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:

@@ -1,8 +1,11 @@
 """PyTorchJob: Master 1 + Worker N-1, torchrun-style env (MASTER_ADDR, RANK, PET_*)."""
 
+import os
+import re
+
 from trainctl.frameworks._schema import BOOLEAN, INT32, METRICS, STRING, obj
 from trainctl.frameworks.base import (PYTHONUNBUFFERED, Framework, FunctionLaunch, HelperImage, KindOption,
-                                      ScriptRunner, env_var, peer_loss)
+                                      ScriptRunner, TrainerV2, env_var, peer_loss)
 
 TORCHRUN = ("-m", "torch.distributed.run")
 # upstream's --pytorch-init-container-image, and its default
@@ -55,6 +58,9 @@ class PyTorch(Framework):
                                         "--virtual_local_rank"}),
         no_file=frozenset({"-m", "--module", "--no-python", "--no_python"})),)
     helper_images = (INIT_IMAGE,)
+    # v2's torch plugin sets only PET_*: torchrun turns them into what v1 set itself (v2_command)
+    trainer_v2 = TrainerV2("torch", "torch", "torch-distributed", node_types=("Master", "Worker"),
+                           proc_field="nprocPerNode", v1_env=("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"))
     spec_properties = {
         "nprocPerNode": STRING,
         "elasticPolicy": obj(
@@ -78,6 +84,20 @@ class PyTorch(Framework):
     def function_command(self, python, runner, options):
         # several processes per node: torchrun starts them; one: the runner sets what torchrun would
         return [python, *TORCHRUN, runner] if options.get("nproc_per_node") is not None else [python, runner]
+
+    def v2_command(self, command, args):
+        # A script that python itself runs read MASTER_ADDR, RANK and WORLD_SIZE from v1's env; under v2 torchrun,
+        # started by the same interpreter, gives them to it from the PET_* variables.
+        words = [*command, *args]
+        if command and os.path.basename(command[0]) == "torchrun":
+            return command
+        if not command or not re.fullmatch(r"python[0-9.]*", os.path.basename(command[0])) or len(words) < 2:
+            return None  # a shell, the image's entrypoint: nothing to put a launcher in front of
+        if tuple(words[1:3]) == TORCHRUN:
+            return command
+        if words[1].startswith("-") and words[1] != "-m":
+            return None  # python -c '...', or interpreter options
+        return [command[0], *TORCHRUN, *command[1:]]
 
     def admission_problems(self, spec):
         specs, path = self.replica_specs_at(spec)
