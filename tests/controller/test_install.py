@@ -143,6 +143,7 @@ def test_the_controller_runs_jobs_under_its_service_account_token(k8s_cluster, i
         assert rest.get(ROLE_BINDINGS, "mpi-launcher", managed_namespace)
         assert rest.get(CONFIGMAPS, "mpi-config", managed_namespace)["data"]["hostfile"]
         kube_node.write_log(managed_namespace, "rbac-master-0", "pytorch", "done\n")
+        kube_node.set_phase(managed_namespace, "rbac-worker-0", "Succeeded", exit_code=0)
         kube_node.set_phase(managed_namespace, "rbac-master-0", "Succeeded", exit_code=0)
         wait_for(lambda: rest.list(CONFIGMAPS, managed_namespace, "trainctl.io/record=v1")["items"],
                  what="the master's run kept")

@@ -19,7 +19,7 @@ from tests.controller.jobs import (
     wait_state,
 )
 from trainctl.controller.gang import VOLCANO
-from trainctl.core.restarts import Record
+from trainctl.core.restarts import SUCCESS_WAIT_ANNOTATION, Record
 from trainctl.frameworks import by_kind
 from trainctl.kube import job_resource
 from trainctl.kube.client import CRDS, EVENTS, ApiError, Resource
@@ -46,7 +46,10 @@ def events(rest, namespace, name):
 
 
 def test_success_and_cleanup_running(rest, kube_node, ns):
-    create(rest, job("PyTorchJob", "ok", ns, {"Master": 1, "Worker": 2}, run_policy={"cleanPodPolicy": "Running"}))
+    body = job("PyTorchJob", "ok", ns, {"Master": 1, "Worker": 2}, run_policy={"cleanPodPolicy": "Running"})
+    # success at once, as upstream's, without trainctl's wait for workers still running (tests/unit/test_reconcile.py)
+    body["metadata"]["annotations"] = {SUCCESS_WAIT_ANNOTATION: "0"}
+    create(rest, body)
     running(rest, ns, "ok", 3)
     wait_state(rest, "PyTorchJob", ns, "ok", "Running")
     kube_node.set_phase(ns, "ok-worker-0", "Succeeded", exit_code=0)

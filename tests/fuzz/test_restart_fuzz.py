@@ -18,8 +18,9 @@ from trainctl.core.actions import CreateReplica
 from trainctl.core.network import ClusterNetwork, LocalNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile
-from trainctl.core.restarts import (MAX_COUNT, MAX_DISRUPTIONS_ANNOTATION, RECORD_ANNOTATION,
-                                    RESTART_SCOPE_ANNOTATION, RETRY_EXIT_CODES_ANNOTATION, Record)
+from trainctl.core.restarts import (DEFAULT_SUCCESS_WAIT_S, MAX_COUNT, MAX_DISRUPTIONS_ANNOTATION,
+                                    MAX_SUCCESS_WAIT_S, RECORD_ANNOTATION, RESTART_SCOPE_ANNOTATION,
+                                    RETRY_EXIT_CODES_ANNOTATION, SUCCESS_WAIT_ANNOTATION, Record, Rules)
 from trainctl.errors import InvalidArgument
 from tests.unit.test_env_contract import job
 
@@ -129,6 +130,26 @@ def test_any_restart_annotation_is_reconciled_without_a_crash_into_a_readable_re
     record = Record.of({"metadata": {"annotations": plan.annotations or {RECORD_ANNOTATION: text}}})
     assert all(0 <= value <= MAX_COUNT + 1 for value in (record.attempt, record.counted, record.disruptions))
     assert json.loads(record.text())  # what is written back is JSON again
+
+
+@fuzz(300)
+@given(wait=st.one_of(st.integers(-5, 5000).map(str), text_values, st.sampled_from(["0", "60", "3600", "3601", "1e3", "²", "٣"])),
+       worker=st.sampled_from(["Pending", "Running", "Succeeded"]), after=st.floats(0, 4000))
+def test_any_success_wait_annotation_holds_the_success_exactly_its_whole_seconds(wait, worker, after):
+    """``trainctl.io/success-wait`` anyone may write: a whole number up to an hour is the wait, anything else 60 s;
+    a master that succeeded ``after`` seconds ago with its worker ``worker`` gives Succeeded exactly when the
+    worker ended or the wait is over."""
+    resource = job("PyTorchJob", "pt", {"Master": 1, "Worker": 1})
+    resource["metadata"]["annotations"] = {SUCCESS_WAIT_ANNOTATION: wait}
+    expected = int(wait) if wait.isascii() and wait.isdigit() and int(wait) <= MAX_SUCCESS_WAIT_S else DEFAULT_SUCCESS_WAIT_S
+    assert Rules.of(resource).success_wait == expected
+    ended = datetime.fromtimestamp(T0.timestamp() - after, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    observed = [ObservedReplica("Master", 0, "pt-master-0", "Succeeded", 0, finished_at=ended),
+                ObservedReplica("Worker", 0, "pt-worker-0", worker, 0 if worker == "Succeeded" else None)]
+    plan = reconcile(resource, observed, T0, ClusterNetwork())
+    succeeded = any(c["type"] == "Succeeded" and c["status"] == "True" for c in plan.status["conditions"])
+    waited = T0.timestamp() - datetime.strptime(ended, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    assert succeeded == (worker == "Succeeded" or waited >= expected), (wait, worker, after)
 
 
 @fuzz(300)

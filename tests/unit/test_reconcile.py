@@ -8,7 +8,7 @@ from trainctl.core.actions import CreateReplica, CreateService, DeleteJob, Delet
 from trainctl.core.network import ClusterNetwork, LocalNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import MAX_REQUEUE_S, reconcile, rfc3339
-from trainctl.core.restarts import Record
+from trainctl.core.restarts import DEFAULT_SUCCESS_WAIT_S as SUCCESS_WAIT_S, SUCCESS_WAIT_ANNOTATION, Record
 from tests.unit.test_env_contract import job
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
@@ -377,6 +377,89 @@ def test_a_worker_failed_under_never_fails_the_job_whenever_the_master_succeeds(
     assert not any(c["type"] == "Succeeded" for c in run.resource["status"]["conditions"]), run.conditions()
     message = run.resource["status"]["conditions"][-1]["message"]
     assert "1 Worker replica(s) failed" in message and "worker-0" in message, message
+
+
+def master_succeeds_while_the_worker_starts(network, worker_phase: str) -> Run:
+    """The cluster's other order: the master ends well before the worker's pod (which waited for the master's
+    Service) has run, the worker being ``worker_phase`` then."""
+    run = Run(pytorch("Never"), network)
+    run.step()
+    run.replicas["pt-worker-0"] = ObservedReplica("Worker", 0, "pt-worker-0", worker_phase)
+    run.replicas["pt-master-0"] = ObservedReplica("Master", 0, "pt-master-0", "Succeeded", 0, reason="Completed",
+                                                  finished_at=rfc3339(run.now))
+    return run
+
+
+@pytest.mark.parametrize("network", [LocalNetwork(), ClusterNetwork()], ids=["local", "cluster"])
+@pytest.mark.parametrize("worker_phase", ["Pending", "Running"])
+@pytest.mark.parametrize("worker_fails_after", [0.5, 3, 30, 59])
+def test_a_worker_that_fails_after_the_master_succeeded_still_fails_the_job(network, worker_phase,
+                                                                            worker_fails_after):
+    """Seen on the real node: the master of a function job ended in 3 s, before the worker's pod ran, and the
+    job was Succeeded although the worker then raised. Its success now waits for the worker's run."""
+    run = master_succeeds_while_the_worker_starts(network, worker_phase)
+    plan = run.step()
+    assert not any(c["type"] == "Succeeded" for c in run.resource["status"]["conditions"]), run.conditions()
+    assert plan.requeue_after == pytest.approx(SUCCESS_WAIT_S)  # looks again when the wait ends, at the latest
+    run.step(worker_fails_after)
+    run.replicas["pt-worker-0"] = ObservedReplica("Worker", 0, "pt-worker-0", "Failed", 1, reason="Error",
+                                                  finished_at=rfc3339(run.now),
+                                                  message="trainctl-raised:v1 ValueError: rank 1 raised")
+    for _ in range(3):
+        run.step(1)
+    assert run.state() == "Failed", run.conditions()
+    assert not any(c["type"] == "Succeeded" for c in run.resource["status"]["conditions"]), run.conditions()
+    assert "worker-0" in run.resource["status"]["conditions"][-1]["message"]
+
+
+def test_a_worker_that_ends_well_after_the_master_makes_the_job_succeed_at_once():
+    run = master_succeeds_while_the_worker_starts(ClusterNetwork(), "Running")
+    run.step()
+    run.step(2)
+    assert run.state() != "Succeeded"
+    run.exit("pt-worker-0", 0)
+    run.step(1)
+    assert run.state() == "Succeeded"
+
+
+def test_a_worker_still_running_when_the_wait_ends_leaves_the_job_succeeded():
+    """The wait is bounded: a worker that never ends does not keep a finished master's job running."""
+    run = master_succeeds_while_the_worker_starts(ClusterNetwork(), "Running")
+    plan = run.step(0)
+    assert run.state() != "Succeeded"
+    plan = run.step(SUCCESS_WAIT_S - 1)
+    assert run.state() != "Succeeded" and plan.requeue_after == pytest.approx(1)
+    run.step(1)
+    assert run.state() == "Succeeded"
+
+
+@pytest.mark.parametrize(("annotation", "waits"), [("0", 0), ("5", 5), ("600", 600), ("-1", 60), ("x", 60),
+                                                   ("99999", 60)])
+def test_the_wait_for_workers_is_the_jobs_annotation(annotation, waits):
+    resource = pytorch("Never")
+    resource["metadata"]["annotations"] = {SUCCESS_WAIT_ANNOTATION: annotation}
+    run = master_succeeds_while_the_worker_starts(ClusterNetwork(), "Running")
+    run.resource = {**run.resource, "metadata": resource["metadata"]}
+    if waits:
+        assert run.step().requeue_after == pytest.approx(waits)
+        run.step(waits - 0.5)
+        assert run.state() != "Succeeded"
+        run.step(0.5)
+    else:
+        run.step()
+    assert run.state() == "Succeeded"
+
+
+def test_a_chief_success_does_not_wait_for_parameter_servers():
+    """Kinds with replicas that never end by themselves (TF's parameter servers) succeed as before."""
+    resource = job("TFJob", "tf", {"Chief": 1, "PS": 1, "Worker": 1})
+    run = Run(resource, ClusterNetwork())
+    run.step()
+    run.step()
+    run.replicas["tf-chief-0"] = ObservedReplica("Chief", 0, "tf-chief-0", "Succeeded", 0,
+                                                 finished_at=rfc3339(run.now))
+    run.step()
+    assert run.state() == "Succeeded"
 
 
 # ---- exit 2, "the arguments are wrong", fails the job at once (issue 40) -----------------------------------------

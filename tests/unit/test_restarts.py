@@ -280,6 +280,7 @@ def test_job_scope_restarts_every_replica_as_the_next_attempt_with_its_number_in
     assert "attempt 2 (restarted after worker-0: exit 137, SIGKILL)" in run.message("Restarting")
     run.step()
     assert run.state() == "Running"
+    run.exit("pt-worker-0", 0)
     run.exit("pt-master-0", 0)
     run.step()
     assert run.state() == "Succeeded"

@@ -137,7 +137,8 @@ def test_the_same_image_twice_is_one_image():
 
 def test_every_plugin_policy_of_upstream_is_in_the_mlpolicy_schema(upstream):
     policies = schema(OURS["ClusterTrainingRuntime"])["properties"]["spec"]["properties"]["mlPolicy"]
-    named = {framework.trainer_policy for framework in ALL if framework.trainer_policy} | {"flux"}
+    named = {framework.trainer_v2.policy for framework in ALL if framework.trainer_v2 and framework.trainer_v2.policy}
+    named |= {"flux"}
     assert named | {"numNodes"} == set(policies["properties"])
     rule = policies["x-kubernetes-validations"][0]["rule"]
     assert all(f"has(self.{policy})" in rule for policy in named)

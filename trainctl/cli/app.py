@@ -25,8 +25,8 @@ from trainctl.frameworks import ALL, DEFAULT
 
 coercion.install()
 
-COMMAND_MODULES = ("submit", "apply", "status", "logs", "export", "wait", "plot", "lifecycle", "templates", "recipes",
-                   "crds", "runtimes", "controller", "completion")
+COMMAND_MODULES = ("submit", "apply", "convert", "status", "logs", "export", "wait", "plot", "lifecycle", "templates",
+                   "recipes", "crds", "runtimes", "controller", "completion")
 
 app = typer.Typer(
     name="trainctl",

@@ -558,13 +558,31 @@ class Reconciler:
             self.fail(f"{job.framework.kind} {job.name} is failed because {number} {rtype} replica(s) failed.")
             return
         if role in job.replica_types and framework.succeeded(job, role, counts.get(role, {}), self.observed):
-            self.succeed()
+            if not self.success_held(role):
+                self.succeed()
             return
         if not self.restarting and counts.get(role, {}).get("active", 0) > 0:
             message = f"{framework.kind} {job.name} is running."
             if not cond.is_true(self.conditions, "Running"):
                 self.event("Normal", self.reason("Running"), message)
             self.set_condition("Running", "True", "Running", message)
+
+    def success_held(self, role: str) -> bool:
+        """Hold the Succeeded condition back while a replica the kind's success waits for still runs or starts,
+        up to the job's trainctl.io/success-wait (60 s) after the status role's last run ended: in a cluster a worker's pod may start only
+        after the master's Service resolved, so a master that ends quickly can succeed before a worker has even
+        run, and that worker's failure must still fail the job, as it does locally where both start at once
+        (issue 40). Past the bound the job succeeds and what still runs is left to cleanPodPolicy. True when held."""
+        awaited = self.job.framework.awaited_at_success(self.job, role)
+        if not any(r.rtype in awaited and r.active and not r.deleting for r in self.observed):
+            return False
+        bound = self.rules.success_wait
+        ended = max((self.seconds_since(r.finished_at) for r in self.observed
+                     if r.rtype == role and r.finished_at), default=bound)
+        if ended >= bound:
+            return False
+        self.requeue(bound - ended)
+        return True
 
     def succeed(self) -> None:
         message = f"{self.job.framework.kind} {self.job.name} is successfully completed."

@@ -46,6 +46,10 @@ from trainctl.core.job import RESTART_RECORD_ANNOTATION
 RESTART_SCOPE_ANNOTATION = "trainctl.io/restart-scope"
 RETRY_EXIT_CODES_ANNOTATION = "trainctl.io/retry-on-exit-codes"
 MAX_DISRUPTIONS_ANNOTATION = "trainctl.io/max-disruptions"
+#: how long (whole seconds) a finished master's success waits for workers still starting or running (reconcile.py)
+SUCCESS_WAIT_ANNOTATION = "trainctl.io/success-wait"
+DEFAULT_SUCCESS_WAIT_S = 60
+MAX_SUCCESS_WAIT_S = 3600
 RECORD_ANNOTATION = RESTART_RECORD_ANNOTATION
 ATTEMPT_LABEL = "trainctl.io/restart-attempt"
 #: every replica's attempt: 0 on the first run, 1 after the first restart or resume (JobSet's restart-attempt
@@ -78,16 +82,16 @@ class Rules:
     scope: str = REPLICA_SCOPE
     retry_codes: frozenset[int] = frozenset()
     max_disruptions: int = DEFAULT_MAX_DISRUPTIONS
+    success_wait: int = DEFAULT_SUCCESS_WAIT_S
 
     @classmethod
     def of(cls, resource: dict) -> Rules:
         annotations = annotations_of(resource)
         scope = annotations.get(RESTART_SCOPE_ANNOTATION)
-        limit = annotations.get(MAX_DISRUPTIONS_ANNOTATION)
         return cls(scope if scope in SCOPES else REPLICA_SCOPE,
                    frozenset(exit_codes(annotations.get(RETRY_EXIT_CODES_ANNOTATION)) or ()),
-                   int(limit) if isinstance(limit, str) and limit.isdigit() and int(limit) <= MAX_COUNT
-                   else DEFAULT_MAX_DISRUPTIONS)
+                   whole_number(annotations.get(MAX_DISRUPTIONS_ANNOTATION), MAX_COUNT, DEFAULT_MAX_DISRUPTIONS),
+                   whole_number(annotations.get(SUCCESS_WAIT_ANNOTATION), MAX_SUCCESS_WAIT_S, DEFAULT_SUCCESS_WAIT_S))
 
     @property
     def job_scope(self) -> bool:
@@ -97,6 +101,12 @@ class Rules:
 def annotations_of(resource: dict) -> dict:
     annotations = (resource.get("metadata") or {}).get("annotations") or {}
     return annotations if isinstance(annotations, dict) else {}
+
+
+def whole_number(text: object, most: int, default: int) -> int:
+    """An annotation's ``"42"`` as 42 when it is a whole number up to ``most``; else ``default`` (ASCII digits
+    only: ``"²".isdigit()`` is true, but int() refuses it)."""
+    return int(text) if isinstance(text, str) and text.isascii() and text.isdigit() and int(text) <= most else default
 
 
 def exit_codes(text: object) -> list[int] | None:

@@ -120,8 +120,8 @@ def volume_claim_policy() -> dict:
 
 def ml_policy() -> dict:
     """numNodes and at most one plugin's policy: the frameworks' (torch, mpi, ...) and Flux's."""
-    policies = {framework.trainer_policy: framework.trainer_policy_schema for framework in ALL
-                if framework.trainer_policy} | {"flux": FLUX_POLICY}
+    policies = {framework.trainer_v2.policy: framework.trainer_policy_schema for framework in ALL
+                if framework.trainer_v2 and framework.trainer_v2.policy} | {"flux": FLUX_POLICY}
     present = ", ".join(f"has(self.{name})" for name in policies)
     return {**obj(numNodes=INT32, **copy.deepcopy(policies)), "x-kubernetes-validations": [
         {"rule": f"[{present}].filter(x, x).size() <= 1", "message": "Only one of the policy can be configured"}]}

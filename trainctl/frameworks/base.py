@@ -183,6 +183,33 @@ class ScriptRunner(NamedTuple):
     no_file: frozenset[str] = frozenset()
 
 
+class TrainerV2(NamedTuple):
+    """How a job of this kind is spelled in Kubeflow Trainer v2 (``trainer.kubeflow.org``): one ``node`` job of
+    identical pods under a runtime's ``mlPolicy``, which ``trainctl convert`` maps to and from this kind's replicas
+    (trainctl/core/convert.py, docs/trainer-v2.md)."""
+
+    #: the runtime's ``mlPolicy`` key that gives this kind's processes their place (None: none, upstream's plainML)
+    policy: str | None
+    #: the runtime's ``trainer.kubeflow.org/framework`` label
+    label: str
+    #: upstream's default ClusterTrainingRuntime for it (None: none ships, a TrainingRuntime goes along)
+    runtime: str | None = None
+    #: replica types whose pods are the ``node`` job's, in the order of their ranks
+    node_types: tuple[str, ...] = ("Worker",)
+    #: the replica type that is a job of its own beside the nodes and runs the command (named in lower case)
+    launcher_type: str | None = None
+    #: the spec field v2's ``numProcPerNode`` stands for
+    proc_field: str | None = None
+    #: the policy's fields at their CRD defaults: any other value of one has no v1 spelling
+    policy_defaults: tuple[tuple[str, object], ...] = ()
+    #: what the v1 operator sets in a replica that v2's plugin does not (a command that reads them breaks)
+    v1_env: tuple[str, ...] = ()
+    #: what v2's plugin sets in a node that the v1 operator does not
+    v2_env: tuple[str, ...] = ()
+    #: what the loss of :attr:`v1_env` means for the job under v2
+    v1_env_lost: str = "a command that reads them needs changing"
+
+
 class TrainerRuntime(NamedTuple):
     """A ClusterTrainingRuntime Kubeflow Trainer v2 ships for a kind's plugin, as ``trainctl runtimes install``
     installs it (its spec: :meth:`Framework.trainer_runtime_spec`)."""
@@ -254,6 +281,9 @@ class Framework:
     #: each replica gets a headless Service named like its pod (in a cluster); False: replicas find each
     #: other otherwise (MPI's launcher reaches its workers through kubectl exec)
     services: ClassVar[bool] = True
+    #: every replica runs the program to its end (no parameter server, no idle host): the job's success waits
+    #: for the other replicas' runs too (:meth:`awaited_at_success`)
+    every_replica_runs_to_the_end: ClassVar[bool] = False
 
     # ---- submitting: options, topology, command ---------------------------------
     #: ``--workers`` when it is not given
@@ -273,11 +303,12 @@ class Framework:
     helper_images: ClassVar[tuple[HelperImage, ...]] = ()
     #: a ``trainctl submit`` example showing this kind's own options (the words after ``submit NAME``)
     cli_example: ClassVar[str | None] = None
+    #: the kind in Trainer v2 terms (``trainctl convert``; None: it has none)
+    trainer_v2: ClassVar[TrainerV2 | None] = None
 
     # ---- Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1) ---------------------------
-    #: the key of a runtime's ``mlPolicy`` that this kind's plugin answers (None: no plugin), and the schema
-    #: of its value (a structural OpenAPI fragment of the runtime CRDs, trainctl/core/trainer_crds.py)
-    trainer_policy: ClassVar[str | None] = None
+    #: the schema of the value of its plugin's ``mlPolicy`` key (:attr:`TrainerV2.policy`): a structural OpenAPI
+    #: fragment of the runtime CRDs (trainctl/core/trainer_crds.py)
     trainer_policy_schema: ClassVar[dict] = {"type": "object"}
     #: the default ClusterTrainingRuntimes upstream ships for that plugin (``trainctl runtimes``)
     trainer_runtimes: ClassVar[tuple[TrainerRuntime, ...]] = ()
@@ -413,6 +444,15 @@ class Framework:
         """Whether the status role's replicas are done (``expected == 0``)."""
         return job.replicas(rtype) - counts.get("succeeded", 0) <= 0
 
+    def awaited_at_success(self, job: Job, role: str) -> tuple[str, ...]:
+        """Replica types whose runs the job's success waits for once the status role's replicas are done (up to
+        a bound: trainctl/core/reconcile.py SUCCESS_WAIT_S): kinds whose every replica runs the program to its end
+        say which, so a replica that started late (its pod waited for the master's Service) and fails after the
+        master succeeded still fails the job. None by default: a parameter server or an idle MPI host never ends."""
+        if not self.every_replica_runs_to_the_end:
+            return ()
+        return tuple(rtype for rtype in job.replica_types if rtype != role)
+
     def failure_ends_job(self, job: Job, rtype: str) -> bool:
         """Whether a failed replica of ``rtype`` that will not restart fails the job."""
         return True
@@ -420,7 +460,7 @@ class Framework:
     def trainer_runtime_spec(self, image: str) -> dict:
         """The spec of this kind's default runtimes with ``image``: the plugin's policy with its defaults, one
         ``node`` job."""
-        return {"mlPolicy": {"numNodes": 1, self.trainer_policy: {}},
+        return {"mlPolicy": {"numNodes": 1, self.trainer_v2.policy: {}},
                 "template": {"spec": {"replicatedJobs": [trainer_job(NODE, image)]}}}
 
     # ---- local processes (the local backend) -----------------------------------------
@@ -443,6 +483,12 @@ class Framework:
 
     def decorate_pod(self, job: Job, rtype: str, pod: dict, network: Network) -> None:
         """Cluster-only changes to a replica's pod before it is created (volumes, service account)."""
+
+    # ---- Trainer v2 (``trainctl convert``) -----------------------------------------------
+    def v2_command(self, command: list[str], args: list[str]) -> list[str] | None:
+        """The command a v2 node runs for this v1 command (``args`` follow it) so that it keeps what the v1
+        operator's env gave it; None: no launcher can stand in, :attr:`TrainerV2.v1_env` is what it loses."""
+        return None
 
     def __repr__(self) -> str:
         return f"<Framework {self.kind}>"

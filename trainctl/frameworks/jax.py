@@ -1,6 +1,7 @@
 """JAXJob: N Worker; jax.distributed reads COORDINATOR_ADDRESS/PORT, PROCESS_ID."""
 
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, FunctionLaunch, TrainerRuntime, env_var, peer_loss
+from trainctl.frameworks.base import (PYTHONUNBUFFERED, Framework, FunctionLaunch, TrainerRuntime, TrainerV2, env_var,
+                                      peer_loss)
 
 
 class JAX(Framework):
@@ -24,8 +25,10 @@ class JAX(Framework):
     )
 
     function_launch = FunctionLaunch(rank_variables=("PROCESS_ID",), world_variables=("NUM_PROCESSES",))
-    trainer_policy = "jax"
-    trainer_runtimes = (TrainerRuntime("jax-distributed", "jax", "nvcr.io/nvidia/jax:25.10-py3"),)
+    trainer_v2 = TrainerV2("jax", "jax", "jax-distributed",
+                           v1_env=("COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID"),
+                           v2_env=("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"))
+    trainer_runtimes = (TrainerRuntime(trainer_v2.runtime, trainer_v2.label, "nvcr.io/nvidia/jax:25.10-py3"),)
 
     def master_role(self, replica_types):
         return None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from trainctl.frameworks._schema import BOOLEAN, INT32, STRING, obj
 from trainctl.frameworks.base import (LABEL_REPLICA_TYPE, NODE, Framework, FunctionLaunch, HelperImage, KindOption,
-                                      TrainerRuntime, env_var, peer_loss, trainer_job)
+                                      TrainerRuntime, TrainerV2, env_var, peer_loss, trainer_job)
 
 WORKER_IDLE_COMMAND = {"command": ["sleep"], "args": ["365d"]}
 LAUNCHERS = ("mpirun", "mpiexec", "horovodrun", "prterun")
@@ -28,7 +28,9 @@ OPEN_MPI_5_DOUBLE_DASH = ("-bind-to", "-map-by", "-rank-by")
 OPEN_MPI_VERSION = r"\(Open MPI\) (\d+)\.[\d.]+"  # compiled on first use: only an MPI launch asks
 # Trainer v2's default MPI runtimes (DeepSpeed, MLX): their images run sshd as this user on this port, from its home
 RUNTIME_USER, RUNTIME_HOME, RUNTIME_SSHD_PORT = 1000, "/home/mpiuser", 2222
-TRAINER_LAUNCHER = "launcher"  # the replicatedJob that runs mpirun (the trainer's), beside the node job's sshd
+# Trainer v2's mpi policy at its CRD defaults
+POLICY_DEFAULTS = {"numProcPerNode": 1, "mpiImplementation": "OpenMPI", "sshAuthMountPath": "/root/.ssh",
+                   "runLauncherAsNode": False}
 
 
 class MPI(Framework):
@@ -73,14 +75,19 @@ class MPI(Framework):
                                      shared_rank=("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
                                      abort_module="mpi4py.MPI")
     helper_images = (KUBECTL_DELIVERY_IMAGE,)
+    # v2's mpi plugin starts the ranks over ssh (the nodes' image runs sshd), not through kubectl exec; no
+    # runtime of this shape ships (deepspeed's and mlx's run the launcher as a node, with their own images)
+    trainer_v2 = TrainerV2("mpi", "mpi", launcher_type="Launcher", proc_field="slotsPerWorker",
+                           policy_defaults=tuple(POLICY_DEFAULTS.items()),
+                           v1_env=("OMPI_MCA_plm_rsh_agent",),
+                           v1_env_lost="its ranks start over ssh instead, so the nodes' image must run an ssh server")
     cli_example = "--workers 2 --slots-per-worker 2 -- python allreduce.py"
-    # Trainer v2's MPI plugin: ranks per node, the ssh keys' mount, and whether the launcher hosts ranks too
-    trainer_policy = "mpi"
+    # the policy: ranks per node, the ssh keys' mount, and whether the launcher hosts ranks too
     trainer_policy_schema = obj(
-        numProcPerNode={**INT32, "default": 1, "minimum": 1},
-        mpiImplementation={**STRING, "default": "OpenMPI", "enum": ["OpenMPI", ""]},
-        sshAuthMountPath={**STRING, "default": "/root/.ssh", "maxLength": 4096},
-        runLauncherAsNode={**BOOLEAN, "default": False},
+        numProcPerNode={**INT32, "default": POLICY_DEFAULTS["numProcPerNode"], "minimum": 1},
+        mpiImplementation={**STRING, "default": POLICY_DEFAULTS["mpiImplementation"], "enum": ["OpenMPI", ""]},
+        sshAuthMountPath={**STRING, "default": POLICY_DEFAULTS["sshAuthMountPath"], "maxLength": 4096},
+        runLauncherAsNode={**BOOLEAN, "default": POLICY_DEFAULTS["runLauncherAsNode"]},
     )
     trainer_runtimes = (
         TrainerRuntime("deepspeed-distributed", "deepspeed", "ghcr.io/kubeflow/trainer/deepspeed-runtime"),
@@ -96,13 +103,12 @@ class MPI(Framework):
         node = trainer_job(NODE, image, ancestor=False, pod=pod, **user, command=["/usr/sbin/sshd"],
                            args=["-De", "-f", f"{RUNTIME_HOME}/.sshd_config"],
                            readinessProbe={"tcpSocket": {"port": RUNTIME_SSHD_PORT}, "initialDelaySeconds": 5})
-        launcher = {**trainer_job(TRAINER_LAUNCHER, image, pod=pod, **user),
-                    "dependsOn": [{"name": NODE, "status": "Ready"}]}
-        policy = {"numProcPerNode": 1, "mpiImplementation": "OpenMPI", "sshAuthMountPath": f"{RUNTIME_HOME}/.ssh",
-                  "runLauncherAsNode": True}
-        return {"mlPolicy": {"numNodes": 1, self.trainer_policy: policy},
+        name = self.trainer_v2.launcher_type.lower()  # the replicatedJob that runs mpirun: the trainer's
+        launcher = {**trainer_job(name, image, pod=pod, **user), "dependsOn": [{"name": NODE, "status": "Ready"}]}
+        policy = {**POLICY_DEFAULTS, "sshAuthMountPath": f"{RUNTIME_HOME}/.ssh", "runLauncherAsNode": True}
+        return {"mlPolicy": {"numNodes": 1, self.trainer_v2.policy: policy},
                 "template": {"spec": {"network": {"publishNotReadyAddresses": True},
-                                      "successPolicy": {"operator": "All", "targetReplicatedJobs": [TRAINER_LAUNCHER]},
+                                      "successPolicy": {"operator": "All", "targetReplicatedJobs": [name]},
                                       "replicatedJobs": [node, launcher]}}}
 
     def launcher_problem(self, command, version):

@@ -3,7 +3,7 @@
 from trainctl.frameworks._schema import INT32, METRICS, obj
 import os
 
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, FunctionLaunch, env_var, peer_loss
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, FunctionLaunch, TrainerV2, env_var, peer_loss
 
 LAUNCHER = ("-m", "paddle.distributed.launch")  # makes the collective ranks of a function job's replica
 
@@ -33,6 +33,8 @@ class Paddle(Framework):
     leader_types = ("Master",)
     function_launch = FunctionLaunch(rank_variables=("PADDLE_TRAINER_ID",),
                                      world_variables=("PADDLE_TRAINERS_NUM",))
+    # no runtime ships: a plain one (collective mode; the parameter-server mode's Master has no v2 role)
+    trainer_v2 = TrainerV2(None, "paddle", v1_env=("PADDLE_MASTER", "PADDLE_NNODES", "PADDLE_JOB_ID"))
 
     def function_command(self, python, runner, options):
         return [python, *LAUNCHER, runner]

@@ -1,8 +1,11 @@
 """PyTorchJob: Master 1 + Worker N-1, torchrun-style env (MASTER_ADDR, RANK, PET_*)."""
 
+import os
+import re
+
 from trainctl.frameworks._schema import BOOLEAN, INT32, METRICS, STRING, obj
 from trainctl.frameworks.base import (NODE, PYTHONUNBUFFERED, Framework, FunctionLaunch, HelperImage, KindOption,
-                                      ScriptRunner, TrainerRuntime, env_var, peer_loss)
+                                      ScriptRunner, TrainerRuntime, TrainerV2, env_var, peer_loss)
 
 TORCHRUN = ("-m", "torch.distributed.run")
 # upstream's --pytorch-init-container-image, and its default
@@ -40,6 +43,7 @@ class PyTorch(Framework):
     )
     launcher_reports = ("ChildFailedError",)
     leader_types = ("Master",)
+    every_replica_runs_to_the_end = True
     default_workers = 2
     options = (KindOption("nproc_per_node", str, "processes per node (int, auto, cpu, gpu)."),)
     # what torchrun gives each process, for a function job's one process per replica when no torchrun ran it;
@@ -54,8 +58,12 @@ class PyTorch(Framework):
                                         "--virtual_local_rank"}),
         no_file=frozenset({"-m", "--module", "--no-python", "--no_python"})),)
     helper_images = (INIT_IMAGE,)
-    # Trainer v2's torch plugin: PET_* env in the node container, and in the containers envInjection names
-    trainer_policy = "torch"
+    # v2's torch plugin sets only PET_*: torchrun turns them into what v1 set itself (v2_command)
+    trainer_v2 = TrainerV2("torch", "torch", "torch-distributed", node_types=("Master", "Worker"),
+                           proc_field="nprocPerNode", v1_env=("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"))
+    trainer_runtimes = (TrainerRuntime(trainer_v2.runtime, trainer_v2.label,
+                                       "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"),)
+    # and in the containers besides that envInjection names
     trainer_policy_schema = obj(envInjection=obj(targets={
         "type": "array", "maxItems": 16, "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["jobName"],
         "items": {**obj(jobName={**STRING, "minLength": 1, "maxLength": 253}, containerNames={
@@ -66,7 +74,6 @@ class PyTorch(Framework):
                 "message": f"containerNames must not include the main {NODE} container because PET_* envs are "
                            "always injected into it"}]}),
             "required": ["containerNames", "jobName"]}}))
-    trainer_runtimes = (TrainerRuntime("torch-distributed", "torch", "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"),)
     spec_properties = {
         "nprocPerNode": STRING,
         "elasticPolicy": obj(
@@ -90,6 +97,20 @@ class PyTorch(Framework):
     def function_command(self, python, runner, options):
         # several processes per node: torchrun starts them; one: the runner sets what torchrun would
         return [python, *TORCHRUN, runner] if options.get("nproc_per_node") is not None else [python, runner]
+
+    def v2_command(self, command, args):
+        # A script that python itself runs read MASTER_ADDR, RANK and WORLD_SIZE from v1's env; under v2 torchrun,
+        # started by the same interpreter, gives them to it from the PET_* variables.
+        words = [*command, *args]
+        if command and os.path.basename(command[0]) == "torchrun":
+            return command
+        if not command or not re.fullmatch(r"python[0-9.]*", os.path.basename(command[0])) or len(words) < 2:
+            return None  # a shell, the image's entrypoint: nothing to put a launcher in front of
+        if tuple(words[1:3]) == TORCHRUN:
+            return command
+        if words[1].startswith("-") and words[1] != "-m":
+            return None  # python -c '...', or interpreter options
+        return [command[0], *TORCHRUN, *command[1:]]
 
     def admission_problems(self, spec):
         specs, path = self.replica_specs_at(spec)

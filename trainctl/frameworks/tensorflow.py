@@ -3,7 +3,7 @@
 import json
 
 from trainctl.frameworks._schema import BOOLEAN, STRING
-from trainctl.frameworks.base import Framework, FunctionLaunch, KindOption, env_var, peer_loss
+from trainctl.frameworks.base import Framework, FunctionLaunch, KindOption, TrainerV2, env_var, peer_loss
 
 
 class TensorFlow(Framework):
@@ -38,6 +38,8 @@ class TensorFlow(Framework):
     # rank 0 is the chief (or master) if the cluster has one, else worker 0; a single replica has no TF_CONFIG
     function_launch = FunctionLaunch(cluster_spec="TF_CONFIG", leader_tasks=("chief", "master"))
     cli_example = "--workers 2 --ps 1 --dry-run -o yaml -- python train.py"
+    # no runtime ships (trainer#2699): a plain one, and the command writes TF_CONFIG itself
+    trainer_v2 = TrainerV2(None, "tensorflow", v1_env=("TF_CONFIG",))
     title = "TensorFlow"
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:

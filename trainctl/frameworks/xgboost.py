@@ -1,6 +1,6 @@
 """XGBoostJob: Master 1 + Worker N-1; the master hosts the collective tracker."""
 
-from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, TrainerRuntime, env_var, peer_loss
+from trainctl.frameworks.base import PYTHONUNBUFFERED, Framework, TrainerRuntime, TrainerV2, env_var, peer_loss
 
 
 class XGBoost(Framework):
@@ -23,8 +23,11 @@ class XGBoost(Framework):
     )
 
     leader_types = ("Master",)
-    trainer_policy = "xgboost"
-    trainer_runtimes = (TrainerRuntime("xgboost-distributed", "xgboost", "ghcr.io/kubeflow/trainer/xgboost-runtime"),)
+    every_replica_runs_to_the_end = True
+    trainer_v2 = TrainerV2("xgboost", "xgboost", "xgboost-distributed", node_types=("Master", "Worker"),
+                           v1_env=("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "WORKER_ADDRS", "WORKER_PORT"),
+                           v2_env=("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"))
+    trainer_runtimes = (TrainerRuntime(trainer_v2.runtime, trainer_v2.label, "ghcr.io/kubeflow/trainer/xgboost-runtime"),)
 
     def topology(self, workers: int, **options: int) -> dict[str, int]:
         return {"Master": 1, "Worker": workers - 1} if workers > 1 else {"Master": 1}
