@@ -21,20 +21,17 @@ import json
 import shlex
 from dataclasses import dataclass, field
 
-from trainctl import API_VERSION
+from trainctl import API_VERSION, TRAINER_API_GROUP as V2_GROUP, TRAINER_API_VERSION as V2_VERSION
 from trainctl.core.job import Job
+from trainctl.core.trainer_crds import CLUSTER_RUNTIME, MANAGED_BY, RUNTIME, TRAINJOB
 from trainctl.core.validation import METADATA, STRING_MAP, Invalid, check_json, validate, walk
 from trainctl.errors import UserError, setting
 from trainctl.frameworks import ALL, Framework, by_name
+# the node job and its container; the label on the job the TrainJob's trainer fields go to, and its value
+from trainctl.frameworks.base import (ANCESTOR_TRAINER as TRAINER_STEP, LABEL_ANCESTOR_STEP as ANCESTOR_LABEL,
+                                      LABEL_TRAINER_FRAMEWORK as FRAMEWORK_LABEL, NODE)
 
-V2_GROUP = "trainer.kubeflow.org"
-V2_VERSION = f"{V2_GROUP}/v1alpha1"
-TRAINJOB, RUNTIME, CLUSTER_RUNTIME = "TrainJob", "TrainingRuntime", "ClusterTrainingRuntime"
-NODE = "node"  # the replicated job of the nodes, and the container the plugins wire
-ANCESTOR_LABEL = f"{V2_GROUP}/trainjob-ancestor-step"
-TRAINER_STEP = "trainer"  # that label's value on the job the TrainJob's trainer fields go to
-FRAMEWORK_LABEL = f"{V2_GROUP}/framework"
-DEFAULT_MANAGER = f"{V2_GROUP}/trainjob-controller"
+DEFAULT_MANAGER = MANAGED_BY[0]
 #: what of the v1 job v2 does not need, kept for the conversion back (JSON)
 V1_ANNOTATION = "trainctl.io/v1"
 #: JobSet's pod restartPolicy, which no runtime upstream ships changes
