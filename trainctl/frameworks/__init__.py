@@ -22,11 +22,18 @@ LISTED = ("pytorch", "tensorflow", "xgboost", "mpi", "paddle", "jax")
 NOT_FRAMEWORKS = ("base",)  # modules of this package that hold no framework (and those starting with _)
 
 
+def module_names(paths: list[str], listed: tuple[str, ...], skipped: tuple[str, ...]) -> list[str]:
+    """The modules (files, not subpackages) of a package: the listed ones in order, then the others by name;
+    never ``skipped`` ones nor those starting with _."""
+    found = {entry.name.removesuffix(".py") for directory in paths for entry in os.scandir(directory)
+             if entry.name.endswith(".py") and not entry.name.startswith("_")} - set(skipped)
+    return [name for name in listed if name in found] + sorted(found - set(listed))
+
+
 def discovered() -> tuple[Framework, ...]:
-    """Each framework module's FRAMEWORK: the listed ones in order, then the others by module name."""
-    found = {entry.name.removesuffix(".py") for directory in __path__ for entry in os.scandir(directory)
-             if entry.name.endswith(".py") and not entry.name.startswith("_")} - set(NOT_FRAMEWORKS)
-    names = [name for name in LISTED if name in found] + sorted(found - set(LISTED))
+    """Each framework module's FRAMEWORK: the listed ones in order, then the others by module name. The
+    subpackage ``policies`` (Trainer v2's ML policies) is a registry of its own."""
+    names = module_names(__path__, LISTED, NOT_FRAMEWORKS)
     return tuple(importlib.import_module(f"{__name__}.{name}").FRAMEWORK for name in names)
 
 

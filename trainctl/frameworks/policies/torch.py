@@ -1,0 +1,45 @@
+"""mlPolicy.torch: torchrun's PET_* variables (upstream pkg/runtime/framework/plugins/torch/torch.go).
+
+Every node pod runs the TrainJob's command (torchrun reads the rest from PET_*): the node count, the processes per
+node (the TrainJob's numProcPerNode, else "auto" where a node has GPUs, else its CPUs rounded up, at least 1), the
+node's rank (its completion index) and where rank 0 listens (``<job>-node-0-0.<job>:29500``).
+torchtune's command rewriting (``tune run``) is not mirrored: trainctl runs no torchtune runtime.
+"""
+
+from __future__ import annotations
+
+from trainctl.frameworks.policies.base import NODE, TRAINER_PORT, Info, Policy, cpus, gpus, index_env, upsert_env
+from trainctl.frameworks.policies.base import upsert_port, value_env
+
+NNODES, NPROC_PER_NODE, NODE_RANK = "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK"
+MASTER_ADDR, MASTER_PORT = "PET_MASTER_ADDR", "PET_MASTER_PORT"
+
+
+def processes_per_node(info: Info) -> str:
+    """numProcPerNode: the TrainJob's, else "auto" on GPU nodes, else the node's CPUs (at least 1)."""
+    asked = (info.trainer or {}).get("numProcPerNode")
+    if asked is not None:
+        return str(asked)
+    resources = info.resources_per_node()
+    return "auto" if gpus(resources) else str(max(1, cpus(resources)))
+
+
+class Torch(Policy):
+    key = "torch"
+    reserved_env = frozenset({NNODES, NPROC_PER_NODE, NODE_RANK, MASTER_ADDR, MASTER_PORT})
+
+    def enforce(self, info: Info) -> None:
+        info.set_trainer_count()
+        container = info.trainer_container()
+        if container is None:
+            return
+        info.upsert_trainer_env()
+        env = container.setdefault("env", [])
+        upsert_env(env, value_env(NNODES, info.trainer_count()), value_env(NPROC_PER_NODE, processes_per_node(info)),
+                   index_env(NODE_RANK))
+        upsert_env(env, value_env(MASTER_ADDR, f"{info.job_name}-{NODE}-0-0.{info.job_name}"),
+                   value_env(MASTER_PORT, TRAINER_PORT))
+        upsert_port(container.setdefault("ports", []), TRAINER_PORT)
+
+
+POLICY = Torch()
