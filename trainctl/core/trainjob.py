@@ -210,8 +210,8 @@ def pod_sets(job: TrainJob, runtime: dict, trainer_jobs: tuple[str, ...]) -> lis
     for replicated_job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
         ancestor = ancestor_of(replicated_job)
         trains = ancestor == ANCESTOR_TRAINER and ml_policy is not None
-        count = ml_policy.get("numNodes", 1) if trains else (replicated_job.get("template") or {}).get(
-            "spec", {}).get("parallelism", 1)
+        count = whole(ml_policy.get("numNodes") or 1, "the runtime's spec.mlPolicy.numNodes") if trains else \
+            ((replicated_job.get("template") or {}).get("spec") or {}).get("parallelism", 1)
         spec = pod_template(replicated_job).get("spec") or {}
         containers = copy.deepcopy(spec.get("containers") or [])
         node = next((container for container in containers if container.get("name") == NODE), None)
