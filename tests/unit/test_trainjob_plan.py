@@ -276,3 +276,43 @@ def test_the_resource_is_left_as_written():
                                "name": "torch-distributed"}
     # Kubernetes expands $(VAR) only of variables defined before it: A comes first, so it stays as written
     assert pod.environment()["A"] == "$(PET_NNODES)x" and pod.environment()["B"] == "$(PET_NNODES)x-$(A)"
+
+
+def test_torch_env_injection_reaches_the_named_sidecars_and_init_containers():
+    rt = runtime("torch-distributed")
+    spec = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    spec["initContainers"] = [{"name": "preflight", "image": "busybox"}]
+    spec["containers"].append({"name": "monitor", "image": "busybox"})
+    rt["spec"]["mlPolicy"]["torch"] = {"envInjection": {"targets": [{"jobName": "node",
+                                                                     "containerNames": ["preflight", "monitor"]}]}}
+    pod = plan(trainjob("torch-distributed", numNodes=2, env=[{"name": "FOO", "value": "bar"}]), rt).pods[1]
+    injected = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": INDEX,  # torch.go L218: petEnvs
+                "PET_MASTER_ADDR": "tj-node-0-0.tj", "PET_MASTER_PORT": "29500",  # L219: and the rendezvous
+                "JOB_COMPLETION_INDEX": INDEX}  # the Job controller's, init containers included; no trainer env
+    assert env(pod, "monitor") == injected and "ports" not in pod.container("monitor")
+    assert {item["name"] for item in pod.spec["initContainers"][0]["env"]} == set(injected)
+    assert env(pod)["FOO"] == "bar"
+    rt["spec"]["mlPolicy"]["torch"]["envInjection"]["targets"][0]["containerNames"] = ["absent"]
+    with pytest.raises(UserError, match="names container 'absent' of replicatedJob 'node'"):  # torch.go L89-105
+        plan(trainjob("torch-distributed"), rt)
+
+
+def test_initializers_get_the_trainjobs_storage_uri_env_and_secret():
+    rt = runtime("torch-distributed")
+    jobs = rt["spec"]["template"]["spec"]["replicatedJobs"]
+    jobs.insert(0, {"name": "dataset-initializer", "template": {
+        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "dataset-initializer"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "dataset-initializer", "image": "init"}]}}}}})
+    job = trainjob("torch-distributed", numNodes=2)
+    job.spec["initializer"] = {"dataset": {"storageUri": "hf://tatsu-lab/alpaca", "env": [{"name": "A", "value": "1"}],
+                                           "secretRef": {"name": "hf-token"}}}
+    job_plan = plan(job, rt)
+    (initializer,) = job_plan.pods_of("dataset-initializer")
+    assert initializer.name == "tj-dataset-initializer-0-0"
+    # builder.go L59-69: STORAGE_URI, the initializer's env, its secret as envFrom
+    assert env(initializer, "dataset-initializer") == {"STORAGE_URI": "hf://tatsu-lab/alpaca", "A": "1",
+                                                       "JOB_COMPLETION_INDEX": INDEX}
+    assert initializer.container("dataset-initializer")["envFrom"] == [{"secretRef": {"name": "hf-token"}}]
+    # jobset labelAndAnnotateObject: global indexes count the replicatedJobs before
+    assert job_plan.pods_of("node")[1].labels["jobset.sigs.k8s.io/job-global-index"] == "1"
+    assert job_plan.pods_of("node")[1].labels["jobset.sigs.k8s.io/global-replicas"] == "2"

@@ -29,7 +29,10 @@ TRAINER_API_VERSION = f"{TRAINER_GROUP}/v1alpha1"
 TRAINJOB_KIND = "TrainJob"
 CLUSTER_RUNTIME_KIND, RUNTIME_KIND = "ClusterTrainingRuntime", "TrainingRuntime"
 ANCESTOR_LABEL = f"{TRAINER_GROUP}/trainjob-ancestor-step"
-INITIALIZER_ANCESTORS = ("dataset-initializer", "model-initializer")
+# the initializers' replicatedJobs, containers and ancestor labels, by their field in spec.initializer
+INITIALIZERS = {"dataset": "dataset-initializer", "model": "model-initializer"}
+INITIALIZER_ANCESTORS = tuple(INITIALIZERS.values())
+STORAGE_URI_ENV = "STORAGE_URI"  # jobset plugin constants.InitializerEnvStorageUri
 # what JobSet's controller writes on every Job and pod, as label and annotation (jobset labelAndAnnotateObject)
 JOBSET = "jobset.sigs.k8s.io"
 JOBSET_NAME, JOBSET_UID, REPLICATED_JOB = f"{JOBSET}/jobset-name", f"{JOBSET}/jobset-uid", f"{JOBSET}/replicatedjob-name"
@@ -218,7 +221,7 @@ def pod_sets(job: TrainJob, runtime: dict, trainer_jobs: tuple[str, ...]) -> lis
         if override is not None and node is not None and (trains or replicated_job["name"] in trainer_jobs):
             node["resources"] = merged_resources(node.get("resources") or {}, override)
         found.append(PodSet(replicated_job["name"], ancestor, max(count, 1), containers,
-                            copy.deepcopy(spec.get("volumes") or [])))
+                            copy.deepcopy(spec.get("volumes") or []), copy.deepcopy(spec.get("initContainers") or [])))
     return found
 
 
@@ -248,6 +251,23 @@ def apply_trainer(job: TrainJob, info: Info, trainer_jobs: tuple[str, ...]) -> N
             upsert_env(node.setdefault("env", []), *(trainer.get("env") or []))
 
 
+def apply_initializers(job: TrainJob, info: Info) -> None:
+    """jobset builder Initializer(): the TrainJob's dataset and model initializers' storageUri (as STORAGE_URI), env
+    and secretRef (as envFrom) go into the container named like its initializer."""
+    for field_name, ancestor in INITIALIZERS.items():
+        given = (job.spec.get("initializer") or {}).get(field_name)
+        pod_set = info.by_ancestor(ancestor)
+        container = pod_set.container(ancestor) if pod_set and given is not None else None
+        if container is None:
+            continue
+        env = container.setdefault("env", [])
+        if given.get("storageUri") is not None:
+            upsert_env(env, {"name": STORAGE_URI_ENV, "value": given["storageUri"]})
+        upsert_env(env, *(given.get("env") or []))
+        if given.get("secretRef") is not None:
+            container.setdefault("envFrom", []).append({"secretRef": {"name": given["secretRef"]["name"]}})
+
+
 def plan(job: TrainJob, runtime: dict, attempt: int = 0) -> NodePlan:
     """The pods of ``job`` on ``runtime`` (``attempt``: how often the job was restarted whole, JobSet's restarts)."""
     check_runtime(job, runtime)
@@ -267,6 +287,7 @@ def plan(job: TrainJob, runtime: dict, attempt: int = 0) -> NodePlan:
         pod_set.endpoints = [f"{job.name}-{pod_set.name}-{job_index}-{index}.{subdomain}"
                              for job_index in range(replicas_of(replicated_job)) for index in range(pod_set.count)]
     files = policy.files(info)
+    apply_initializers(job, info)
     apply_trainer(job, info, trainer_jobs)
     pods = tuple(pod for pod_set, replicated_job in zip(info.pod_sets, replicated_jobs)
                  for pod in pods_of(job, pod_set, replicated_job, Layout(replicated_jobs, subdomain, attempt)))
@@ -332,6 +353,8 @@ def pod_spec(template: dict, pod_set: PodSet, hostname: str, subdomain: str) -> 
     default and the Job controller's completion index variable in every container."""
     spec = copy.deepcopy(template.get("spec") or {})
     spec["containers"] = copy.deepcopy(pod_set.containers)
+    if pod_set.init_containers:
+        spec["initContainers"] = copy.deepcopy(pod_set.init_containers)
     if pod_set.volumes:
         spec["volumes"] = copy.deepcopy(pod_set.volumes)
     spec.update(hostname=hostname, subdomain=subdomain)

@@ -72,18 +72,24 @@ def cpus(resources: dict) -> int:
 
 @dataclass
 class PodSet:
-    """One replicatedJob of the runtime (runtime.PodSet): its pods per Job (``count``), its containers and volumes
-    (copies the plugins change) and, once counted, the DNS names of its pods (``endpoints``)."""
+    """One replicatedJob of the runtime (runtime.PodSet): its pods per Job (``count``), its containers, init containers
+    and volumes (copies the plugins change) and, once counted, the DNS names of its pods (``endpoints``)."""
 
     name: str
     ancestor: str | None
     count: int
     containers: list[dict]
     volumes: list[dict] = field(default_factory=list)
+    init_containers: list[dict] = field(default_factory=list)
     endpoints: list[str] = field(default_factory=list)
 
     def container(self, name: str) -> dict | None:
         return next((container for container in self.containers if container.get("name") == name), None)
+
+    def any_container(self, name: str) -> dict | None:
+        """info.FindContainerByPodSetName: a container of that name, else an init container."""
+        return self.container(name) or next(
+            (container for container in self.init_containers if container.get("name") == name), None)
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Every node pod runs the TrainJob's command (torchrun reads the rest from PET_*): the node count, the processes per
 node (the TrainJob's numProcPerNode, else "auto" where a node has GPUs, else its CPUs rounded up, at least 1), the
-node's rank (its completion index) and where rank 0 listens (``<job>-node-0-0.<job>:29500``).
+node's rank (its completion index) and where rank 0 listens (``<job>-node-0-0.<job>:29500``); the same into the
+containers the runtime's ``torch.envInjection`` names (sidecars, init containers).
 torchtune's command rewriting (``tune run``) is not mirrored: trainctl runs no torchtune runtime.
 """
 
@@ -28,18 +29,36 @@ class Torch(Policy):
     key = "torch"
     reserved_env = frozenset({NNODES, NPROC_PER_NODE, NODE_RANK, MASTER_ADDR, MASTER_PORT})
 
+    def problems(self, info: Info) -> list[str]:
+        return super().problems(info) + [f"the runtime's torch.envInjection names container {name!r} of "
+                                         f"replicatedJob {job!r}, which its template lacks"
+                                         for job, name in injection_targets(info.section) if not target(info, job, name)]
+
     def enforce(self, info: Info) -> None:
         info.set_trainer_count()
+        pet = [value_env(NNODES, info.trainer_count()), value_env(NPROC_PER_NODE, processes_per_node(info)),
+               index_env(NODE_RANK)]
+        rendezvous = [value_env(MASTER_ADDR, f"{info.job_name}-{NODE}-0-0.{info.job_name}"),
+                      value_env(MASTER_PORT, TRAINER_PORT)]
         container = info.trainer_container()
-        if container is None:
-            return
-        info.upsert_trainer_env()
-        env = container.setdefault("env", [])
-        upsert_env(env, value_env(NNODES, info.trainer_count()), value_env(NPROC_PER_NODE, processes_per_node(info)),
-                   index_env(NODE_RANK))
-        upsert_env(env, value_env(MASTER_ADDR, f"{info.job_name}-{NODE}-0-0.{info.job_name}"),
-                   value_env(MASTER_PORT, TRAINER_PORT))
-        upsert_port(container.setdefault("ports", []), TRAINER_PORT)
+        if container is not None:
+            info.upsert_trainer_env()
+            upsert_env(container.setdefault("env", []), *pet)
+            upsert_env(container["env"], *rendezvous)
+            upsert_port(container.setdefault("ports", []), TRAINER_PORT)
+        for job, name in injection_targets(info.section):  # envInjection (v2.3): sidecars and init containers too
+            upsert_env(target(info, job, name).setdefault("env", []), *pet, *rendezvous)
+
+
+def injection_targets(section: dict) -> list[tuple[str, str]]:
+    """torch.envInjection.targets as (replicatedJob, container) pairs."""
+    return [(entry.get("jobName", ""), name) for entry in (section.get("envInjection") or {}).get("targets") or []
+            for name in entry.get("containerNames") or []]
+
+
+def target(info: Info, job: str, name: str) -> dict | None:
+    pod_set = info.by_name(job)
+    return pod_set.any_container(name) if pod_set else None
 
 
 POLICY = Torch()
