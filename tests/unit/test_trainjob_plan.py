@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from trainctl.core.trainjob import NodePlan, TrainJob, plan
+from trainctl.core.job import Job
+from trainctl.core.trainjob import NodePlan, TrainJob, plan, with_runtime_snapshot
 from trainctl.errors import UserError
 
 RUNTIMES = REPO.parent / "shared" / "kubeflow-trainer-v2" / "runtimes"
@@ -259,10 +260,13 @@ def test_mpi_launcher_as_node_needs_both_jobs_for_several_nodes():
 def test_the_runtime_must_be_the_one_named():
     with pytest.raises(UserError, match="names ClusterTrainingRuntime 'jax-distributed', not ClusterTrainingRuntime"):
         plan(trainjob("jax-distributed"), runtime("torch-distributed"))
-    namespaced = trainjob("torch-distributed")
-    namespaced.spec["runtimeRef"]["kind"] = "TrainingRuntime"
+    namespaced = trainjob("torch-distributed").resource
+    namespaced["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
     with pytest.raises(UserError, match="fix spec.runtimeRef"):
-        plan(namespaced, runtime("torch-distributed"))
+        plan(TrainJob(namespaced), runtime("torch-distributed"))
+    del namespaced["spec"]["runtimeRef"]["name"]
+    with pytest.raises(UserError, match="has no spec.runtimeRef.name"):
+        TrainJob(namespaced)
 
 
 def test_the_resource_is_left_as_written():
@@ -316,3 +320,73 @@ def test_initializers_get_the_trainjobs_storage_uri_env_and_secret():
     # jobset labelAndAnnotateObject: global indexes count the replicatedJobs before
     assert job_plan.pods_of("node")[1].labels["jobset.sigs.k8s.io/job-global-index"] == "1"
     assert job_plan.pods_of("node")[1].labels["jobset.sigs.k8s.io/global-replicas"] == "2"
+
+
+# ---- a TrainJob as the reconcile core's job (trainctl/core/job.py) ------------------------------------------------
+
+def stored(runtime_name: str, **trainer) -> dict:
+    """A TrainJob as the local backend stores it: with the snapshot of its runtime."""
+    resource = trainjob(runtime_name, **trainer).resource
+    with_runtime_snapshot(resource, runtime(runtime_name))
+    return resource
+
+
+def test_the_core_reads_a_stored_trainjob_as_its_runtimes_pods():
+    job = Job(stored("torch-distributed", numNodes=3, command=["torchrun", "t.py"]))
+    assert job.replica_types == ["node"] and job.replicas("node") == 3 and job.framework.kind == "TrainJob"
+    assert job.restart_policy("node") == "OnFailure"  # JobSet's default
+    assert [job.pod_name("node", index) for index in range(3)] == ["tj-node-0-0", "tj-node-0-1", "tj-node-0-2"]
+    assert job.replica_id("node", 2) == "node-0-2"
+    assert job.labels("node", 2)["batch.kubernetes.io/job-completion-index"] == "2"
+    assert job.annotations("node", 2)["batch.kubernetes.io/job-completion-index"] == "2"
+    assert job.main_container(job.template("node")["spec"]["containers"])["command"] == ["torchrun", "t.py"]
+    assert job.run_policy == {"suspend": False, "cleanPodPolicy": "Running", "backoffLimit": 6}
+    assert not job.managed_externally  # managedBy's default is trainctl's controller
+
+
+def test_a_trainjob_pod_from_the_core_resolves_its_rank_and_reaches_rank_0_locally():
+    from datetime import datetime, timezone
+
+    from trainctl.core.actions import CreateReplica
+    from trainctl.core.network import LocalNetwork
+    from trainctl.core.reconcile import reconcile
+
+    network = LocalNetwork({("node", 0): 41000, ("node", 1): 41001})
+    actions = reconcile(stored("torch-distributed", numNodes=2), [], datetime.now(timezone.utc), network).actions
+    created = {action.index: action for action in actions if isinstance(action, CreateReplica)}
+    assert sorted(created) == [0, 1]
+    for index, action in created.items():
+        assert action.env["PET_NODE_RANK"] == action.env["JOB_COMPLETION_INDEX"] == str(index)  # fieldRef, resolved
+        assert (action.env["PET_MASTER_ADDR"], action.env["PET_MASTER_PORT"]) == ("127.0.0.1", "41000")
+        assert action.pod["spec"]["hostname"] == f"tj-node-0-{index}" and action.pod["spec"]["subdomain"] == "tj"
+        assert action.pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == str(index)
+
+
+@pytest.mark.parametrize(("done", "succeeded"), [({"launcher": 1}, True), ({"node": 1}, False), ({}, False)])
+def test_success_follows_the_runtimes_success_policy(done, succeeded):
+    from types import SimpleNamespace
+
+    resource = trainjob("deepspeed-distributed", numNodes=2).resource
+    rt = runtime("deepspeed-distributed")
+    rt["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] = False
+    with_runtime_snapshot(resource, rt)
+    job = Job(resource)
+    observed = [SimpleNamespace(rtype=rtype, phase="Succeeded") for rtype, count in done.items() for _ in range(count)]
+    # successPolicy {operator: All, targetReplicatedJobs: [launcher]}: the launcher's one pod decides (contract §3)
+    assert job.framework.succeeded(job, job.framework.status_role(job.replica_types), {}, observed) is succeeded
+    assert job.framework.status_role(job.replica_types) == "launcher"
+
+
+def test_kubelets_env_rules():
+    from trainctl.kube.envvars import resolved
+
+    metadata = {"name": "p", "namespace": "ns", "labels": {"a": "1"}, "annotations": {"b": "2"}}
+    entries = [{"name": "A", "value": "x"}, {"name": "B", "value": "$(A)-$$(A)-$(C)-$$"},
+               {"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+               {"name": "L", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['a']"}}},
+               {"name": "AN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['b']"}}},
+               {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+               {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},  # only in a cluster
+               {"name": "C", "value": "late"}]
+    assert resolved(entries, metadata, "10.0.0.1") == {"A": "x", "B": "x-$(A)-$(C)-$", "N": "p", "L": "1", "AN": "2",
+                                                       "IP": "10.0.0.1", "C": "late"}

@@ -12,6 +12,7 @@ import copy
 from functools import cached_property
 
 from trainctl.core.conditions import status_of
+from trainctl.core.trainjob import NodePlan, TrainerFramework, is_trainjob, node_plan_of
 from trainctl.frameworks import Framework, by_kind
 from trainctl.frameworks.base import (
     JOB_ROLE_MASTER,
@@ -38,7 +39,10 @@ DEFAULT_STALL_AFTER_S = 600
 class Job:
     def __init__(self, resource: dict) -> None:
         self.resource = resource
-        self.framework: Framework = by_kind(resource["kind"])
+        # a Trainer v2 TrainJob: its pods as its runtime gives them (trainctl/core/trainjob.py), its replica types
+        # the runtime's replicatedJobs
+        self.node_plan: NodePlan | None = node_plan_of(resource) if is_trainjob(resource) else None
+        self.framework: Framework = TrainerFramework(self.node_plan) if self.node_plan else by_kind(resource["kind"])
         metadata = resource.get("metadata") or {}
         self.name: str = metadata["name"]
         self.namespace: str = metadata.get("namespace") or "default"
@@ -58,6 +62,8 @@ class Job:
     @cached_property
     def replica_specs(self) -> dict[str, dict]:
         """Canonical replica type -> spec, in the framework's evaluation order."""
+        if self.node_plan is not None:
+            return self.node_plan.replica_specs()
         raw = self.spec.get(self.framework.replica_spec_field) or {}
         by_type = {}
         for key, spec in raw.items():
@@ -142,12 +148,19 @@ class Job:
         return {LABEL_OPERATOR: self.framework.operator_name, LABEL_JOB_NAME: self.name}
 
     def labels(self, rtype: str, index: int) -> dict[str, str]:
+        if self.node_plan is not None:
+            return {**self.selector_labels(), **self.node_plan.pod(rtype, index).labels}
         labels = {**self.selector_labels(), LABEL_REPLICA_TYPE: rtype.lower()}
         if rtype not in self.framework.unindexed_types:
             labels[LABEL_REPLICA_INDEX] = str(index)
         if self.is_master_role(rtype, index):
             labels[LABEL_JOB_ROLE] = JOB_ROLE_MASTER
         return labels
+
+    def annotations(self, rtype: str, index: int) -> dict[str, str]:
+        """What a replica's pod is annotated with besides its template's (a TrainJob's pod: JobSet's and its
+        completion index, which its rank's env reads)."""
+        return self.node_plan.pod(rtype, index).annotations if self.node_plan is not None else {}
 
     def is_master_role(self, rtype: str, index: int) -> bool:
         return self.framework.is_master_role(self.replica_types, rtype, index)

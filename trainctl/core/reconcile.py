@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -51,6 +50,7 @@ from trainctl.core.restarts import (ATTEMPT_ENV, ATTEMPT_LABEL, COUNTED, DISRUPT
                                     cause_text, failure_class)
 from trainctl.core.times import parse_time, rfc3339  # noqa: F401 - rfc3339 is also imported from here
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR, LABEL_REPLICA_TYPE
+from trainctl.kube.envvars import resolved
 
 if TYPE_CHECKING:
     from trainctl.frameworks.base import Network
@@ -496,6 +496,8 @@ class Reconciler:
         pod = job.template(rtype)
         metadata = pod.setdefault("metadata", {})
         metadata["labels"] = {**(metadata.get("labels") or {}), **job.labels(rtype, index), **self.attempt_label()}
+        if job.annotations(rtype, index):
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **job.annotations(rtype, index)}
         spec = pod["spec"]
         policy = job.restart_policy(rtype)
         if spec.get("restartPolicy"):
@@ -511,7 +513,7 @@ class Reconciler:
             spec["containers"][0].update(copy.deepcopy(idle))
         framework.prepare_pod(job, rtype, index, spec, self.network)
         main = job.main_container(spec["containers"]) or {}
-        return pod, flatten_env(main.get("env") or [], self.network.pod_ip())
+        return pod, resolved(main.get("env") or [], metadata, self.network.pod_ip())
 
     def wire_env(self, rtype: str, index: int, spec: dict) -> None:
         """Append the operator's env to each wired container (after the user's own, which a kind may let win)."""
@@ -692,9 +694,6 @@ class Reconciler:
         self.actions.append(RecordEvent(etype, reason, message))
 
 
-VARIABLE_REFERENCE = re.compile(r"\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
-
-
 def cpu_threads_env(container: dict) -> list[dict]:
     """``OMP_NUM_THREADS`` from the container's CPU limit (its request if no limit), rounded up, unless
     the container sets it. [deviation] Upstream sets nothing, and torch, NumPy and TensorFlow then
@@ -716,18 +715,3 @@ def cpu_cores(quantity: str) -> float | None:
     except ValueError:
         return None
     return cores if math.isfinite(cores) and cores > 0 else None
-
-
-def flatten_env(entries: list[dict], pod_ip: str | None) -> dict[str, str]:
-    """Env entries as a process would see them: values, status.podIP, then $(VAR) expansion like kubelet."""
-    env: dict[str, str] = {}
-    for entry in entries:
-        field_path = ((entry.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
-        if field_path == "status.podIP" and pod_ip is not None:
-            value = pod_ip
-        elif "valueFrom" in entry:
-            continue  # secrets and config maps exist only in a cluster
-        else:
-            value = str(entry.get("value", ""))
-        env[entry["name"]] = VARIABLE_REFERENCE.sub(lambda m: env.get(m[1], m[0]), value)
-    return env

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cached_property
 
 from trainctl.errors import UserError
 from trainctl.frameworks import policies
-from trainctl.frameworks.policies.base import ANCESTOR_TRAINER, COMPLETION_INDEX, COMPLETION_INDEX_FIELD, NODE
-from trainctl.frameworks.policies.base import Info, PodSet, index_env, upsert_env
+from trainctl.frameworks.base import Framework
+from trainctl.frameworks.policies.base import ANCESTOR_TRAINER, COMPLETION_INDEX, NODE, TRAINER_PORT
+from trainctl.frameworks.policies.base import Addresses, Info, PodSet, index_env, upsert_env
+from trainctl.kube.envvars import resolved
 from trainctl.kube.quantities import format_quantity
 
 TRAINER_GROUP = "trainer.kubeflow.org"
@@ -80,7 +83,8 @@ def merged_resources(base: dict, override: dict) -> dict:
 
 
 class TrainJob:
-    """The read-only view of a TrainJob resource with the API's defaults (runtimeRef's kind and group)."""
+    """The read-only view of a TrainJob resource with the API's defaults (runtimeRef's kind and group), its
+    trainer's numbers read as the SDK may send them (``2.0``); a bad field is refused as it is read."""
 
     def __init__(self, resource: dict) -> None:
         self.resource = resource
@@ -89,36 +93,37 @@ class TrainJob:
         self.namespace: str = metadata.get("namespace") or "default"
         self.uid: str = metadata.get("uid", "")
         self.spec: dict = resource.get("spec") or {}
-
-    @cached_property
-    def runtime_ref(self) -> dict:
-        ref = self.spec.get("runtimeRef") or {}
-        if not ref.get("name"):
-            raise UserError(f"TrainJob {self.name!r} has no spec.runtimeRef.name: give the name of "
-                            "its TrainingRuntime or ClusterTrainingRuntime")
-        return {"apiGroup": TRAINER_GROUP, "kind": CLUSTER_RUNTIME_KIND, **ref}
-
-    @cached_property
-    def trainer(self) -> dict | None:
-        """``spec.trainer`` with counts as ints and quantities as strings; None where the TrainJob has none."""
-        trainer = self.spec.get("trainer")
-        if trainer is None:
-            return None
-        trainer = dict(trainer)
-        where = f"TrainJob {self.name!r}: spec.trainer"
-        if trainer.get("numNodes") is not None:
-            trainer["numNodes"] = whole(trainer["numNodes"], f"{where}.numNodes")
-        if trainer.get("numProcPerNode") == "auto":  # Trainer v2.0-2.1's IntOrString: the same as none given
-            del trainer["numProcPerNode"]
-        elif trainer.get("numProcPerNode") is not None:
-            trainer["numProcPerNode"] = whole(trainer["numProcPerNode"], f"{where}.numProcPerNode")
-        if trainer.get("resourcesPerNode") is not None:
-            trainer["resourcesPerNode"] = normalized_resources(trainer["resourcesPerNode"], f"{where}.resourcesPerNode")
-        return trainer
+        self.runtime_ref: dict = runtime_ref_of(self.spec, self.name)
+        self.trainer: dict | None = trainer_of(self.spec, f"TrainJob {self.name!r}: spec.trainer")
 
     @property
     def suspended(self) -> bool:
         return bool(self.spec.get("suspend"))
+
+
+def runtime_ref_of(spec: dict, name: str) -> dict:
+    ref = spec.get("runtimeRef") or {}
+    if not ref.get("name"):
+        raise UserError(f"TrainJob {name!r} has no spec.runtimeRef.name: give the name of its TrainingRuntime or "
+                        "ClusterTrainingRuntime")
+    return {"apiGroup": TRAINER_GROUP, "kind": CLUSTER_RUNTIME_KIND, **ref}
+
+
+def trainer_of(spec: dict, where: str) -> dict | None:
+    """``spec.trainer`` with counts as ints and quantities as strings; None where the TrainJob has none."""
+    trainer = spec.get("trainer")
+    if trainer is None:
+        return None
+    trainer = dict(trainer)
+    if trainer.get("numNodes") is not None:
+        trainer["numNodes"] = whole(trainer["numNodes"], f"{where}.numNodes")
+    if trainer.get("numProcPerNode") == "auto":  # Trainer v2.0-2.1's IntOrString: the same as none given
+        del trainer["numProcPerNode"]
+    elif trainer.get("numProcPerNode") is not None:
+        trainer["numProcPerNode"] = whole(trainer["numProcPerNode"], f"{where}.numProcPerNode")
+    if trainer.get("resourcesPerNode") is not None:
+        trainer["resourcesPerNode"] = normalized_resources(trainer["resourcesPerNode"], f"{where}.resourcesPerNode")
+    return trainer
 
 
 @dataclass(frozen=True)
@@ -137,45 +142,44 @@ class PodPlan:
         return next(container for container in self.spec["containers"] if container.get("name") == name)
 
     def environment(self, container: str = NODE) -> dict[str, str]:
-        """The container's env as its process sees it: values, fieldRefs of the pod's metadata, $(VAR) references."""
-        found: dict[str, str] = {}
-        for env in self.container(container).get("env") or []:
-            if "valueFrom" in env:
-                found[env["name"]] = self.field(env["valueFrom"], env["name"])
-            else:
-                found[env["name"]] = expanded(str(env.get("value", "")), found)
-        return found
-
-    def field(self, source: dict, name: str) -> str:
-        path = (source.get("fieldRef") or {}).get("fieldPath", "")
-        keyed = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path)
-        if keyed:
-            return (self.labels if keyed.group(1) == "labels" else self.annotations).get(keyed.group(2), "")
-        if path == "metadata.name":
-            return self.name
-        raise UserError(f"env {name} of pod {self.name} reads {path or source}, which trainctl runs only on a "
-                        "cluster: give it a value, or a fieldRef of metadata.name, labels or annotations")
-
-
-def expanded(value: str, env: dict[str, str]) -> str:
-    """Kubernetes' $(VAR) expansion: a variable defined before it is replaced, $$ escapes, anything else stays."""
-    return re.sub(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)",
-                  lambda found: "$" if found.group(0) == "$$" else env.get(found.group(1), found.group(0)), value)
+        """The container's env as its process sees it (values, fieldRefs of the pod's metadata, $(VAR) references)."""
+        metadata = {"name": self.name, "labels": self.labels, "annotations": self.annotations}
+        return resolved(self.container(container).get("env") or [], metadata)
 
 
 @dataclass(frozen=True)
 class NodePlan:
     """All pods of a TrainJob, the headless Service (``subdomain``) that names them, and the files a policy mounts
-    into the pods of a replicatedJob (path in the pod -> content: MPI's hostfile)."""
+    into the pods of a replicatedJob (path in the pod -> content: MPI's hostfile).
+
+    ``templates``: each replicatedJob's pod template as its pods share it (what differs per pod: name, hostname, the
+    completion index in labels and annotations); ``counts``: its pods; ``trainer``: the trainer's replicatedJob;
+    ``success``: JobSet's successPolicy, (operator, the replicatedJobs it looks at)."""
 
     job: str
     subdomain: str
     policy: str
     pods: tuple[PodPlan, ...]
     files: dict[str, dict[str, str]]
+    templates: dict[str, dict] = field(default_factory=dict, repr=False)
+    counts: dict[str, int] = field(default_factory=dict)
+    trainer: str | None = None
+    success: tuple[str, tuple[str, ...]] = ("All", ())
 
     def pods_of(self, replicated_job: str) -> list[PodPlan]:
         return [pod for pod in self.pods if pod.replicated_job == replicated_job]
+
+    def replica_specs(self) -> dict[str, dict]:
+        """The replicatedJobs as the core's replica specs: their pod count, restart policy and shared template."""
+        specs = {}
+        for name, template in self.templates.items():
+            template = copy.deepcopy(template)
+            specs[name] = {"replicas": self.counts[name], "restartPolicy": template["spec"].pop("restartPolicy"),
+                           "template": template}
+        return specs
+
+    def pod(self, replicated_job: str, index: int) -> PodPlan:
+        return next(pod for pod in self.pods if (pod.replicated_job, pod.index) == (replicated_job, index))
 
 
 def ancestor_of(replicated_job: dict) -> str | None:
@@ -211,18 +215,25 @@ def pod_sets(job: TrainJob, runtime: dict, trainer_jobs: tuple[str, ...]) -> lis
     override = (job.trainer or {}).get("resourcesPerNode")
     found = []
     for replicated_job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
-        ancestor = ancestor_of(replicated_job)
-        trains = ancestor == ANCESTOR_TRAINER and ml_policy is not None
-        count = whole(ml_policy.get("numNodes") or 1, "the runtime's spec.mlPolicy.numNodes") if trains else \
-            ((replicated_job.get("template") or {}).get("spec") or {}).get("parallelism", 1)
+        trains = ancestor_of(replicated_job) == ANCESTOR_TRAINER and ml_policy is not None
         spec = pod_template(replicated_job).get("spec") or {}
         containers = copy.deepcopy(spec.get("containers") or [])
         node = next((container for container in containers if container.get("name") == NODE), None)
         if override is not None and node is not None and (trains or replicated_job["name"] in trainer_jobs):
             node["resources"] = merged_resources(node.get("resources") or {}, override)
-        found.append(PodSet(replicated_job["name"], ancestor, max(count, 1), containers,
-                            copy.deepcopy(spec.get("volumes") or []), copy.deepcopy(spec.get("initContainers") or [])))
+        found.append(PodSet(replicated_job["name"], ancestor_of(replicated_job), pods_per_job(replicated_job, ml_policy),
+                            containers, copy.deepcopy(spec.get("volumes") or []),
+                            copy.deepcopy(spec.get("initContainers") or [])))
     return found
+
+
+def pods_per_job(replicated_job: dict, ml_policy: dict | None) -> int:
+    """The trainer's: the runtime's mlPolicy.numNodes; any other's: its Job's parallelism; at least 1."""
+    if ancestor_of(replicated_job) == ANCESTOR_TRAINER and ml_policy is not None:
+        count = whole(ml_policy.get("numNodes") or 1, "the runtime's spec.mlPolicy.numNodes")
+    else:
+        count = ((replicated_job.get("template") or {}).get("spec") or {}).get("parallelism", 1)
+    return max(count, 1)
 
 
 def node_resources(sets: list[PodSet]) -> dict | None:
@@ -268,30 +279,51 @@ def apply_initializers(job: TrainJob, info: Info) -> None:
             container.setdefault("envFrom", []).append({"secretRef": {"name": given["secretRef"]["name"]}})
 
 
-def plan(job: TrainJob, runtime: dict, attempt: int = 0) -> NodePlan:
-    """The pods of ``job`` on ``runtime`` (``attempt``: how often the job was restarted whole, JobSet's restarts)."""
+def plan(job: TrainJob, runtime: dict, attempt: int = 0,
+         local_ports: Mapping[tuple[str, int], int] | None = None) -> NodePlan:
+    """The pods of ``job`` on ``runtime`` (``attempt``: how often the job was restarted whole, JobSet's restarts).
+
+    ``local_ports``: for the local backend, the port of each pod by (replicatedJob, index): then pods reach each
+    other at 127.0.0.1 on those ports instead of by their DNS names."""
     check_runtime(job, runtime)
     name = runtime["metadata"]["name"]
     policy, section = policies.of(runtime["spec"].get("mlPolicy"), name)
     trainer_jobs = policy.trainer_jobs(section)
+    template = runtime["spec"]["template"]["spec"]
+    subdomain = (template.get("network") or {}).get("subdomain") or job.name
     sets = pod_sets(job, runtime, trainer_jobs)
-    info = Info(job.name, section, job.trainer, sets, node_resources(sets))
+    addresses = Addresses(job.name, subdomain, local_ports)
+    info = Info(job.name, section, job.trainer, sets, node_resources(sets), addresses)
     problems = policy.problems(info)
     if problems:
         raise UserError(f"TrainJob {job.name!r} on runtime {name!r}: {'; '.join(problems)}")
     policy.enforce(info)
-    template = runtime["spec"]["template"]["spec"]
-    subdomain = (template.get("network") or {}).get("subdomain") or job.name
     replicated_jobs = template["replicatedJobs"]
     for pod_set, replicated_job in zip(info.pod_sets, replicated_jobs):
-        pod_set.endpoints = [f"{job.name}-{pod_set.name}-{job_index}-{index}.{subdomain}"
+        pod_set.endpoints = [addresses.endpoint(pod_set.name, job_index, index)
                              for job_index in range(replicas_of(replicated_job)) for index in range(pod_set.count)]
     files = policy.files(info)
     apply_initializers(job, info)
     apply_trainer(job, info, trainer_jobs)
+    layout = Layout(replicated_jobs, subdomain, attempt)
     pods = tuple(pod for pod_set, replicated_job in zip(info.pod_sets, replicated_jobs)
-                 for pod in pods_of(job, pod_set, replicated_job, Layout(replicated_jobs, subdomain, attempt)))
-    return NodePlan(job.name, subdomain, policy.key, pods, files)
+                 for pod in pods_of(job, pod_set, replicated_job, layout))
+    templates = {pod_set.name: shared_template(replicated_job, pod_set)
+                 for pod_set, replicated_job in zip(info.pod_sets, replicated_jobs)}
+    trainer = next((pod_set.name for pod_set in info.pod_sets if pod_set.ancestor == ANCESTOR_TRAINER), None)
+    success = template.get("successPolicy") or {}
+    return NodePlan(job.name, subdomain, policy.key, pods, files, templates,
+                    {pod_set.name: pod_set.count for pod_set in info.pod_sets}, trainer,
+                    (success.get("operator", "All"), tuple(success.get("targetReplicatedJobs") or templates)))
+
+
+def shared_template(replicated_job: dict, pod_set: PodSet) -> dict:
+    """The pod template all pods of a replicatedJob share: the runtime's labels and annotations, the plugins' spec."""
+    metadata = pod_template(replicated_job).get("metadata") or {}
+    spec = pod_spec(pod_template(replicated_job), pod_set, "", "")
+    for per_pod in ("hostname", "subdomain"):
+        del spec[per_pod]
+    return {"metadata": copy.deepcopy(metadata), "spec": spec}
 
 
 @dataclass(frozen=True)
@@ -365,4 +397,149 @@ def pod_spec(template: dict, pod_set: PodSet, hostname: str, subdomain: str) -> 
     return spec
 
 
-__all__ = ["COMPLETION_INDEX_FIELD", "NodePlan", "PodPlan", "TrainJob", "plan"]
+# ---- a TrainJob as the reconcile core's job -------------------------------------------------------------------
+
+# Where a TrainJob keeps the runtime it was created on: upstream snapshots it at the first reconcile (a ConfigMap
+# <job>-runtime-snapshot), so that a runtime edited later changes no running job; here the snapshot travels with the
+# TrainJob itself, which keeps its view (trainctl/core/job.py) a function of the resource alone.
+SNAPSHOT_ANNOTATION = "trainctl.io/runtime-snapshot"
+DEFAULT_MANAGER = f"{TRAINER_GROUP}/trainjob-controller"  # spec.managedBy's default: trainctl's own controller
+DNS_LABEL, MAX_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?"), 63  # the TrainJob CRD's rule on metadata.name
+
+
+def is_trainjob(resource: dict) -> bool:
+    return resource.get("apiVersion") == TRAINER_API_VERSION and resource.get("kind") == TRAINJOB_KIND
+
+
+def check_trainjob(resource: dict) -> None:
+    """What upstream's CRD and webhooks refuse of a TrainJob, as far as trainctl reads it: a bad name, no runtime,
+    fields of the wrong type, reserved env (on the runtime it carries, if any)."""
+    name = (resource.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not DNS_LABEL.fullmatch(name) or len(name) > MAX_NAME:
+        raise UserError(f"TrainJob name {name!r} must be at most {MAX_NAME} lowercase letters, digits and '-', "
+                        "starting with a letter and ending with a letter or digit")
+    TrainJob(resource)  # reads the runtime's reference and the trainer, refusing what is wrong
+    if SNAPSHOT_ANNOTATION in ((resource.get("metadata") or {}).get("annotations") or {}):
+        node_plan_of(resource)
+
+
+def with_runtime_snapshot(resource: dict, runtime: dict) -> None:
+    """Keep ``runtime`` in the TrainJob (checked: the TrainJob must plan on it)."""
+    plan(TrainJob(resource), runtime)
+    metadata = resource.setdefault("metadata", {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}),
+                               SNAPSHOT_ANNOTATION: json.dumps(runtime, sort_keys=True, separators=(",", ":"))}
+
+
+def is_runtime(document: object) -> bool:
+    return isinstance(document, dict) and document.get("apiVersion") == TRAINER_API_VERSION and document.get(
+        "kind") in (CLUSTER_RUNTIME_KIND, RUNTIME_KIND)
+
+
+def with_runtimes_given(documents: list, where: str) -> list:
+    """The documents of a file but its runtimes, each TrainJob carrying the runtime of the file it names."""
+    runtimes = {(doc["kind"], (doc.get("metadata") or {}).get("name")): doc for doc in documents if is_runtime(doc)}
+    named = set()
+    for document in documents:
+        if not (isinstance(document, dict) and is_trainjob(document)):
+            continue
+        try:
+            ref = TrainJob(document).runtime_ref
+            runtime = runtimes.get((ref["kind"], ref["name"]))
+            if runtime is not None:
+                with_runtime_snapshot(document, copy.deepcopy(runtime))
+                named.add((ref["kind"], ref["name"]))
+        except UserError as problem:
+            raise UserError(f"{where}: {problem.message}") from None
+    unused = sorted(set(runtimes) - named)
+    if unused:
+        raise UserError(f"{where}: {unused[0][0]} {unused[0][1]!r} is named by no TrainJob of the file: a runtime "
+                        "given in a file runs the TrainJobs beside it that name it")
+    return [document for document in documents if not is_runtime(document)]
+
+
+def runtime_snapshot(resource: dict) -> dict:
+    name = (resource.get("metadata") or {}).get("name")
+    text = ((resource.get("metadata") or {}).get("annotations") or {}).get(SNAPSHOT_ANNOTATION)
+    try:
+        runtime = json.loads(text) if text else None
+    except ValueError:
+        runtime = None
+    if not isinstance(runtime, dict):
+        ref = TrainJob(resource).runtime_ref
+        raise UserError(f"TrainJob {name!r} names {ref['kind']} {ref['name']!r}, which trainctl cannot "
+                        "find: give that runtime in the same file, as a second YAML document")
+    return runtime
+
+
+def node_plan_of(resource: dict, local_ports: Mapping[tuple[str, int], int] | None = None) -> NodePlan:
+    """The plan of a stored TrainJob, on the runtime it carries."""
+    return plan(TrainJob(resource), runtime_snapshot(resource), local_ports=local_ports)
+
+
+class TrainerFramework(Framework):
+    """What the reconcile core asks of a job's kind, answered for one TrainJob by its plan: the replica types are
+    its runtime's replicatedJobs, each replica a pod of the plan, already wired (env, ports, files), so the core adds
+    nothing but the attempt; success is JobSet's successPolicy. Not in the frameworks' registry: a TrainJob is no
+    kubeflow.org/v1 kind, and each has its own runtime."""
+
+    kind = TRAINJOB_KIND
+    name = "trainjob"
+    replica_spec_field = "replicatedJobs"
+    replica_types = ()
+    container = NODE
+    port_name = None
+    port = TRAINER_PORT  # locally, each pod gets a port of its own for it
+    restart_policy = "OnFailure"  # JobSet's default for the pods of its Jobs
+    workers_help = default_image = ""
+    services = False  # one headless Service names them all (the plan's subdomain), not one per pod
+
+    def __init__(self, node_plan: NodePlan) -> None:
+        self.plan = node_plan
+
+    @property
+    def operator_name(self) -> str:
+        return DEFAULT_MANAGER
+
+    def pod_name(self, job_name: str, rtype: str, index: int) -> str:
+        return f"{job_name}-{rtype}-0-{index}"
+
+    def run_policy(self, spec: dict) -> dict:
+        """TrainJob has suspend and activeDeadlineSeconds; a finished job's running pods go, as JobSet deletes its
+        active Jobs; each pod is restarted up to the Job's default backoffLimit (6)."""
+        policy = {"suspend": bool(spec.get("suspend")), "cleanPodPolicy": "Running", "backoffLimit": 6}
+        if spec.get("activeDeadlineSeconds") is not None:
+            policy["activeDeadlineSeconds"] = spec["activeDeadlineSeconds"]
+        if spec.get("managedBy") not in (None, DEFAULT_MANAGER):
+            policy["managedBy"] = spec["managedBy"]
+        return policy
+
+    def master_role(self, replica_types: list[str]) -> str | None:
+        return None
+
+    def status_role(self, replica_types: list[str]) -> str:
+        return self.plan.trainer if self.plan.trainer in replica_types else replica_types[0]
+
+    def succeeded(self, job, rtype: str, counts: dict, observed: list) -> bool:
+        """JobSet's successPolicy: every (operator All) or any (Any) of its replicatedJobs has all pods succeeded."""
+        operator, targets = self.plan.success
+        done = [sum(1 for replica in observed if replica.rtype == target and replica.phase == "Succeeded")
+                >= job.replicas(target) for target in targets]
+        return all(done) if operator == "All" else any(done)
+
+    def env(self, job, rtype: str, index: int, network) -> list[dict]:
+        """Nothing in a cluster (the plan's env is in the template); locally, the plan's env again with every pod
+        at 127.0.0.1 on its own port, which the template's DNS names give way to (a later variable wins)."""
+        if network.cluster:
+            return []
+        local = node_plan_of(job.resource, local_ports=network.ports)
+        return local.pod(rtype, index).container().get("env") or []
+
+    def wired_containers(self, job, rtype: str, containers: list[dict]) -> list[dict]:
+        return [container for container in containers if container.get("name") == NODE]
+
+    def prepare_pod(self, job, rtype: str, index: int, spec: dict, network) -> None:
+        spec.update(hostname=self.plan.pod(rtype, index).name, subdomain=self.plan.subdomain)
+
+
+__all__ = ["NodePlan", "PodPlan", "TrainJob", "TrainerFramework", "is_trainjob", "node_plan_of", "plan"]

@@ -40,6 +40,7 @@ import re
 from typing import Any
 
 from trainctl import API_VERSION
+from trainctl.core.trainjob import check_trainjob, is_trainjob
 from trainctl.errors import UserError
 from trainctl.frameworks import ALL, KINDS, Framework, by_kind
 from trainctl.kube.names import (
@@ -78,6 +79,12 @@ def validate(resource: Any, *, source: str | None = None) -> dict:
     prefix = f"{source}: " if source else ""
     if not isinstance(resource, dict):
         raise UserError(f"{prefix}expected a kubeflow.org/v1 job mapping, got {type(resource).__name__}")
+    if is_trainjob(resource):
+        try:
+            check_trainjob(resource)
+        except UserError as problem:
+            raise UserError(f"{prefix}{problem.message}") from None
+        return resource
     framework = _framework_of(resource, prefix)
     name = (resource.get("metadata") or {}).get("name") if isinstance(resource.get("metadata"), dict) else None
     label = f'{prefix}{framework.singular} "{_shorten(str(name))}": ' if name else f"{prefix}{framework.singular}: "

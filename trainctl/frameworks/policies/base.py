@@ -13,6 +13,7 @@ but the ground floor and Kubernetes' quantities.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -24,6 +25,7 @@ TRAINER_PORT = 29500  # constants.ContainerTrainerPort
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # constants.JobCompletionIndexFieldPath: the env of a pod's rank reads its Indexed Job's completion index
 COMPLETION_INDEX_FIELD = f"metadata.annotations['{COMPLETION_INDEX}']"
+LOOPBACK = "127.0.0.1"
 
 
 def value_env(name: str, value: object) -> dict:
@@ -70,6 +72,30 @@ def cpus(resources: dict) -> int:
     return requested or whole_units((resources.get("limits") or {}).get("cpu") or 0)
 
 
+@dataclass(frozen=True)
+class Addresses:
+    """Where the job's pods are reached. In a cluster (``local_ports`` None): their DNS names and the trainer port,
+    as upstream writes them. Locally, where every pod is a process on this machine: 127.0.0.1 and the port the
+    local backend allocated to that pod, by (replicatedJob, index)."""
+
+    job_name: str
+    subdomain: str
+    local_ports: Mapping[tuple[str, int], int] | None = None
+
+    def rank0(self) -> str:
+        """The first node's address (upstream: ``<job>-node-0-0.<job>``, the job's name as its subdomain)."""
+        return LOOPBACK if self.local_ports is not None else f"{self.job_name}-{NODE}-0-0.{self.job_name}"
+
+    def rank0_port(self) -> int:
+        return TRAINER_PORT if self.local_ports is None else self.local_ports.get((NODE, 0), TRAINER_PORT)
+
+    def endpoint(self, replicated_job: str, job_index: int, index: int) -> str:
+        """A pod's DNS name under the job's subdomain (the MPI hostfile's entries)."""
+        if self.local_ports is not None:
+            return LOOPBACK
+        return f"{self.job_name}-{replicated_job}-{job_index}-{index}.{self.subdomain}"
+
+
 @dataclass
 class PodSet:
     """One replicatedJob of the runtime (runtime.PodSet): its pods per Job (``count``), its containers, init containers
@@ -98,13 +124,15 @@ class Info:
 
     ``section`` is the policy's own part of ``mlPolicy`` (a copy: MPI sets its numProcPerNode there, as upstream
     does); ``trainer`` is the TrainJob's ``spec.trainer`` or None; ``runtime_resources`` the runtime's node container
-    resources once the TrainJob's were merged in (runtime.ExtractResourcePerNodeFromRuntime)."""
+    resources once the TrainJob's were merged in (runtime.ExtractResourcePerNodeFromRuntime); ``addresses`` where
+    the pods are reached."""
 
     job_name: str
     section: dict
     trainer: dict | None
     pod_sets: list[PodSet]
     runtime_resources: dict | None
+    addresses: Addresses
 
     def by_ancestor(self, ancestor: str) -> PodSet | None:
         return next((pod_set for pod_set in self.pod_sets if pod_set.ancestor == ancestor), None)

@@ -6,7 +6,7 @@ index) and the coordinator (``<job>-node-0-0.<job>:29500``). The plugin reserves
 
 from __future__ import annotations
 
-from trainctl.frameworks.policies.base import NODE, TRAINER_PORT, Info, Policy, index_env, upsert_env, upsert_port
+from trainctl.frameworks.policies.base import TRAINER_PORT, Info, Policy, index_env, upsert_env, upsert_port
 from trainctl.frameworks.policies.base import value_env
 
 
@@ -21,7 +21,7 @@ class Jax(Policy):
         upsert_env(container.setdefault("env", []),
                    value_env("JAX_NUM_PROCESSES", info.trainer_count()),
                    index_env("JAX_PROCESS_ID"),
-                   value_env("JAX_COORDINATOR_ADDRESS", f"{info.job_name}-{NODE}-0-0.{info.job_name}:{TRAINER_PORT}"))
+                   value_env("JAX_COORDINATOR_ADDRESS", f"{info.addresses.rank0()}:{info.addresses.rank0_port()}"))
         upsert_port(container.setdefault("ports", []), TRAINER_PORT)
 
 

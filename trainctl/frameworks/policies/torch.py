@@ -9,7 +9,7 @@ torchtune's command rewriting (``tune run``) is not mirrored: trainctl runs no t
 
 from __future__ import annotations
 
-from trainctl.frameworks.policies.base import NODE, TRAINER_PORT, Info, Policy, cpus, gpus, index_env, upsert_env
+from trainctl.frameworks.policies.base import TRAINER_PORT, Info, Policy, cpus, gpus, index_env, upsert_env
 from trainctl.frameworks.policies.base import upsert_port, value_env
 
 NNODES, NPROC_PER_NODE, NODE_RANK = "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK"
@@ -38,8 +38,8 @@ class Torch(Policy):
         info.set_trainer_count()
         pet = [value_env(NNODES, info.trainer_count()), value_env(NPROC_PER_NODE, processes_per_node(info)),
                index_env(NODE_RANK)]
-        rendezvous = [value_env(MASTER_ADDR, f"{info.job_name}-{NODE}-0-0.{info.job_name}"),
-                      value_env(MASTER_PORT, TRAINER_PORT)]
+        rendezvous = [value_env(MASTER_ADDR, info.addresses.rank0()),
+                      value_env(MASTER_PORT, info.addresses.rank0_port())]
         container = info.trainer_container()
         if container is not None:
             info.upsert_trainer_env()

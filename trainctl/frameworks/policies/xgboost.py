@@ -8,7 +8,7 @@ runtime (it stands aside only for torch, mpi and jax) and upserts the trainer's 
 
 from __future__ import annotations
 
-from trainctl.frameworks.policies.base import NODE, TRAINER_PORT, Info, Policy, gpus, index_env, upsert_env
+from trainctl.frameworks.policies.base import TRAINER_PORT, Info, Policy, gpus, index_env, upsert_env
 from trainctl.frameworks.policies.base import upsert_port, value_env
 
 TRACKER_URI, TRACKER_PORT, TASK_ID, NUM_WORKER = "DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"
@@ -26,8 +26,8 @@ class XGBoost(Policy):
         info.upsert_trainer_env()  # the plain-ML plugin's share
         workers = info.trainer_count() * (gpus(info.resources_per_node()) or 1)
         upsert_env(container.setdefault("env", []),
-                   value_env(TRACKER_URI, f"{info.job_name}-{NODE}-0-0.{info.job_name}"),
-                   value_env(TRACKER_PORT, TRAINER_PORT),
+                   value_env(TRACKER_URI, info.addresses.rank0()),
+                   value_env(TRACKER_PORT, info.addresses.rank0_port()),
                    index_env(TASK_ID),
                    value_env(NUM_WORKER, workers))
         upsert_port(container.setdefault("ports", []), TRAINER_PORT)
