@@ -1,4 +1,5 @@
-"""``trainctl apply -f FILE``: submit kubeflow.org/v1 job YAML written by hand or by any tool."""
+"""``trainctl apply -f FILE``: submit kubeflow.org/v1 job YAML written by hand or by any tool, and Trainer v2
+TrainJobs with their runtime beside them in the file."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from trainctl.errors import UserError
 from trainctl.frameworks import DEFAULT
 
 HELP = f"""Submit every job in a YAML file (multi-document files and - for stdin work).
+
+A Trainer v2 TrainJob runs on the runtime given beside it in the file (a second document).
 
 Every document is checked first, as the backend would check it (locally: that its commands can
 start here; on a cluster: its CRD, namespace and the API server's own validation): if one is
@@ -45,10 +48,12 @@ def apply(
 ) -> None:
     from trainctl.code import documents as code_documents
     from trainctl.code.pods import abridged_programs
+    from trainctl.core.trainjob import with_runtimes_given
     from trainctl.core.validation import validate
 
     printed = load_documents(filename)
     documents, archives = code_documents.split(printed, f"-f {filename}")  # submit --dry-run's code snapshots
+    documents = with_runtimes_given(documents, f"-f {filename}")  # a TrainJob's runtime given beside it travels in it
     for index, document in enumerate(documents):
         source = filename if len(documents) == 1 else f"{filename} (document {index + 1})"
         validate(document, source=source)
@@ -87,10 +92,15 @@ def entrypoint_words(text: str) -> list[str]:
 
 def supply_entrypoint(document: dict, words: list[str]) -> None:
     """What the image's ENTRYPOINT would have run, for each container that names no command (an MPI
-    worker that only hosts ranks keeps idling)."""
+    worker that only hosts ranks keeps idling; a TrainJob's trainer, where neither it nor its runtime names one)."""
     from trainctl.core.job import Job
 
     job = Job(document)
+    if job.node_plan is not None:
+        container = job.main_container(job.template(job.node_plan.trainer)["spec"]["containers"]) or {}
+        if not container.get("command"):
+            document["spec"]["trainer"] = {**(document["spec"].get("trainer") or {}), "command": list(words)}
+        return
     for rtype, spec in job.replica_specs.items():  # the document's own templates, not Job.template's copies
         container = job.main_container(((spec.get("template") or {}).get("spec") or {}).get("containers") or []) or {}
         if not container.get("command") and (container.get("args") or not job.framework.idle_command(rtype)):

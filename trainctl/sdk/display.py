@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from trainctl.errors import visible
+from trainctl.errors import UserError, visible
 
 if TYPE_CHECKING:
     from trainctl.backends.base import LogLine
@@ -67,6 +67,15 @@ def progress_cell(client, resource: dict) -> str:
 
 
 def replica_specs(resource: dict) -> dict:
+    from trainctl.core.trainjob import is_trainjob
+
+    if is_trainjob(resource):  # its replicas are its runtime's pods
+        from trainctl.core.job import Job
+
+        try:
+            return Job(resource).replica_specs
+        except UserError:  # a runtime snapshot edited by hand: the row shows no replicas rather than no list
+            return {}
     return next((v for k, v in (resource.get("spec") or {}).items() if k.endswith("ReplicaSpecs")), {}) or {}
 
 

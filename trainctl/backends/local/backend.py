@@ -59,6 +59,7 @@ class LocalBackend(Backend):
         job_dir = JobDir(metadata.get("namespace") or "default", metadata["name"])
         job = Job(resource)
         check_replica_count(job)
+        check_pod_files(job)
         check_commands(job)
         check_not_queued(job)
         if preflight:  # before a replaced job is deleted: a failed check changes nothing
@@ -211,6 +212,15 @@ def check_not_queued(job: Job) -> None:
     if queue and job.run_policy.get("suspend"):
         raise UserError(f"{job.name} waits for Kueue (label {KUEUE_QUEUE_LABEL}={queue}, runPolicy.suspend: true), "
                         "which admits jobs on Kubernetes only: run it on a cluster, or leave the queue out locally")
+
+
+def check_pod_files(job: Job) -> None:
+    """A TrainJob whose runtime mounts files into its pods (MPI's hostfile) needs a cluster, for now."""
+    files = job.node_plan.files if job.node_plan is not None else {}
+    paths = sorted(path for mounted in files.values() for path in mounted)
+    if paths:
+        raise UserError(f"TrainJob {job.name}: its runtime's {job.node_plan.policy} policy mounts {', '.join(paths)} "
+                        "into its pods, which the local backend does not provide: run it on a cluster")
 
 
 def check_commands(job: Job) -> None:

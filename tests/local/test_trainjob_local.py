@@ -1,0 +1,96 @@
+"""The local backend runs a Trainer v2 TrainJob: ``trainctl apply -f`` a TrainJob with its runtime beside it, each node
+a process with the env its pod would get (trainctl/core/trainjob.py), the TrainJob's own command.
+
+The runtime is upstream's torch-distributed as it ships (../shared/kubeflow-trainer-v2/runtimes), the command
+``torchrun train.py``: 2 nodes x 2 processes, a gloo all-reduce checked on every rank."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.local.test_function_jobs import needs
+from trainctl.core.trainjob import TrainJob, plan
+
+RUNTIMES = REPO.parent / "shared" / "kubeflow-trainer-v2" / "runtimes"
+
+TRAIN = '''
+import json, os
+import torch, torch.distributed as dist
+
+dist.init_process_group("gloo")
+total = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(total)
+seen = {name: os.environ.get(name) for name in ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK",
+        "PET_MASTER_ADDR", "PET_MASTER_PORT", "JOB_COMPLETION_INDEX", "FOO")}
+print("RANK " + json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": total.item(),
+      "local": int(os.environ["LOCAL_RANK"]), "env": seen}), flush=True)
+dist.destroy_process_group()
+'''
+
+
+def trainjob_file(name: str, runtime: str, **trainer) -> str:
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
+           "spec": {"runtimeRef": {"name": runtime}, "trainer": trainer}}
+    return yaml.safe_dump(job) + "---\n" + (RUNTIMES / f"{runtime.replace('-', '_')}.yaml").read_text()
+
+
+@pytest.mark.framework
+@pytest.mark.timeout(180)
+def test_a_torch_trainjob_of_two_nodes_by_two_processes_runs_with_torchrun(cli):
+    needs("torch")
+    (cli.cwd / "train.py").write_text(TRAIN)
+    trainer = {"numNodes": 2, "numProcPerNode": 2, "command": ["torchrun", "train.py"],
+               "env": [{"name": "FOO", "value": "bar"}]}
+    (cli.cwd / "trainjob.yaml").write_text(trainjob_file("tj", "torch-distributed", **trainer))
+    applied = cli("apply", "-f", "trainjob.yaml")
+    assert applied.returncode == 0 and "applied trainjob/tj" in applied.stdout, applied.stderr
+    waited = cli("wait", "tj", "--timeout", "150", timeout=170)
+    assert waited.returncode == 0, waited.stdout + waited.stderr + cli("logs", "tj").stdout
+    status = cli("status", "tj").stdout
+    assert "tj-node-0-0   Succeeded" in status and "tj-node-0-1   Succeeded" in status, status
+
+    lines = [line.split(" | ", 1) for line in cli("logs", "tj").stdout.splitlines() if " | RANK " in line]
+    ranks = {json.loads(text.removeprefix("RANK "))["rank"]: (replica, json.loads(text.removeprefix("RANK ")))
+             for replica, text in lines}
+    assert sorted(ranks) == [0, 1, 2, 3], lines
+    pods = plan(TrainJob(yaml.safe_load((cli.cwd / "trainjob.yaml").read_text().split("---")[0])),
+                yaml.safe_load((RUNTIMES / "torch_distributed.yaml").read_text())).pods
+    ports = set()
+    for rank, (replica, seen) in ranks.items():
+        assert (seen["world"], seen["sum"]) == (4, 10.0)  # 1+2+3+4 on every rank: the all-reduce went through all
+        node = rank // 2  # torchrun gives node n the ranks 2n and 2n+1
+        assert replica.strip() == f"node-0-{node}" and seen["local"] == rank % 2
+        expected = pods[node].environment()  # what node n's pod gets, but the address: 127.0.0.1 and its own port
+        assert expected["PET_MASTER_ADDR"] == "tj-node-0-0.tj" and expected["PET_MASTER_PORT"] == "29500"
+        expected.update(PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT=seen["env"]["PET_MASTER_PORT"])
+        assert seen["env"] == {name: expected[name] for name in seen["env"]}
+        assert seen["env"]["PET_NODE_RANK"] == seen["env"]["JOB_COMPLETION_INDEX"] == str(node)
+        ports.add(seen["env"]["PET_MASTER_PORT"])
+    assert len(ports) == 1 and ports.pop().isdigit()
+
+
+def test_a_trainjob_without_its_runtime_or_with_reserved_env_is_refused_in_one_line(cli):
+    (cli.cwd / "alone.yaml").write_text(trainjob_file("alone", "torch-distributed", command=["torchrun", "x.py"])
+                                        .split("---")[0])
+    refused = cli("apply", "-f", "alone.yaml")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "ClusterTrainingRuntime 'torch-distributed', which trainctl cannot find: give that runtime in the same " \
+           "file" in refused.stderr
+    (cli.cwd / "reserved.yaml").write_text(trainjob_file("reserved", "torch-distributed", command=["torchrun", "x.py"],
+                                                         env=[{"name": "PET_NNODES", "value": "3"}]))
+    refused = cli("apply", "-f", "reserved.yaml")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "-f reserved.yaml: TrainJob 'reserved'" in refused.stderr and "sets PET_NNODES" in refused.stderr
+    assert "reserved" not in cli("list").stdout
+
+
+def test_an_mpi_trainjob_is_refused_locally_until_its_hostfile_is_provided(cli):
+    (cli.cwd / "mpi.yaml").write_text(trainjob_file("mpi", "deepspeed-distributed", numNodes=2,
+                                                    command=["mpirun", "python", "x.py"]))
+    refused = cli("apply", "-f", "mpi.yaml")
+    assert refused.returncode == 2, refused.stderr
+    assert "mounts /etc/mpi/hostfile into its pods, which the local backend does not provide" in refused.stderr
