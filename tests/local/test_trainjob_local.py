@@ -94,3 +94,18 @@ def test_an_mpi_trainjob_is_refused_locally_until_its_hostfile_is_provided(cli):
     refused = cli("apply", "-f", "mpi.yaml")
     assert refused.returncode == 2, refused.stderr
     assert "mounts /etc/mpi/hostfile into its pods, which the local backend does not provide" in refused.stderr
+
+
+@pytest.mark.timeout(120)
+def test_suspend_and_resume_a_trainjob_through_its_own_spec_suspend(cli):
+    (cli.cwd / "sleeps.yaml").write_text(trainjob_file("sleeps", "torch-distributed", numNodes=2,
+                                                       command=["python", "-c", "import time; time.sleep(100)"]))
+    assert cli("apply", "-f", "sleeps.yaml").returncode == 0
+    assert cli("wait", "sleeps", "--for", "Running", "--timeout", "60").returncode == 0
+    assert cli("suspend", "sleeps").returncode == 0
+    assert cli("wait", "sleeps", "--for", "Suspended", "--timeout", "60").returncode == 0
+    stored = yaml.safe_load(cli("get", "sleeps", "-o", "yaml").stdout)
+    assert stored["spec"]["suspend"] is True and "runPolicy" not in stored["spec"]  # the TrainJob's own field
+    assert cli("resume", "sleeps").returncode == 0
+    assert cli("wait", "sleeps", "--for", "Running", "--timeout", "60").returncode == 0
+    assert cli("delete", "sleeps").returncode == 0

@@ -25,6 +25,7 @@ from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, 
 from trainctl.core import conditions as cond
 from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
 from trainctl.core.times import rfc3339
+from trainctl.core.trainjob import is_trainjob
 from trainctl.errors import NotFound, UserError, spelled
 from trainctl.kube import selectors
 
@@ -186,7 +187,10 @@ class LocalBackend(Backend):
                                 "left; then submit it again")
             if cond.has_finished(resource):
                 raise UserError(f'job "{name}" has already finished: nothing to {"suspend" if suspend else "resume"}')
-            resource["spec"].setdefault("runPolicy", {})["suspend"] = suspend
+            if is_trainjob(resource):  # a TrainJob's own field; a v1 job's is in its runPolicy
+                resource["spec"]["suspend"] = suspend
+            else:
+                resource["spec"].setdefault("runPolicy", {})["suspend"] = suspend
             try:
                 job_dir.write_job(resource)
             except OSError as err:
