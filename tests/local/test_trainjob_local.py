@@ -73,13 +73,27 @@ def test_a_torch_trainjob_of_two_nodes_by_two_processes_runs_with_torchrun(cli):
     assert len(ports) == 1 and ports.pop().isdigit()
 
 
+@pytest.mark.timeout(120)
+def test_a_trainjob_naming_a_default_runtime_runs_on_trainctls_own(cli):
+    job = trainjob_file("alone", "jax-distributed", numNodes=2, env=[{"name": "FOO", "value": "bar"}],
+                        command=["python", "-c", "import os; print('ID', os.environ['JAX_PROCESS_ID'], "
+                                                 "os.environ['JAX_NUM_PROCESSES'], os.environ['FOO'])"])
+    (cli.cwd / "alone.yaml").write_text(job.split("---")[0])  # the TrainJob alone
+    assert cli("apply", "-f", "alone.yaml").returncode == 0
+    assert cli("wait", "alone", "--timeout", "60").returncode == 0
+    assert sorted(line for line in cli("logs", "alone").stdout.splitlines() if " | ID " in line) == [
+        "node-0-0 | ID 0 2 bar", "node-0-1 | ID 1 2 bar"]
+    snapshot = yaml.safe_load(cli("get", "alone", "-o", "yaml").stdout)["metadata"]["annotations"]
+    assert json.loads(snapshot["trainctl.io/runtime-snapshot"])["metadata"]["name"] == "jax-distributed"
+
+
 def test_a_trainjob_without_its_runtime_or_with_reserved_env_is_refused_in_one_line(cli):
     (cli.cwd / "alone.yaml").write_text(trainjob_file("alone", "torch-distributed", command=["torchrun", "x.py"])
-                                        .split("---")[0])
+                                        .split("---")[0].replace("name: torch-distributed", "name: my-runtime"))
     refused = cli("apply", "-f", "alone.yaml")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
-    assert "ClusterTrainingRuntime 'torch-distributed', which trainctl cannot find: give that runtime in the same " \
-           "file" in refused.stderr
+    assert "ClusterTrainingRuntime 'my-runtime', which trainctl cannot find here: give that runtime in the same " \
+           "file" in refused.stderr and "torch-distributed" in refused.stderr
     (cli.cwd / "reserved.yaml").write_text(trainjob_file("reserved", "torch-distributed", command=["torchrun", "x.py"],
                                                          env=[{"name": "PET_NNODES", "value": "3"}]))
     refused = cli("apply", "-f", "reserved.yaml")

@@ -19,19 +19,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from trainctl import TRAINER_API_GROUP, TRAINER_API_VERSION
+from trainctl.core.trainer_crds import CLUSTER_RUNTIME, MANAGED_BY, NAME_MAX, NAME_PATTERN, RUNTIME, TRAINJOB
+from trainctl.core.trainer_runtimes import default_runtimes, runtime_names
 from trainctl.errors import UserError
 from trainctl.frameworks import policies
-from trainctl.frameworks.base import Framework
-from trainctl.frameworks.policies.base import ANCESTOR_TRAINER, COMPLETION_INDEX, NODE, TRAINER_PORT
+from trainctl.frameworks.base import ANCESTOR_TRAINER, LABEL_ANCESTOR_STEP, NODE, Framework
+from trainctl.frameworks.policies.base import COMPLETION_INDEX, TRAINER_PORT
 from trainctl.frameworks.policies.base import Addresses, Info, PodSet, index_env, upsert_env
 from trainctl.kube.envvars import resolved
 from trainctl.kube.quantities import format_quantity
 
-TRAINER_GROUP = "trainer.kubeflow.org"
-TRAINER_API_VERSION = f"{TRAINER_GROUP}/v1alpha1"
-TRAINJOB_KIND = "TrainJob"
-CLUSTER_RUNTIME_KIND, RUNTIME_KIND = "ClusterTrainingRuntime", "TrainingRuntime"
-ANCESTOR_LABEL = f"{TRAINER_GROUP}/trainjob-ancestor-step"
 # the initializers' replicatedJobs, containers and ancestor labels, by their field in spec.initializer
 INITIALIZERS = {"dataset": "dataset-initializer", "model": "model-initializer"}
 INITIALIZER_ANCESTORS = tuple(INITIALIZERS.values())
@@ -43,6 +41,7 @@ JOBSET_NAME, JOBSET_UID, REPLICATED_JOB = f"{JOBSET}/jobset-name", f"{JOBSET}/jo
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"  # the Job controller's env of every container of an Indexed Job
 DEFAULT_GROUP = "default"  # a replicatedJob's groupName unless it says otherwise
+POD_RESTART_POLICY = "OnFailure"  # JobSet's default for its Jobs' pods
 RESOURCE_KEYS = ("limits", "requests")
 
 
@@ -106,7 +105,7 @@ def runtime_ref_of(spec: dict, name: str) -> dict:
     if not ref.get("name"):
         raise UserError(f"TrainJob {name!r} has no spec.runtimeRef.name: give the name of its TrainingRuntime or "
                         "ClusterTrainingRuntime")
-    return {"apiGroup": TRAINER_GROUP, "kind": CLUSTER_RUNTIME_KIND, **ref}
+    return {"apiGroup": TRAINER_API_GROUP, "kind": CLUSTER_RUNTIME, **ref}
 
 
 def trainer_of(spec: dict, where: str) -> dict | None:
@@ -183,7 +182,7 @@ class NodePlan:
 
 
 def ancestor_of(replicated_job: dict) -> str | None:
-    return ((replicated_job.get("template") or {}).get("metadata") or {}).get("labels", {}).get(ANCESTOR_LABEL)
+    return ((replicated_job.get("template") or {}).get("metadata") or {}).get("labels", {}).get(LABEL_ANCESTOR_STEP)
 
 
 def pod_template(replicated_job: dict) -> dict:
@@ -390,7 +389,7 @@ def pod_spec(template: dict, pod_set: PodSet, hostname: str, subdomain: str) -> 
     if pod_set.volumes:
         spec["volumes"] = copy.deepcopy(pod_set.volumes)
     spec.update(hostname=hostname, subdomain=subdomain)
-    spec.setdefault("restartPolicy", "OnFailure")
+    spec.setdefault("restartPolicy", POD_RESTART_POLICY)
     for container in (*(spec.get("initContainers") or []), *spec["containers"]):
         if all(env.get("name") != COMPLETION_INDEX_ENV for env in container.get("env") or []):
             container.setdefault("env", []).append(index_env(COMPLETION_INDEX_ENV))
@@ -403,20 +402,19 @@ def pod_spec(template: dict, pod_set: PodSet, hostname: str, subdomain: str) -> 
 # <job>-runtime-snapshot), so that a runtime edited later changes no running job; here the snapshot travels with the
 # TrainJob itself, which keeps its view (trainctl/core/job.py) a function of the resource alone.
 SNAPSHOT_ANNOTATION = "trainctl.io/runtime-snapshot"
-DEFAULT_MANAGER = f"{TRAINER_GROUP}/trainjob-controller"  # spec.managedBy's default: trainctl's own controller
-DNS_LABEL, MAX_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?"), 63  # the TrainJob CRD's rule on metadata.name
+DEFAULT_MANAGER = MANAGED_BY[0]  # spec.managedBy's default: trainctl's own controller
 
 
 def is_trainjob(resource: dict) -> bool:
-    return resource.get("apiVersion") == TRAINER_API_VERSION and resource.get("kind") == TRAINJOB_KIND
+    return resource.get("apiVersion") == TRAINER_API_VERSION and resource.get("kind") == TRAINJOB
 
 
 def check_trainjob(resource: dict) -> None:
     """What upstream's CRD and webhooks refuse of a TrainJob, as far as trainctl reads it: a bad name, no runtime,
     fields of the wrong type, reserved env (on the runtime it carries, if any)."""
     name = (resource.get("metadata") or {}).get("name")
-    if not isinstance(name, str) or not DNS_LABEL.fullmatch(name) or len(name) > MAX_NAME:
-        raise UserError(f"TrainJob name {name!r} must be at most {MAX_NAME} lowercase letters, digits and '-', "
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN.strip("^$"), name) or len(name) > NAME_MAX:
+        raise UserError(f"TrainJob name {name!r} must be at most {NAME_MAX} lowercase letters, digits and '-', "
                         "starting with a letter and ending with a letter or digit")
     TrainJob(resource)  # reads the runtime's reference and the trainer, refusing what is wrong
     if SNAPSHOT_ANNOTATION in ((resource.get("metadata") or {}).get("annotations") or {}):
@@ -433,7 +431,7 @@ def with_runtime_snapshot(resource: dict, runtime: dict) -> None:
 
 def is_runtime(document: object) -> bool:
     return isinstance(document, dict) and document.get("apiVersion") == TRAINER_API_VERSION and document.get(
-        "kind") in (CLUSTER_RUNTIME_KIND, RUNTIME_KIND)
+        "kind") in (CLUSTER_RUNTIME, RUNTIME)
 
 
 def with_runtimes_given(documents: list, where: str) -> list:
@@ -458,6 +456,16 @@ def with_runtimes_given(documents: list, where: str) -> list:
     return [document for document in documents if not is_runtime(document)]
 
 
+def with_default_runtime(resource: dict) -> None:
+    """A TrainJob that carries no runtime and names one of trainctl's default ClusterTrainingRuntimes gets it
+    (core/trainer_runtimes.py: upstream's, built in), where no cluster holds runtimes (the local backend)."""
+    if SNAPSHOT_ANNOTATION in ((resource.get("metadata") or {}).get("annotations") or {}):
+        return
+    ref = TrainJob(resource).runtime_ref
+    if ref["kind"] == CLUSTER_RUNTIME and ref["name"] in runtime_names():
+        with_runtime_snapshot(resource, default_runtimes([ref["name"]])[0])
+
+
 def runtime_snapshot(resource: dict) -> dict:
     name = (resource.get("metadata") or {}).get("name")
     text = ((resource.get("metadata") or {}).get("annotations") or {}).get(SNAPSHOT_ANNOTATION)
@@ -467,8 +475,9 @@ def runtime_snapshot(resource: dict) -> dict:
         runtime = None
     if not isinstance(runtime, dict):
         ref = TrainJob(resource).runtime_ref
-        raise UserError(f"TrainJob {name!r} names {ref['kind']} {ref['name']!r}, which trainctl cannot "
-                        "find: give that runtime in the same file, as a second YAML document")
+        raise UserError(f"TrainJob {name!r} names {ref['kind']} {ref['name']!r}, which trainctl cannot find here: "
+                        "give that runtime in the same file, as a second YAML document, or name one of trainctl's "
+                        f"ClusterTrainingRuntimes ({', '.join(runtime_names())})")
     return runtime
 
 
@@ -483,14 +492,14 @@ class TrainerFramework(Framework):
     nothing but the attempt; success is JobSet's successPolicy. Not in the frameworks' registry: a TrainJob is no
     kubeflow.org/v1 kind, and each has its own runtime."""
 
-    kind = TRAINJOB_KIND
+    kind = TRAINJOB
     name = "trainjob"
     replica_spec_field = "replicatedJobs"
     replica_types = ()
     container = NODE
     port_name = None
     port = TRAINER_PORT  # locally, each pod gets a port of its own for it
-    restart_policy = "OnFailure"  # JobSet's default for the pods of its Jobs
+    restart_policy = POD_RESTART_POLICY
     workers_help = default_image = ""
     services = False  # one headless Service names them all (the plan's subdomain), not one per pod
 

@@ -25,7 +25,7 @@ from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, 
 from trainctl.core import conditions as cond
 from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
 from trainctl.core.times import rfc3339
-from trainctl.core.trainjob import is_trainjob
+from trainctl.core.trainjob import is_trainjob, with_default_runtime
 from trainctl.errors import NotFound, UserError, spelled
 from trainctl.kube import selectors
 
@@ -58,6 +58,8 @@ class LocalBackend(Backend):
 
         metadata = resource["metadata"]
         job_dir = JobDir(metadata.get("namespace") or "default", metadata["name"])
+        if is_trainjob(resource):  # no cluster holds its runtime: one of trainctl's own, if it names one
+            with_default_runtime(resource)
         job = Job(resource)
         check_replica_count(job)
         check_pod_files(job)

@@ -17,10 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from trainctl.frameworks.base import ANCESTOR_TRAINER, NODE  # upstream's constants.AncestorTrainer, constants.Node
 from trainctl.kube.quantities import parse_quantity
 
-ANCESTOR_TRAINER = "trainer"  # constants.AncestorTrainer: the replicatedJob whose node container runs the trainer
-NODE = "node"  # constants.Node: the trainer's replicatedJob and container
 TRAINER_PORT = 29500  # constants.ContainerTrainerPort
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # constants.JobCompletionIndexFieldPath: the env of a pod's rank reads its Indexed Job's completion index
