@@ -19,11 +19,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 from tests.k8s.test_trainer_v2_resources import (  # noqa: F401 (rest_admin, trainer_crds: fixtures)
     CLUSTER_RUNTIMES, NAMESPACED_RUNTIMES, TRAINJOBS, cli, rest_admin, trainer_crds, upstream_runtimes)
-from trainctl.core.trainer_crds import CLUSTER_RUNTIME
+from trainctl.core.convert import convert
+from trainctl.core.trainer_crds import CLUSTER_RUNTIME, TRAINJOB
 from trainctl.core.trainer_crds import RUNTIME as RUNTIME_KIND
 from trainctl.core.trainer_runtimes import default_runtimes, runtime_names
 from trainctl.core.trainjob import TrainJob, plan
@@ -192,3 +194,30 @@ def test_trainjobs_on_every_default_runtime_run_and_fail_as_the_sdk_reads_them(r
         (runtime, "Failed" if runtime == failed else "Running") for runtime in sorted(others)]
     assert {job["runtime"]: sorted(step["name"] for step in job["steps"]) for job in listed} == dict.fromkeys(
         others, ["node-0", "node-1"])
+
+
+def test_jobs_migrated_with_trainctl_convert_show_in_the_notebook(rest_admin, trainctl_runtimes, namespace,  # noqa: F811
+                                                                   notebook, upstream):
+    """Upstream's v1 examples as ``trainctl convert --allow-lossy`` writes them (a TrainingRuntime and a TrainJob
+    each), applied: the SDK lists the runtimes with their framework and parses every job (one it cannot parse would
+    make list_jobs fail for the whole namespace, contract §7.3)."""
+    expected_jobs, expected_runtimes = {}, {}
+    for path in sorted((upstream / "examples").glob("*.yaml")):
+        for document in convert(list(yaml.safe_load_all(path.read_text())), "v2", allow_lossy=True).documents:
+            document["metadata"]["namespace"] = namespace
+            if document["kind"] == TRAINJOB:
+                rest_admin.create(TRAINJOBS, document, namespace)
+                expected_jobs[document["metadata"]["name"]] = (document["spec"]["runtimeRef"]["name"],
+                                                               document["spec"]["trainer"]["numNodes"])
+            else:
+                rest_admin.create(NAMESPACED_RUNTIMES, document, namespace)
+                expected_runtimes[document["metadata"]["name"]] = document["metadata"]["labels"][
+                    LABEL_TRAINER_FRAMEWORK]
+    assert len(expected_jobs) == 8
+    listed = notebook("jobs")
+    assert {job["name"]: (job["runtime"], job["num_nodes"]) for job in listed} == expected_jobs
+    assert {job["status"] for job in listed} == {"Created"}
+    runtimes = {runtime["name"]: (runtime["kind"], runtime["framework"])
+                for runtime in notebook("runtimes", TORCH)["listed"]}
+    assert {name: runtimes.get(name) for name in expected_runtimes} == {
+        name: (RUNTIME_KIND, framework) for name, framework in expected_runtimes.items()}
