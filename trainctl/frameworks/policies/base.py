@@ -194,3 +194,14 @@ class Policy:
     def files(self, info: Info) -> dict[str, dict[str, str]]:
         """What the plugin's components put into pods besides env: replicatedJob -> {path in the pod: content}."""
         return {}
+
+    # ---- locally (the local backend: every pod a process on this machine) -----------------------------------
+    def idle_jobs(self, info: Info) -> dict[str, dict]:
+        """replicatedJobs whose pods only host processes another pod starts in them, each with the command and args
+        a local process of theirs idles with in place of its pod's program (which a process here cannot be)."""
+        return {}
+
+    def local_env(self, replicated_job: str, files: Mapping[str, str]) -> list[dict]:
+        """What a local process of ``replicated_job`` needs besides its pod's env; ``files``: where each file
+        :meth:`files` mounts into its pods is on this machine (path in the pod -> local path)."""
+        return []
