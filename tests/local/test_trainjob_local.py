@@ -162,6 +162,7 @@ def test_an_mpi_trainjob_of_two_nodes_allreduces_with_the_local_hostfile(cli, ru
         assert found["argv"] == [command[-1].replace("/etc/mpi/hostfile", hostfile)]  # a pod path: its local copy
     node = "mj-node-0-0" if launcher_as_node is None else "mj-node-0-1"
     assert node in status, status  # the node pods ran (idle: no sshd here) until the launcher finished
+    assert "failed" not in status, status  # stopped at the job's end, as its cluster's pods are deleted: no failure
 
 
 def test_an_mpi_trainjob_naming_its_hostfile_inside_a_script_is_refused_in_one_line(cli):
