@@ -7,7 +7,8 @@ replicatedJob gets, the env and ports of its containers, the files it needs (MPI
 mirrors. The engine that turns the result into pods is trainctl/core/trainjob.py; it knows no policy.
 
 Names and values here are upstream's (``pkg/constants/constants.go``). This package imports nothing of trainctl's
-but the ground floor and Kubernetes' quantities.
+but the ground floor, Kubernetes' quantities and, for what a policy's pods need as local processes, the v1 framework
+module that already provides it (MPI's local launcher env, in trainctl/frameworks/mpi.py).
 """
 
 from __future__ import annotations
