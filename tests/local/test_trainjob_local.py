@@ -102,12 +102,78 @@ def test_a_trainjob_without_its_runtime_or_with_reserved_env_is_refused_in_one_l
     assert "reserved" not in cli("list").stdout
 
 
-def test_an_mpi_trainjob_is_refused_locally_until_its_hostfile_is_provided(cli):
-    (cli.cwd / "mpi.yaml").write_text(trainjob_file("mpi", "deepspeed-distributed", numNodes=2,
-                                                    command=["mpirun", "python", "x.py"]))
-    refused = cli("apply", "-f", "mpi.yaml")
-    assert refused.returncode == 2, refused.stderr
-    assert "mounts /etc/mpi/hostfile into its pods, which the local backend does not provide" in refused.stderr
+ALLREDUCE = '''
+import json, os, sys
+from mpi4py import MPI
+
+world = MPI.COMM_WORLD
+total = world.allreduce(world.Get_rank() + 1)
+hostfile = os.environ["OMPI_MCA_orte_default_hostfile"]
+print("RANK " + json.dumps({"rank": world.Get_rank(), "world": world.Get_size(), "sum": total,
+      "env": os.environ["OMPI_COMM_WORLD_RANK"], "hostfile": hostfile, "lines": open(hostfile).read(),
+      "argv": sys.argv[1:],
+      "slots": os.environ["OMPI_MCA_orte_set_default_slots"]}), flush=True)
+'''
+
+
+def with_runtime(job_file: str, launcher_as_node: bool) -> str:
+    """The file's TrainJob on upstream's runtime beside it, its mpi policy's runLauncherAsNode as given."""
+    job, runtime = yaml.safe_load_all(job_file)
+    runtime["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] = launcher_as_node
+    return yaml.safe_dump_all([job, runtime])
+
+
+@pytest.mark.framework
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("runtime, launcher_as_node, procs, command, ranks", [
+    # trainctl's own deepspeed-distributed, the TrainJob alone in its file: the launcher is node 0 of 2, 2 slots
+    # each; mpirun finds the hostfile through the env (4 ranks on a 2-core machine only if it reads the hostfile)
+    ("deepspeed-distributed", None, 2, ["mpirun", "-n", "4", "python", "allreduce.py", "x"], 4),
+    # upstream's mlx-distributed given in the file, the launcher no node: 2 nodes x 2 slots, the SDK's form of the
+    # command (no -n: as many ranks as the hostfile's slots)
+    ("mlx-distributed", False, 2, ["mpirun", "--hostfile", "/etc/mpi/hostfile", "python", "allreduce.py",
+                                   "--at=/etc/mpi/hostfile"], 4),
+])
+def test_an_mpi_trainjob_of_two_nodes_allreduces_with_the_local_hostfile(cli, runtime, launcher_as_node, procs,
+                                                                          command, ranks):
+    needs("mpi4py")
+    (cli.cwd / "allreduce.py").write_text(ALLREDUCE)
+    job_file = trainjob_file("mj", runtime, numNodes=2, numProcPerNode=procs, command=command)
+    job_file = job_file.split("---")[0] if launcher_as_node is None else with_runtime(job_file, launcher_as_node)
+    (cli.cwd / "mj.yaml").write_text(job_file)
+    applied = cli("apply", "-f", "mj.yaml")
+    assert applied.returncode == 0, applied.stderr
+    waited = cli("wait", "mj", "--timeout", "200", timeout=220)
+    logs = cli("logs", "mj").stdout
+    assert waited.returncode == 0, waited.stdout + waited.stderr + logs
+    status = cli("status", "mj").stdout
+    assert "mj-launcher-0-0   Succeeded" in status, status
+    lines = [line.split(" | ", 1) for line in logs.splitlines() if " | RANK " in line]
+    seen = {json.loads(text.removeprefix("RANK "))["rank"]: (replica.strip(), json.loads(text.removeprefix("RANK ")))
+            for replica, text in lines}
+    assert sorted(seen) == list(range(ranks)), logs  # every rank ran once, all under the launcher's mpirun
+    hostfile = str(cli.home / "jobs" / "default" / "mj" / "pod-files" / "launcher" / "etc" / "mpi" / "hostfile")
+    for rank, (replica, found) in seen.items():
+        assert replica == "launcher-0-0" and found["env"] == str(rank)
+        assert (found["world"], found["sum"]) == (ranks, ranks * (ranks + 1) // 2)  # the all-reduce went through all
+        # the plan's hostfile, its two node lines on one host: one line with their slots together
+        assert (found["hostfile"], found["lines"]) == (hostfile, f"127.0.0.1 slots={ranks}\n")
+        assert found["slots"] == str(procs)  # the plan's other OMPI_* as it gives them
+        assert found["argv"] == [command[-1].replace("/etc/mpi/hostfile", hostfile)]  # a pod path: its local copy
+    node = "mj-node-0-0" if launcher_as_node is None else "mj-node-0-1"
+    assert node in status, status  # the node pods ran (idle: no sshd here) until the launcher finished
+    assert "failed" not in status, status  # stopped at the job's end, as its cluster's pods are deleted: no failure
+
+
+def test_an_mpi_trainjob_naming_its_hostfile_inside_a_script_is_refused_in_one_line(cli):
+    script = "mpirun --hostfile /etc/mpi/hostfile python allreduce.py"
+    (cli.cwd / "allreduce.py").write_text(ALLREDUCE)
+    (cli.cwd / "mj.yaml").write_text(trainjob_file("mj", "deepspeed-distributed", numNodes=2,
+                                                   command=["bash", "-c", script]).split("---")[0])
+    refused = cli("apply", "-f", "mj.yaml")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"TrainJob mj: the launcher command names /etc/mpi/hostfile inside {script!r}" in refused.stderr
+    assert "mj" not in cli("list").stdout
 
 
 @pytest.mark.timeout(120)

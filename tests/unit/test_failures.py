@@ -289,6 +289,10 @@ def test_a_success_with_a_failed_worker_is_a_note_and_a_clean_success_is_none():
     assert summarize(JobDetails(job("Running", "running"), failed_worker)) is None  # still going: status says it
     retried = [row("master-0", "Succeeded", 0, restarts=2, last_exit_code=1, last_reason="Error")]
     assert summarize(JobDetails(job("Succeeded", "done"), retried)) is None  # the retry that worked clears it
+    # an idle host (an MPI worker, a TrainJob's MPI node) the job stopped when it succeeded did not fail
+    stopped = [row("master-0", "Succeeded", 0), row("worker-0", "Failed", 143, "2026-01-01T00:00:01Z", stopped=True)]
+    assert summarize(JobDetails(job("Succeeded", "done"), stopped)) is None
+    assert summarize(JobDetails(job("Failed", "master failed"), stopped)).first.replica == "worker-0"
 
 
 def test_a_failure_without_a_replica_to_blame_says_the_jobs_own_message():

@@ -14,7 +14,7 @@ import yaml
 
 from tests.conftest import REPO
 from trainctl.core.job import Job
-from trainctl.core.trainjob import NodePlan, TrainJob, plan, with_runtime_snapshot
+from trainctl.core.trainjob import NodePlan, TrainJob, plan, with_local_path, with_runtime_snapshot
 from trainctl.errors import UserError
 
 RUNTIMES = REPO.parent / "shared" / "kubeflow-trainer-v2" / "runtimes"
@@ -173,6 +173,24 @@ def test_mpi_slots_and_node_counts(trainer, slots, node_pods):
     assert len(job_plan.pods_of("node")) == node_pods and len(job_plan.pods_of("launcher")) == 1
     assert env(job_plan.pods_of("launcher")[0])["OMPI_MCA_orte_set_default_slots"] == slots
     assert job_plan.files["launcher"]["/etc/mpi/hostfile"].count(f"slots={slots}\n") == node_pods + 1
+
+
+def test_mpi_locally_one_hostfile_line_for_this_machine_and_the_nodes_idle():
+    job, rt = trainjob("deepspeed-distributed", numNodes=3, numProcPerNode=2), runtime("deepspeed-distributed")
+    local = plan(job, rt, local_ports={("node", 0): 5001, ("node", 1): 5002, ("launcher", 0): 5003})
+    # 2 node pods and the launcher, all 127.0.0.1: one line with their slots together (Open MPI refuses a host twice)
+    assert local.files == {"launcher": {"/etc/mpi/hostfile": "127.0.0.1 slots=6\n"}}
+    assert plan(job, rt).files["launcher"]["/etc/mpi/hostfile"].count("slots=2\n") == 3  # a cluster's: one per pod
+    assert local.idle == plan(job, rt).idle == {"node": {"command": ["sleep"], "args": ["365d"]}}  # no sshd locally
+    assert planned("torch-distributed", numNodes=2).idle == {}
+
+
+def test_a_pod_path_in_a_local_word_is_the_local_copy():
+    files = {"/etc/mpi/hostfile": "/jobs/mj/pod-files/launcher/etc/mpi/hostfile"}
+    assert [with_local_path(word, files) for word in ("/etc/mpi/hostfile", "--hostfile=/etc/mpi/hostfile",
+                                                      "/etc/mpi/hostfile2", "cat /etc/mpi/hostfile", "python")] == [
+        files["/etc/mpi/hostfile"], "--hostfile=" + files["/etc/mpi/hostfile"], "/etc/mpi/hostfile2",
+        "cat /etc/mpi/hostfile", "python"]
 
 
 def test_mpi_launcher_not_a_node_sizes_the_node_job_with_numnodes():

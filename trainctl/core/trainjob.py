@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -153,7 +154,8 @@ class NodePlan:
 
     ``templates``: each replicatedJob's pod template as its pods share it (what differs per pod: name, hostname, the
     completion index in labels and annotations); ``counts``: its pods; ``trainer``: the trainer's replicatedJob;
-    ``success``: JobSet's successPolicy, (operator, the replicatedJobs it looks at)."""
+    ``success``: JobSet's successPolicy, (operator, the replicatedJobs it looks at); ``idle``: the replicatedJobs
+    whose pods only host what another starts in them, with the command a local process of theirs idles with."""
 
     job: str
     subdomain: str
@@ -164,6 +166,7 @@ class NodePlan:
     counts: dict[str, int] = field(default_factory=dict)
     trainer: str | None = None
     success: tuple[str, tuple[str, ...]] = ("All", ())
+    idle: dict[str, dict] = field(default_factory=dict)
 
     def pods_of(self, replicated_job: str) -> list[PodPlan]:
         return [pod for pod in self.pods if pod.replicated_job == replicated_job]
@@ -313,7 +316,8 @@ def plan(job: TrainJob, runtime: dict, attempt: int = 0,
     success = template.get("successPolicy") or {}
     return NodePlan(job.name, subdomain, policy.key, pods, files, templates,
                     {pod_set.name: pod_set.count for pod_set in info.pod_sets}, trainer,
-                    (success.get("operator", "All"), tuple(success.get("targetReplicatedJobs") or templates)))
+                    (success.get("operator", "All"), tuple(success.get("targetReplicatedJobs") or templates)),
+                    policy.idle_jobs(info))
 
 
 def shared_template(replicated_job: dict, pod_set: PodSet) -> dict:
@@ -403,6 +407,8 @@ def pod_spec(template: dict, pod_set: PodSet, hostname: str, subdomain: str) -> 
 # TrainJob itself, which keeps its view (trainctl/core/job.py) a function of the resource alone.
 SNAPSHOT_ANNOTATION = "trainctl.io/runtime-snapshot"
 DEFAULT_MANAGER = MANAGED_BY[0]  # spec.managedBy's default: trainctl's own controller
+# in a local job's directory: the files a policy mounts into pods (MPI's hostfile), <replicatedJob>/<path in the pod>
+LOCAL_FILES = "pod-files"
 
 
 def is_trainjob(resource: dict) -> bool:
@@ -481,6 +487,19 @@ def runtime_snapshot(resource: dict) -> dict:
     return runtime
 
 
+def local_file(replicated_job: str, path: str) -> str:
+    """Where a local job keeps the file a policy mounts at ``path`` into the pods of ``replicated_job``, relative to
+    its directory."""
+    return f"{LOCAL_FILES}/{replicated_job}/{path.lstrip('/')}"
+
+
+def with_local_path(word: str, files: Mapping[str, str]) -> str:
+    """``word`` with the pod path of one of ``files`` in it (the whole word, or after its last ``=``:
+    ``--hostfile=/etc/mpi/hostfile``) replaced by that file's local path."""
+    head, equals, tail = word.rpartition("=")
+    return head + equals + files[tail] if tail in files else word
+
+
 def node_plan_of(resource: dict, local_ports: Mapping[tuple[str, int], int] | None = None) -> NodePlan:
     """The plan of a stored TrainJob, on the runtime it carries."""
     return plan(TrainJob(resource), runtime_snapshot(resource), local_ports=local_ports)
@@ -538,17 +557,44 @@ class TrainerFramework(Framework):
 
     def env(self, job, rtype: str, index: int, network) -> list[dict]:
         """Nothing in a cluster (the plan's env is in the template); locally, the plan's env again with every pod
-        at 127.0.0.1 on its own port, which the template's DNS names give way to (a later variable wins)."""
+        at 127.0.0.1 on its own port and the files mounted into it at their local paths, which the template's DNS
+        names and pod paths give way to (a later variable wins), then what the policy adds for a local process."""
         if network.cluster:
             return []
         local = node_plan_of(job.resource, local_ports=network.ports)
-        return local.pod(rtype, index).container().get("env") or []
+        files = self.local_paths(rtype, network.files_dir)
+        env = [{**entry, "value": with_local_path(entry["value"], files)} if isinstance(entry.get("value"), str)
+               else entry for entry in local.pod(rtype, index).container().get("env") or []]
+        return env + policies.named(self.plan.policy).local_env(rtype, files)
+
+    def local_paths(self, rtype: str, files_dir: str) -> dict[str, str]:
+        """Each file the policy mounts into the pods of ``rtype``: its path in the pod -> its local copy's."""
+        return {path: os.path.join(files_dir, local_file(rtype, path)) for path in self.plan.files.get(rtype, {})}
+
+    def local_files(self, job, network) -> dict[str, str]:
+        """The files the policy mounts into pods, as the local plan gives them (every host 127.0.0.1)."""
+        local = node_plan_of(job.resource, local_ports=network.ports)
+        return {local_file(name, path): text for name, files in local.files.items() for path, text in files.items()}
+
+    def local_command(self, job, rtype: str, command: list[str], files_dir: str) -> list[str]:
+        """A pod that only hosts what another starts in it idles (MPI's nodes: no sshd here, mpirun starts every
+        rank itself); any other runs its own command, a word naming a file mounted into its pod naming the local
+        copy."""
+        idle = self.plan.idle.get(rtype)
+        if idle is not None:
+            return [*(idle.get("command") or []), *(idle.get("args") or [])]
+        files = self.local_paths(rtype, files_dir)
+        return [with_local_path(word, files) for word in command]
 
     def wired_containers(self, job, rtype: str, containers: list[dict]) -> list[dict]:
         return [container for container in containers if container.get("name") == NODE]
 
     def prepare_pod(self, job, rtype: str, index: int, spec: dict, network) -> None:
         spec.update(hostname=self.plan.pod(rtype, index).name, subdomain=self.plan.subdomain)
+        container = self.main_container(spec["containers"])
+        if not network.cluster and container is not None:
+            command = [*(container.get("command") or []), *(container.get("args") or [])]
+            container.update(command=self.local_command(job, rtype, command, network.files_dir), args=[])
 
 
 __all__ = ["NodePlan", "PodPlan", "TrainJob", "TrainerFramework", "is_trainjob", "node_plan_of", "plan"]

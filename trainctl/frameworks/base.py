@@ -473,6 +473,12 @@ class Framework:
         """Files the local replicas read, by path relative to the job's directory (``network.files_dir``)."""
         return {}
 
+    def local_command(self, job: Job, rtype: str, command: list[str], files_dir: str) -> list[str]:
+        """The command and args a local process of this replica runs for its container's (``files_dir``: the job's
+        directory, where :meth:`local_files` are): its own, unless a pod's program cannot be a process here or
+        names a path only a pod has."""
+        return command
+
     # ---- cluster-only wiring (the in-cluster controller; the local backend has no cluster) ----
     #: kinds among :meth:`cluster_objects` that the controller deletes once they are no longer wanted
     pruned_kinds: ClassVar[tuple[str, ...]] = ()

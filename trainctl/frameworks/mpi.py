@@ -33,6 +33,23 @@ POLICY_DEFAULTS = {"numProcPerNode": 1, "mpiImplementation": "OpenMPI", "sshAuth
                    "runLauncherAsNode": False}
 
 
+# ---- locally, where every rank runs on this machine (an MPIJob's, and a TrainJob's on an MPI runtime) ----------
+def local_hostfile_env(hostfile: str) -> list[dict]:
+    """The launcher's hostfile setting on one host: no kubectl-exec or ssh agent, since every slot is this machine's;
+    Open MPI 5 (prterun) reads only the PRTE twin of the setting."""
+    return [env_var("OMPI_MCA_orte_default_hostfile", hostfile), env_var("PRTE_MCA_prte_default_hostfile", hostfile)]
+
+
+# Ranks of several nodes share this machine's cores: bound to cores, more ranks than cores are refused ("binding
+# processes to more cpus than are available"); Open MPI 4's and 5's spelling of --bind-to none
+LOCAL_UNBOUND = {"OMPI_MCA_hwloc_base_binding_policy": "none", "PRTE_MCA_hwloc_default_binding_policy": "none"}
+
+
+def run_as_root_env() -> dict[str, str]:
+    """Open MPI refuses to run as root unless told twice (a container's user is root)."""
+    return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"} if os.geteuid() == 0 else {}
+
+
 class MPI(Framework):
     kind = "MPIJob"
     name = "mpi"
@@ -172,9 +189,7 @@ class MPI(Framework):
             return []
         hostfile = os.path.join(network.files_dir, HOSTFILE) if not network.cluster else f"{CONFIG_DIR}/hostfile"
         if not network.cluster:
-            # one host: no kubectl-exec agent; Open MPI 5 (prterun) reads the PRTE twin of the hostfile setting
-            return [env_var("OMPI_MCA_orte_default_hostfile", hostfile),
-                    env_var("PRTE_MCA_prte_default_hostfile", hostfile)]
+            return local_hostfile_env(hostfile)
         env = [env_var("OMPI_MCA_plm_rsh_agent", "/etc/mpi/kubexec.sh"),
                env_var("OMPI_MCA_orte_default_hostfile", hostfile)]
         if not self.gpu_launcher(job):
@@ -196,8 +211,7 @@ class MPI(Framework):
 
     # ---- locally: every rank on this machine ------------------------------------------------
     def local_env(self, job, rtype, index, state_dir):
-        # Open MPI refuses to run as root unless told twice (a container's user is root)
-        return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"} if os.geteuid() == 0 else {}
+        return run_as_root_env()
 
     def local_files(self, job, network):
         return {HOSTFILE: self.hostfile(job, network)}

@@ -220,6 +220,8 @@ def summarize(details: JobDetails,
     # Failed first: a job the controller gave up on after it succeeded has both
     state = next((ctype for ctype in ("Failed", "Succeeded") if cond.reached(resource, ctype)), "")
     runs = failed_runs(details)
+    if state == "Succeeded":  # a run the job stopped at its end (an idle MPI host) did not fail
+        runs = [run for run in runs if not run.stopped]
     if not state or (state == "Succeeded" and not runs):
         return None
     if read_logs is not None:

@@ -25,7 +25,7 @@ from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, 
 from trainctl.core import conditions as cond
 from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
 from trainctl.core.times import rfc3339
-from trainctl.core.trainjob import is_trainjob, with_default_runtime
+from trainctl.core.trainjob import is_trainjob, with_default_runtime, with_local_path
 from trainctl.errors import NotFound, UserError, spelled
 from trainctl.kube import selectors
 
@@ -62,8 +62,8 @@ class LocalBackend(Backend):
             with_default_runtime(resource)
         job = Job(resource)
         check_replica_count(job)
-        check_pod_files(job)
         check_commands(job)
+        check_pod_paths(job)
         check_not_queued(job)
         if preflight:  # before a replaced job is deleted: a failed check changes nothing
             from trainctl.backends.local import preflight as checks
@@ -220,15 +220,6 @@ def check_not_queued(job: Job) -> None:
                         "which admits jobs on Kubernetes only: run it on a cluster, or leave the queue out locally")
 
 
-def check_pod_files(job: Job) -> None:
-    """A TrainJob whose runtime mounts files into its pods (MPI's hostfile) needs a cluster, for now."""
-    files = job.node_plan.files if job.node_plan is not None else {}
-    paths = sorted(path for mounted in files.values() for path in mounted)
-    if paths:
-        raise UserError(f"TrainJob {job.name}: its runtime's {job.node_plan.policy} policy mounts {', '.join(paths)} "
-                        "into its pods, which the local backend does not provide: run it on a cluster")
-
-
 def check_commands(job: Job) -> None:
     """Locally there is no image: every replica that runs must name its command, where a container
     with no ``command`` (only ``args``, or neither) relies on its image's ENTRYPOINT."""
@@ -243,6 +234,20 @@ def check_commands(job: Job) -> None:
         raise UserError(f"{job.framework.replica_spec_field}.{rtype}: the container names {given} and relies on its "
                         "image's entrypoint, which the local backend cannot run (its replicas are processes, not "
                         f"images): {how}; on a cluster the image supplies it")
+
+
+def check_pod_paths(job: Job) -> None:
+    """A TrainJob's command names a file its runtime mounts into the pod (MPI's hostfile) where the local copy cannot
+    stand in: inside a longer word (a shell script), not as a word of its own or after ``=``."""
+    for rtype, files in (job.node_plan.files if job.node_plan is not None else {}).items():
+        container = job.main_container(job.template(rtype)["spec"]["containers"]) if rtype in job.replica_types else {}
+        for word in [*((container or {}).get("command") or []), *((container or {}).get("args") or [])]:
+            inside = [path for path in files if path in with_local_path(word, dict.fromkeys(files, ""))]
+            if inside:
+                shown = word if len(word) <= 60 else word[:57] + "..."
+                raise UserError(f"TrainJob {job.name}: the {rtype} command names {inside[0]} inside {shown!r}; locally "
+                                "the file is a copy in the job's directory, which replaces that path only where it is a "
+                                f"word of its own or follows '=': write {inside[0]} so, or run the job on a cluster")
 
 
 def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[str]],

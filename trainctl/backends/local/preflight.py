@@ -54,7 +54,9 @@ def check(job: Job, workdir: str) -> None:
     for rtype in job.replica_types:
         spec = job.template(rtype)["spec"]
         container = job.main_container(spec["containers"]) or {}
-        command = wrapped([*(container.get("command") or []), *(container.get("args") or [])])
+        # what the process will run: the job's directory, where local paths lead, does not exist yet
+        command = wrapped(job.framework.local_command(job, rtype, [*(container.get("command") or []),
+                                                                   *(container.get("args") or [])], ""))
         where = f"{job.framework.replica_spec_field}.{rtype}"
         if command and tuple(command) not in seen:
             seen.add(tuple(command))

@@ -66,11 +66,15 @@ class AlreadyExists(UserError):
 
 
 def write_json(path: Path, data: object) -> None:
+    """Replace ``path`` whole (an unserializable value changes nothing): see :func:`write_text`."""
+    write_text(path, json.dumps(data, indent=1, sort_keys=False))
+
+
+def write_text(path: Path, text: str) -> None:
     """Replace ``path`` whole: a reader sees the old file or the new one, and a failed write
-    (ENOSPC, an unserializable value) leaves the old file and no temporary behind."""
+    (ENOSPC) leaves the old file and no temporary behind."""
     import tempfile  # here: reading a job writes nothing
 
-    text = json.dumps(data, indent=1, sort_keys=False)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w") as output:

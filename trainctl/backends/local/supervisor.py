@@ -38,7 +38,7 @@ from trainctl.checkpoints import CHECKPOINT_DIR_ENV, PREEMPTING_ENV
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.backend import visible_gpus
 from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files,
-                                           stored_window)
+                                           stored_window, write_text)
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
 from trainctl.core.attribution import Run
@@ -445,7 +445,7 @@ class Supervisor:
         for relative, text in job.framework.local_files(job, network).items():
             path = self.dir.path / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            write_text(path, text)  # rewritten each pass: a replica reading it meanwhile sees it whole
         return network
 
     def allocate_ports(self, keys: list[str]) -> None:

@@ -34,4 +34,9 @@ def of(ml_policy: dict | None, runtime: str) -> tuple[Policy, dict]:
     return _BY_KEY[named[0]], dict(ml_policy[named[0]] or {})
 
 
-__all__ = ["ALL", "KEYS", "Policy", "of"]
+def named(key: str) -> Policy:
+    """The policy of that ``key`` (a TrainJob's plan records it)."""
+    return _BY_KEY[key]
+
+
+__all__ = ["ALL", "KEYS", "Policy", "named", "of"]

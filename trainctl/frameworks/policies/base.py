@@ -7,7 +7,8 @@ replicatedJob gets, the env and ports of its containers, the files it needs (MPI
 mirrors. The engine that turns the result into pods is trainctl/core/trainjob.py; it knows no policy.
 
 Names and values here are upstream's (``pkg/constants/constants.go``). This package imports nothing of trainctl's
-but the ground floor and Kubernetes' quantities.
+but the ground floor, Kubernetes' quantities and, for what a policy's pods need as local processes, the v1 framework
+module that already provides it (MPI's local launcher env, in trainctl/frameworks/mpi.py).
 """
 
 from __future__ import annotations
@@ -194,3 +195,14 @@ class Policy:
     def files(self, info: Info) -> dict[str, dict[str, str]]:
         """What the plugin's components put into pods besides env: replicatedJob -> {path in the pod: content}."""
         return {}
+
+    # ---- locally (the local backend: every pod a process on this machine) -----------------------------------
+    def idle_jobs(self, info: Info) -> dict[str, dict]:
+        """replicatedJobs whose pods only host processes another pod starts in them, each with the command and args
+        a local process of theirs idles with in place of its pod's program (which a process here cannot be)."""
+        return {}
+
+    def local_env(self, replicated_job: str, files: Mapping[str, str]) -> list[dict]:
+        """What a local process of ``replicated_job`` needs besides its pod's env; ``files``: where each file
+        :meth:`files` mounts into its pods is on this machine (path in the pod -> local path)."""
+        return []

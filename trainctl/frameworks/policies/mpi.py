@@ -11,6 +11,9 @@ get the job's SSH key. Only OpenMPI is implemented upstream.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from trainctl.frameworks.mpi import LOCAL_UNBOUND, WORKER_IDLE_COMMAND, local_hostfile_env, run_as_root_env
 from trainctl.frameworks.policies.base import NODE, Info, PodSet, Policy, gpus, upsert_env, value_env
 
 LAUNCHER = "launcher"  # constants.Launcher
@@ -100,12 +103,27 @@ class MPI(Policy):
                        value_env(SLOTS_ENV, info.section["numProcPerNode"]), value_env(RSH_ARGS_ENV, RSH_ARGS))
 
     def files(self, info: Info) -> dict[str, dict[str, str]]:
-        """The hostfile (ConfigMap ``<job>-mpi-hostfile``), mounted on the launcher."""
-        slots = info.section.get("numProcPerNode", 1)
-        hosts = [endpoint for pod_set in info.pod_sets
-                 if pod_set.name == NODE or (launcher_as_node(info.section) and pod_set.name == LAUNCHER)
-                 for endpoint in pod_set.endpoints]
-        return {LAUNCHER: {HOSTFILE: "".join(f"{host} slots={slots}\n" for host in hosts)}}
+        """The hostfile (ConfigMap ``<job>-mpi-hostfile``), mounted on the launcher. A host that several pods share
+        (locally, 127.0.0.1 for every one) is one line with their slots together: Open MPI refuses a host twice."""
+        slots, found = info.section.get("numProcPerNode", 1), {}
+        for pod_set in info.pod_sets:
+            if pod_set.name == NODE or (launcher_as_node(info.section) and pod_set.name == LAUNCHER):
+                for host in pod_set.endpoints:
+                    found[host] = found.get(host, 0) + int(slots)
+        return {LAUNCHER: {HOSTFILE: "".join(f"{host} slots={count}\n" for host, count in found.items())}}
+
+    # ---- locally: mpirun starts every rank on this machine itself, as for an MPIJob (frameworks/mpi.py) -------
+    def idle_jobs(self, info: Info) -> dict[str, dict]:
+        """The nodes, beside a launcher: their pods serve sshd for its mpirun, which locally needs none."""
+        return {NODE: WORKER_IDLE_COMMAND} if info.by_name(LAUNCHER) and info.by_name(NODE) else {}
+
+    def local_env(self, replicated_job: str, files: Mapping[str, str]) -> list[dict]:
+        """Open MPI's leave to run as root; on the launcher the hostfile's local copy, and ranks not bound to cores:
+        the nodes' slots all share this machine's."""
+        if HOSTFILE not in files:
+            return [value_env(name, value) for name, value in run_as_root_env().items()]
+        return [value_env(name, value) for name, value in {**run_as_root_env(), **LOCAL_UNBOUND}.items()] + \
+            local_hostfile_env(files[HOSTFILE])
 
 
 POLICY = MPI()
