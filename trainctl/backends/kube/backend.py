@@ -17,6 +17,7 @@ from trainctl.backends.base import (REPORT_TAIL_LINES, Backend, JobDetails, LogC
 from trainctl.backends.kube import logs as pod_logs
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
+from trainctl.core.trainer_crds import TRAINJOB
 from trainctl.errors import NotFound, UserError, setting
 from trainctl.frameworks import ALL, by_kind
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
@@ -196,9 +197,10 @@ class KubeBackend(Backend):
         kinds' GETs."""
         if not (isinstance(first, kube.ApiError) and first.status == 404):
             return answered(first)
-        for framework in [] if kind else ALL[1:]:
+        # then a TrainJob of that name (as trainctl's controller runs it: trainctl's status in its annotation)
+        for resource in [] if kind else [*(job_resource(framework) for framework in ALL[1:]), trainer_resource(TRAINJOB)]:
             try:
-                return self.client.get(job_resource(framework), name, namespace)
+                return self.client.get(resource, name, namespace)
             except kube.ApiError as error:
                 if error.status != 404:
                     raise
