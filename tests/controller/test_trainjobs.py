@@ -14,6 +14,7 @@ from trainctl.kube.client import EVENTS, PODS, SERVICES
 
 pytestmark = pytest.mark.k8s
 TRAINJOBS = trainer_resource(TRAINJOB)
+CLUSTER_RUNTIMES = trainer_resource("ClusterTrainingRuntime", namespaced=False)
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 RANK_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
@@ -35,6 +36,15 @@ def sdk_body(name: str, namespace: str, runtime: str = "torch-distributed") -> d
                      "trainer": {"command": ["bash", "-c", "printf '%s' 'print(1)' > train.py && torchrun train.py"],
                                  "numNodes": 2.0,
                                  "resourcesPerNode": {"limits": {"cpu": 2.0}, "requests": {"cpu": 2.0}}}}}
+
+
+def torch_runtime(trainctl) -> dict:
+    """trainctl's torch-distributed ClusterTrainingRuntime as ``trainctl runtimes print`` gives it."""
+    import yaml
+
+    printed = trainctl("runtimes", "print", "torch-distributed")
+    assert printed.returncode == 0, printed.stderr
+    return next(doc for doc in yaml.safe_load_all(printed.stdout) if doc)
 
 
 def job_pods(rest, namespace: str, name: str) -> dict[str, dict]:
@@ -101,13 +111,23 @@ def test_a_rank_over_its_backoff_limit_fails_the_trainjob_naming_it(rest, kube_n
     assert [c["type"] for c in status(rest, ns, "bad")["conditions"]] == ["Failed"]
 
 
-def test_a_trainjob_whose_runtime_is_missing_fails_in_one_line(rest, ns):
-    rest.create(TRAINJOBS, sdk_body("lost", ns, runtime="no-such-runtime"), ns)
+def test_a_trainjob_whose_runtime_is_missing_fails_in_one_line_until_it_appears(rest, ns, trainctl):
+    runtime = f"gone-{ns}"  # cluster-wide: a name no other test's namespace shares
+    rest.create(TRAINJOBS, sdk_body("lost", ns, runtime=runtime), ns)
     failed = wait_for(lambda: condition(rest, ns, "lost", "Failed"), what="TrainJob lost Failed")
     assert failed["reason"] == "TrainingRuntimeNotSupported" and failed["lastTransitionTime"]
-    assert "ClusterTrainingRuntime 'no-such-runtime' not found" in failed["message"]
+    assert f"ClusterTrainingRuntime '{runtime}' not found" in failed["message"]
     assert "\n" not in failed["message"]
-    warnings = [e for e in rest.list(EVENTS, ns, field_selector="involvedObject.name=lost")["items"]
-                if e["reason"] == "TrainingRuntimeNotSupported"]
+    warnings = wait_for(lambda: [e for e in rest.list(EVENTS, ns, field_selector="involvedObject.name=lost")["items"]
+                                 if e["reason"] == "TrainingRuntimeNotSupported"], what="the Warning event")
     assert len(warnings) == 1 and warnings[0]["involvedObject"]["kind"] == "TrainJob"
     assert job_pods(rest, ns, "lost") == {}
+    shown = trainctl("status", "lost", "-n", ns)  # the reason, in one line
+    assert shown.returncode == 2 and shown.stderr.startswith(
+        f"error: TrainJob lost failed: ClusterTrainingRuntime '{runtime}' not found: create it") \
+        and shown.stderr.count("\n") == 1, shown.stderr
+    # the runtime appears (trainctl runtimes install): the TrainJob runs on it, its Failed condition gone
+    rest.create(CLUSTER_RUNTIMES, {**torch_runtime(trainctl), "metadata": {"name": runtime}})
+    rest.patch(TRAINJOBS, "lost", {"metadata": {"labels": {"touched": "yes"}}}, ns)  # else within RUNTIME_RETRY_S
+    running(rest, ns, "lost")
+    wait_for(lambda: "conditions" not in status(rest, ns, "lost"), what="the Failed condition gone")

@@ -232,9 +232,8 @@ class Controller:
             self.fail_trainjob(key, resource, f"{TRAINJOB}FailedValidation", problem.message)
             return None
         status = cond.status_of(resource)  # a Failed condition for a runtime that was missing goes (upstream's too)
-        failed = cond.find(cond.conditions_of(resource), "Failed") or {}
-        if failed.get("reason") == RUNTIME_NOT_FOUND:
-            status = {**status, "conditions": [c for c in status.get("conditions") or [] if c is not failed]}
+        status["conditions"] = [c for c in status.get("conditions") or []
+                                if (c.get("type"), c.get("reason")) != ("Failed", RUNTIME_NOT_FOUND)]
         annotations = {SNAPSHOT_ANNOTATION: annotations_of(snapshotted)[SNAPSHOT_ANNOTATION],
                        cond.STATUS_ANNOTATION: json.dumps(status, sort_keys=True, separators=(",", ":"))}
         patch = {"metadata": {"annotations": annotations, "resourceVersion": resource["metadata"].get("resourceVersion")}}
