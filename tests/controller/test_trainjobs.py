@@ -131,3 +131,20 @@ def test_a_trainjob_whose_runtime_is_missing_fails_in_one_line_until_it_appears(
     rest.patch(TRAINJOBS, "lost", {"metadata": {"labels": {"touched": "yes"}}}, ns)  # else within RUNTIME_RETRY_S
     running(rest, ns, "lost")
     wait_for(lambda: "conditions" not in status(rest, ns, "lost"), what="the Failed condition gone")
+
+
+def test_suspend_and_resume_give_upstreams_suspended_condition_only(rest, kube_node, ns):
+    rest.create(TRAINJOBS, sdk_body("sus", ns), ns)
+    running(rest, ns, "sus")
+    rest.patch(TRAINJOBS, "sus", {"spec": {"suspend": True}}, ns)
+    suspended = wait_for(lambda: condition(rest, ns, "sus", "Suspended"), what="TrainJob sus Suspended")
+    assert (suspended["status"], suspended["reason"], suspended["message"]) == (
+        "True", "Suspended", "TrainJob is suspended") and suspended["lastTransitionTime"]
+    wait_for(lambda: not job_pods(rest, ns, "sus"), what="the pods of the suspended TrainJob gone")
+    assert status(rest, ns, "sus")["jobsStatus"][0]["suspended"] == 1
+    rest.patch(TRAINJOBS, "sus", {"spec": {"suspend": False}}, ns)
+    running(rest, ns, "sus")
+    resumed = wait_for(lambda: (c := condition(rest, ns, "sus", "Suspended")) and c["status"] == "False" and c,
+                       what="TrainJob sus resumed")
+    assert (resumed["reason"], resumed["message"]) == ("Resumed", "TrainJob is resumed")
+    assert [c["type"] for c in status(rest, ns, "sus")["conditions"]] == ["Suspended"]
