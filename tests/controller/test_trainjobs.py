@@ -99,9 +99,11 @@ def test_sdk_trainjob_runs_as_upstreams_pods_and_completes(rest, kube_node, ns, 
     assert [c["type"] for c in status(rest, ns, "tj")["conditions"]] == ["Complete"]
     shown = trainctl("status", "tj", "-n", ns)
     assert shown.returncode == 0 and "Succeeded" in shown.stdout, shown.stdout + shown.stderr
+    waited = trainctl("wait", "tj", "-n", ns, "--timeout", "30s")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
 
 
-def test_a_rank_over_its_backoff_limit_fails_the_trainjob_naming_it(rest, kube_node, ns):
+def test_a_rank_over_its_backoff_limit_fails_the_trainjob_naming_it(rest, kube_node, ns, trainctl):
     rest.create(TRAINJOBS, sdk_body("bad", ns), ns)
     running(rest, ns, "bad")
     for _ in range(7):  # kubelet restarts it in place (OnFailure, JobSet's default) past the Job's backoffLimit 6
@@ -109,6 +111,8 @@ def test_a_rank_over_its_backoff_limit_fails_the_trainjob_naming_it(rest, kube_n
     failed = wait_for(lambda: condition(rest, ns, "bad", "Failed"), what="TrainJob bad Failed")
     assert failed["status"] == "True" and failed["lastTransitionTime"] and "node-0-1" in failed["message"], failed
     assert [c["type"] for c in status(rest, ns, "bad")["conditions"]] == ["Failed"]
+    waited = trainctl("wait", "bad", "-n", ns, "--timeout", "30s")  # a failed job: exit 1, its summary says why
+    assert waited.returncode == 1 and "node-0-1" in waited.stdout + waited.stderr, waited.stdout + waited.stderr
 
 
 def test_a_trainjob_whose_runtime_is_missing_fails_in_one_line_until_it_appears(rest, ns, trainctl):
