@@ -17,7 +17,7 @@ from tests.controller.jobs import create, get_job, job, pods, services, wait_for
 from tests.conftest import REPO
 from trainctl.controller.install import NAME
 from trainctl.frameworks import by_kind
-from trainctl.kube import job_resource
+from trainctl.kube import job_resource, trainer_resource
 from trainctl.kube.client import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -33,6 +33,7 @@ from trainctl.kube.client import (
 )
 
 pytestmark = pytest.mark.k8s
+TRAINJOBS = trainer_resource("TrainJob")
 ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", namespaced=False)
 
 
@@ -109,10 +110,17 @@ def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8
     for verb in ("get", "list", "create", "update", "delete"):  # the kept records (issue 26)
         assert allowed(controller, verb, "configmaps", namespace="team-a")
     assert allowed(controller, "patch", "pytorchjobs", "kubeflow.org", "team-a")  # their summary, an annotation
+    for verb in ("list", "watch", "patch"):  # TrainJobs: their runtime snapshot and trainctl's status annotations
+        assert allowed(controller, verb, "trainjobs", "trainer.kubeflow.org")
+    assert allowed(controller, "update", "trainjobs", "trainer.kubeflow.org", "team-a", "status")
+    assert allowed(controller, "get", "trainingruntimes", "trainer.kubeflow.org", "team-a")
+    assert allowed(controller, "get", "clustertrainingruntimes", "trainer.kubeflow.org")
     assert allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name=NAME)
     assert not allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name="someone-elses")
     denied = [("get", "secrets", ""), ("list", "secrets", ""), ("create", "pytorchjobs", "kubeflow.org"),
               ("update", "pytorchjobs", "kubeflow.org"), ("update", "pods", ""), ("create", "deployments", "apps"),
+              ("create", "trainjobs", "trainer.kubeflow.org"), ("delete", "trainjobs", "trainer.kubeflow.org"),
+              ("list", "clustertrainingruntimes", "trainer.kubeflow.org"),
               ("list", "nodes", ""), ("create", "clusterroles", "rbac.authorization.k8s.io"),
               ("delete", "namespaces", ""), ("escalate", "roles", "rbac.authorization.k8s.io"),
               ("bind", "roles", "rbac.authorization.k8s.io")]
@@ -135,6 +143,11 @@ def test_the_controller_runs_jobs_under_its_service_account_token(k8s_cluster, i
                          run_policy={"ttlSecondsAfterFinished": 1}))
         # the MPIJob launcher's ServiceAccount, ConfigMap, Role (with pods/exec) and RoleBinding
         create(rest, job("MPIJob", "mpi", managed_namespace, {"Launcher": 1, "Worker": 2}))
+        # a TrainJob: its runtime looked for (none here), its status and annotation written, an event
+        rest.create(TRAINJOBS, {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                                "metadata": {"name": "v2", "namespace": managed_namespace},
+                                "spec": {"runtimeRef": {"kind": "TrainingRuntime", "name": "absent"}}},
+                    managed_namespace)
         wait_for(lambda: len(pods(rest, managed_namespace, "rbac")) == 2, what="PyTorchJob pods")
         wait_state(rest, "PyTorchJob", managed_namespace, "rbac", "Running")
         assert set(services(rest, managed_namespace, "rbac")) == {"rbac-master-0", "rbac-worker-0"}
@@ -150,6 +163,8 @@ def test_the_controller_runs_jobs_under_its_service_account_token(k8s_cluster, i
         wait_for(lambda: not any(j["metadata"]["name"] == "rbac" for j in rest.list(
             job_resource(by_kind("PyTorchJob")), managed_namespace)["items"]), what="TTL deletion")
         assert get_job(rest, "MPIJob", managed_namespace, "mpi")["status"]["conditions"][0]["type"] == "Created"
+        wait_for(lambda: (rest.get(TRAINJOBS, "v2", managed_namespace).get("status") or {}).get("conditions"),
+                 what="the TrainJob failed for its missing runtime")
         lease = rest.get(LEASES, NAME, install_namespace)
         assert lease["spec"]["holderIdentity"]
     finally:

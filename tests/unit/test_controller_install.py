@@ -10,6 +10,7 @@ import yaml
 
 from tests.conftest import REPO
 from trainctl.controller.install import NAME, manifests
+from trainctl.core.trainer_crds import TRAINER_KINDS
 from trainctl.frameworks import ALL
 
 MANIFEST = REPO / "controller" / "manifests" / "trainctl-controller.yaml"
@@ -30,10 +31,10 @@ def by_kind(documents: list[dict]) -> dict[str, list[dict]]:
 def test_dry_run_prints_every_object_in_creation_order():
     documents = list(yaml.safe_load_all(dry_run().stdout))
     kinds = [d["kind"] for d in documents]
-    assert kinds == ["Namespace", *["CustomResourceDefinition"] * len(ALL), "ServiceAccount", "ClusterRole",
-                     "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"]
+    assert kinds == ["Namespace", *["CustomResourceDefinition"] * (len(ALL) + len(TRAINER_KINDS)), "ServiceAccount",
+                     "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"]
     assert {d["spec"]["names"]["kind"] for d in documents if d["kind"] == "CustomResourceDefinition"} == {
-        f.kind for f in ALL}
+        *(f.kind for f in ALL), *TRAINER_KINDS}  # Trainer v2's too: the controller runs TrainJobs
 
 
 def test_the_committed_manifests_are_what_dry_run_prints():

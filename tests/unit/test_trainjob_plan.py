@@ -408,3 +408,58 @@ def test_kubelets_env_rules():
                {"name": "C", "value": "late"}]
     assert resolved(entries, metadata, "10.0.0.1") == {"A": "x", "B": "x-$(A)-$(C)-$", "N": "p", "L": "1", "AN": "2",
                                                        "IP": "10.0.0.1", "C": "late"}
+
+
+# ---- the status trainctl's controller writes: upstream's form of the core's (contract §1.3) ---------------------
+
+STAMP = "2026-11-29T04:00:00Z"
+
+
+def core_condition(ctype: str, status: str = "True", reason: str = "", message: str = "m") -> dict:
+    return {"type": ctype, "status": status, "reason": reason or f"TrainJob{ctype}", "message": message,
+            "lastUpdateTime": STAMP, "lastTransitionTime": STAMP}
+
+
+@pytest.mark.parametrize("conditions, counts, expected, job", [
+    # running: Created and Running are trainctl's alone, so no condition at all; the node Job active and ready
+    ([core_condition("Created"), core_condition("Running")], {"active": 2, "succeeded": 0, "failed": 0}, [],
+     {"ready": 1, "active": 1, "succeeded": 0, "failed": 0, "suspended": 0}),
+    # one rank still starting: active, not ready
+    ([core_condition("Created")], {"active": 1, "succeeded": 0, "failed": 0}, [],
+     {"ready": 0, "active": 1, "succeeded": 0, "failed": 0, "suspended": 0}),
+    ([core_condition("Created"), core_condition("Suspended")], {}, [("Suspended", "True", "Suspended",
+                                                                     "TrainJob is suspended")],
+     {"ready": 0, "active": 0, "succeeded": 0, "failed": 0, "suspended": 1}),
+    ([core_condition("Created"), core_condition("Suspended", "False", "TrainJobResumed"), core_condition("Running")],
+     {"active": 2}, [("Suspended", "False", "Resumed", "TrainJob is resumed")],
+     {"ready": 1, "active": 1, "succeeded": 0, "failed": 0, "suspended": 0}),
+    ([core_condition("Created"), core_condition("Running", "False"), core_condition("Succeeded", message="done")],
+     {"active": 0, "succeeded": 2, "failed": 0}, [("Complete", "True", "AllJobsCompleted", "done")],
+     {"ready": 0, "active": 0, "succeeded": 1, "failed": 0, "suspended": 0}),
+    ([core_condition("Created"), core_condition("Failed", message="node-0-1 exited with code 1")],
+     {"active": 0, "succeeded": 1, "failed": 1}, [("Failed", "True", "TrainJobFailed", "node-0-1 exited with code 1")],
+     {"ready": 0, "active": 0, "succeeded": 0, "failed": 1, "suspended": 0}),
+])
+def test_upstream_status_has_only_suspended_complete_and_failed_as_full_conditions(conditions, counts, expected, job):
+    from trainctl.core import conditions as cond
+    from trainctl.core.trainjob import upstream_status
+
+    written = upstream_status({"conditions": conditions, "replicaStatuses": {"node": counts}}, {"node": 2})
+    assert [(c["type"], c["status"], c["reason"], c["message"]) for c in written.get("conditions", [])] == expected
+    assert all(c["lastTransitionTime"] == STAMP for c in written.get("conditions", []))
+    assert written["jobsStatus"] == [{"name": "node", **job}]
+    # trainctl's readers take upstream's form: Complete is Succeeded; a running one, without conditions, Pending
+    true = [ctype for ctype, status, _, _ in expected if status == "True"]
+    assert cond.state_of({"status": written}) == ({"Complete": "Succeeded"}.get(true[-1], true[-1]) if true
+                                                  else "Pending")
+
+
+def test_readers_prefer_trainctls_status_in_the_annotation_to_upstreams_form():
+    from trainctl.core import conditions as cond
+
+    resource = {"metadata": {"annotations": {cond.STATUS_ANNOTATION: '{"conditions": [{"type": "Running", '
+                                                                      '"status": "True"}]}'}},
+                "status": {"jobsStatus": []}}
+    assert cond.state_of(resource) == "Running"
+    resource["metadata"]["annotations"][cond.STATUS_ANNOTATION] = "not json"  # edited by hand: the field is read
+    assert cond.state_of({**resource, "status": {"conditions": [core_condition("Complete")]}}) == "Succeeded"

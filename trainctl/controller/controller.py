@@ -12,6 +12,8 @@ lagging cache from causing one.
 
 from __future__ import annotations
 
+import copy
+import json
 import logging
 import os
 import threading
@@ -20,7 +22,7 @@ import uuid
 from datetime import datetime, timezone
 
 from trainctl.controller import pods as pod_objects
-from trainctl.controller.executor import Executor, JobKey
+from trainctl.controller.executor import TRAINJOBS, Executor, JobKey
 from trainctl.controller.gang import GangScheduler, PodGroups
 from trainctl.controller.informer import Informer
 from trainctl.controller.metrics import Metrics
@@ -31,11 +33,26 @@ from trainctl.controller.records import RecordKeeper
 from trainctl.core import checkpoint_volume
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
+from trainctl.core.restarts import annotations_of
+from trainctl.core.trainer_crds import CLUSTER_RUNTIME, RUNTIME, TRAINJOB
+from trainctl.core.trainjob import (
+    DEFAULT_MANAGER,
+    RUNTIME_NOT_FOUND,
+    SNAPSHOT_ANNOTATION,
+    TRAINJOB_OPERATOR,
+    TrainerFramework,
+    TrainJob,
+    is_trainjob,
+    with_runtime_snapshot,
+)
+from trainctl.errors import UserError
 from trainctl.core.network import ClusterNetwork
 from trainctl.core.reconcile import reconcile, rfc3339
 from trainctl.frameworks import ALL
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR
-from trainctl.kube import job_resource
+from trainctl import TRAINER_API_VERSION
+from trainctl.frameworks import by_kind
+from trainctl.kube import job_resource, trainer_resource
 from trainctl.kube.client import PODS, SERVICES, ApiError, Client, Resource
 from trainctl.kube.pods import PodStatus
 
@@ -45,15 +62,20 @@ log = logging.getLogger("trainctl.controller")
 #: at once): one status write instead of one per pod, as Kubernetes' Job controller batches them
 POD_UPDATE_BATCH_S = 0.5
 INVALID = 422  # the API server's answer to an object it will never accept as it is
+RUNTIME_RETRY_S = 30  # how often a TrainJob whose runtime is missing looks for it again
+RUNTIMES, CLUSTER_RUNTIMES = trainer_resource(RUNTIME), trainer_resource(CLUSTER_RUNTIME, namespaced=False)
 
 
 class Controller:
     def __init__(self, client: Client, *, frameworks=ALL, namespaces: list[str] | None = None,
                  gang: GangScheduler | None = None, cluster_domain: str | None = None,
                  helper_images: dict[str, str] | None = None, metrics: Metrics | None = None,
-                 identity: str | None = None, keep_records: bool = True) -> None:
+                 identity: str | None = None, keep_records: bool = True, trainjobs: bool = False) -> None:
         self.client, self.frameworks = client, list(frameworks)
-        self.by_operator = {fw.operator_name: fw for fw in self.frameworks}
+        # the kind of job each operator name labels the children of; TrainJobs' with ``trainjobs``
+        self.by_operator = {fw.operator_name: fw.kind for fw in self.frameworks}
+        if trainjobs:
+            self.by_operator[TRAINJOB_OPERATOR] = TRAINJOB
         network = ClusterNetwork(cluster_domain, helper_images=dict(helper_images or {}))
         self.metrics = metrics or Metrics()
         self.queue = WorkQueue()
@@ -63,6 +85,8 @@ class Controller:
         scopes = namespaces or [None]
         children = f"{LABEL_JOB_NAME},{LABEL_OPERATOR} in ({','.join(sorted(self.by_operator))})"
         self.jobs = {fw.kind: [Informer(client, job_resource(fw), ns) for ns in scopes] for fw in self.frameworks}
+        if trainjobs:
+            self.jobs[TRAINJOB] = [Informer(client, TRAINJOBS, ns) for ns in scopes]
         self.pods = [Informer(client, PODS, ns, children, pod_objects.job_index, pod_objects.cached_pod)
                      for ns in scopes]
         self.services = [Informer(client, SERVICES, ns, children, pod_objects.job_index, pod_objects.cached_service)
@@ -103,15 +127,15 @@ class Controller:
 
     def on_job(self, kind: str, event: str, obj: dict) -> None:
         if event == "ADDED" and not cond.conditions_of(obj):
-            self.metrics.created.inc(obj["metadata"].get("namespace", ""), self.framework(kind).name)
+            self.metrics.created.inc(obj["metadata"].get("namespace", ""), self.kind_name(kind))
         self.queue.add((kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
 
     def on_child(self, resource: Resource, event: str, obj: dict) -> None:
         index = pod_objects.job_index(obj)
-        framework = self.by_operator.get(index[0]) if index else None
-        if framework is None:
+        kind = self.by_operator.get(index[0]) if index else None
+        if kind is None:
             return
-        self.wake((framework.kind, index[1], index[2]), resource, event, obj,
+        self.wake((kind, index[1], index[2]), resource, event, obj,
                   delay=POD_UPDATE_BATCH_S if event == "MODIFIED" else 0)
 
     def on_pod_group(self, event: str, obj: dict) -> None:
@@ -129,8 +153,14 @@ class Controller:
             expectations.observe(key, "create", resource.plural, name)
         self.queue.add_after(key, delay)
 
-    def framework(self, kind: str):
-        return next(fw for fw in self.frameworks if fw.kind == kind)
+    @staticmethod
+    def kind_name(kind: str) -> str:
+        """The kind's short name, as metrics label it (pytorch, trainjob)."""
+        return TrainerFramework.name if kind == TRAINJOB else by_kind(kind).name
+
+    def operator(self, kind: str) -> str:
+        """The operator name that labels the children of a job of ``kind``."""
+        return next(operator for operator, labelled in self.by_operator.items() if labelled == kind)
 
     # ---- cache reads ------------------------------------------------------------------------
     @staticmethod
@@ -153,7 +183,7 @@ class Controller:
     def reconcile(self, key: JobKey) -> None:
         kind, namespace, name = key
         resource = self.lookup(self.jobs[kind], namespace, name)
-        index = (self.framework(kind).operator_name, namespace, name)
+        index = (self.operator(kind), namespace, name)
         pods, services = self.children(self.pods, index), self.children(self.services, index)
         live_uid = resource["metadata"].get("uid") if resource else None
         for kind_of, objects in ((PODS, pods), (SERVICES, services)):
@@ -167,11 +197,73 @@ class Controller:
         if wait:
             self.queue.add_after(key, wait)  # the informer event normally comes first
             return
+        if is_trainjob(resource) and SNAPSHOT_ANNOTATION not in annotations_of(resource):
+            resource = self.with_runtime(key, resource)
+            if resource is None:
+                return
         job = Job(resource)
         if not job.managed_externally:
             self.sync(key, job, [p for p in pods if pod_objects.controller_uid(p) == live_uid],
                       {s["metadata"]["name"] for s in services if pod_objects.controller_uid(s) == live_uid
                        and not s["metadata"].get("deletionTimestamp")})
+
+    # ---- a TrainJob's runtime -------------------------------------------------------------------------
+    def with_runtime(self, key: JobKey, resource: dict) -> dict | None:
+        """Keep the runtime a TrainJob names in it, as the first reconcile finds it in the cluster (upstream
+        snapshots it then too): a runtime edited later changes no job. Returns the TrainJob as written, or None
+        where it cannot run: no such runtime (Failed, upstream's reason, until the runtime appears: the job is
+        looked at again every RUNTIME_RETRY_S), or the TrainJob cannot run on it (Failed for good)."""
+        spec = resource.get("spec") or {}
+        if spec.get("managedBy") not in (None, DEFAULT_MANAGER):
+            return None  # Kueue's MultiKueue runs it elsewhere
+        try:
+            ref = TrainJob(resource).runtime_ref
+            runtime = self.runtime(ref, key[1])
+            if runtime is None:
+                where = f" in namespace {key[1]}" if ref["kind"] == RUNTIME else ""
+                self.fail_trainjob(key, resource, RUNTIME_NOT_FOUND,
+                                   f"{ref['kind']} {ref['name']!r} not found{where}: create it (trainctl runtimes "
+                                   "install gives trainctl's defaults) or fix spec.runtimeRef")
+                self.queue.add_after(key, RUNTIME_RETRY_S)
+                return None
+            snapshotted = copy.deepcopy(resource)
+            with_runtime_snapshot(snapshotted, runtime)
+        except UserError as problem:
+            self.fail_trainjob(key, resource, f"{TRAINJOB}FailedValidation", problem.message)
+            return None
+        status = cond.status_of(resource)  # a Failed condition for a runtime that was missing goes (upstream's too)
+        status["conditions"] = [c for c in status.get("conditions") or []
+                                if (c.get("type"), c.get("reason")) != ("Failed", RUNTIME_NOT_FOUND)]
+        annotations = {SNAPSHOT_ANNOTATION: annotations_of(snapshotted)[SNAPSHOT_ANNOTATION],
+                       cond.STATUS_ANNOTATION: json.dumps(status, sort_keys=True, separators=(",", ":"))}
+        patch = {"metadata": {"annotations": annotations, "resourceVersion": resource["metadata"].get("resourceVersion")}}
+        updated = self.client.patch(TRAINJOBS, key[2], patch, key[1])
+        self.cache(key, updated)
+        return updated
+
+    def runtime(self, ref: dict, namespace: str) -> dict | None:
+        """The runtime ``ref`` names, as the TrainJob keeps it (its name, labels and spec); None if there is none."""
+        try:
+            found = self.client.get(RUNTIMES if ref["kind"] == RUNTIME else CLUSTER_RUNTIMES, ref["name"],
+                                    namespace if ref["kind"] == RUNTIME else None)
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        metadata = {"name": found["metadata"]["name"], **({"labels": found["metadata"]["labels"]}
+                                                           if found["metadata"].get("labels") else {})}
+        return {"apiVersion": TRAINER_API_VERSION, "kind": ref["kind"], "metadata": metadata,
+                "spec": found.get("spec") or {}}
+
+    def fail_trainjob(self, key: JobKey, resource: dict, reason: str, message: str) -> None:
+        """A TrainJob the core cannot read (no runtime to run it on): Failed, with a Warning event the first time."""
+        conditions = cond.conditions_of(resource)
+        updated = cond.set_condition(conditions, "Failed", "True", reason, message, rfc3339(datetime.now(timezone.utc)))
+        if updated is conditions:
+            return  # said already
+        self.executor.write_trainjob_status(resource, {**cond.status_of(resource), "conditions": updated}, {},
+                                            lambda written: self.cache(key, written))
+        self.executor.event_on(resource, TRAINJOB, TRAINER_API_VERSION, "Warning", reason, message)
 
     def sync(self, key: JobKey, job: Job, pods: list[dict], services: set[str]) -> None:
         """One pass over a job of ours: its PodGroup, its framework's objects, then what the core says of its pods
@@ -283,8 +375,7 @@ class Controller:
 
     def stop_active_pods(self, key: JobKey, resource: dict) -> None:
         """A failed job keeps no running replica (its finished pods stay for their logs)."""
-        framework = self.framework(key[0])
-        index = (framework.operator_name, key[1], key[2])
+        index = (self.operator(key[0]), key[1], key[2])
         for pod in self.children(self.pods, index):
             ours = pod_objects.controller_uid(pod) == resource["metadata"].get("uid")
             if ours and not PodStatus.of(pod).finished:

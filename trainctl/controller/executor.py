@@ -11,13 +11,13 @@ a failed reconcile.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from trainctl import API_GROUP
 from trainctl.controller import pods as pod_objects
 from trainctl.controller.expectations import Expectations
 from trainctl.controller.metrics import Metrics
@@ -25,13 +25,16 @@ from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, CreateService, DeleteJob, DeleteReplica, DeleteService, RecordEvent
 from trainctl.core.job import Job
 from trainctl.core.reconcile import rfc3339
-from trainctl.kube import job_resource
+from trainctl.core.trainer_crds import TRAINJOB
+from trainctl.core.trainjob import upstream_status
+from trainctl.kube import job_api_version, job_resource, trainer_resource
 from trainctl.kube.client import EVENTS, PODS, SERVICES, ApiError, Client, Resource
 
 if TYPE_CHECKING:
     from trainctl.frameworks.base import Network
 
 log = logging.getLogger("trainctl.controller")
+TRAINJOBS = trainer_resource(TRAINJOB)
 
 COMPONENT = "trainctl-controller"
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -115,10 +118,29 @@ class Executor:
     def write_status(self, job: Job, status: dict, cached: Callable[[dict], None]) -> None:
         """Replace the job's status; ``cached`` shows the written job in the informer's cache at once, so the next
         pass does not act on the old status."""
-        updated = self.client.replace(job_resource(job.framework), {**job.resource, "status": status}, job.namespace,
-                                      subresource="status")
-        cached(updated)
+        if job.node_plan is not None:
+            self.write_trainjob_status(job.resource, status, job.node_plan.counts, cached)
+        else:
+            updated = self.client.replace(job_resource(job.framework), {**job.resource, "status": status},
+                                          job.namespace, subresource="status")
+            cached(updated)
         self.count_transitions(job, status)
+
+    def write_trainjob_status(self, resource: dict, status: dict, replicas: dict[str, int],
+                              cached: Callable[[dict], None]) -> None:
+        """A TrainJob's status: trainctl's in its annotation (conditions.STATUS_ANNOTATION), upstream's form of it in
+        its status (``replicas``: the pods of each replicatedJob), each written only when it changed."""
+        metadata = resource["metadata"]
+        text = json.dumps(status, sort_keys=True, separators=(",", ":"))
+        if (metadata.get("annotations") or {}).get(cond.STATUS_ANNOTATION) != text:
+            patch = {"metadata": {"annotations": {cond.STATUS_ANNOTATION: text},
+                                  "resourceVersion": metadata.get("resourceVersion")}}
+            resource = self.client.patch(TRAINJOBS, metadata["name"], patch, metadata.get("namespace"))
+        upstream = upstream_status(status, replicas)
+        if (resource.get("status") or {}) != upstream:
+            resource = self.client.replace(TRAINJOBS, {**resource, "status": upstream}, metadata.get("namespace"),
+                                           subresource="status")
+        cached(resource)
 
     def write_annotations(self, job: Job, annotations: dict[str, str], cached: Callable[[dict], None]) -> Job:
         """Set the job's annotations the core keeps (its restart record) before anything else of the pass is done,
@@ -137,17 +159,22 @@ class Executor:
                 counter.inc(job.namespace, job.framework.name)
 
     def record_event(self, job: Job, etype: str, reason: str, message: str) -> None:
+        self.event_on(job.resource, job.framework.kind, job_api_version(job.framework), etype, reason, message)
+
+    def event_on(self, resource: dict, kind: str, api_version: str, etype: str, reason: str, message: str) -> None:
+        """An event about ``resource`` (a job, also one the core cannot read: a TrainJob without its runtime)."""
         now = rfc3339(datetime.now(timezone.utc))
-        metadata = job.resource["metadata"]
+        metadata = resource["metadata"]
+        name, namespace = metadata["name"], metadata.get("namespace") or "default"
         event = {"apiVersion": "v1", "kind": "Event",
-                 "metadata": {"name": f"{job.name}.{uuid.uuid4().hex[:16]}", "namespace": job.namespace},
-                 "involvedObject": {"apiVersion": f"{API_GROUP}/v1", "kind": job.framework.kind, "name": job.name,
-                                    "namespace": job.namespace, "uid": job.uid,
+                 "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+                 "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name,
+                                    "namespace": namespace, "uid": metadata.get("uid", ""),
                                     "resourceVersion": metadata.get("resourceVersion", "")},
                  "type": etype, "reason": reason, "message": message, "count": 1,
                  "firstTimestamp": now, "lastTimestamp": now, "source": {"component": COMPONENT},
                  "reportingComponent": COMPONENT, "reportingInstance": self.identity}
         try:
-            self.client.create(EVENTS, event, job.namespace)
+            self.client.create(EVENTS, event, namespace)
         except (ApiError, OSError) as error:  # an event is worth a log line, not a failed reconcile
-            log.warning("event %s for %s/%s not recorded: %s", reason, job.namespace, job.name, error)
+            log.warning("event %s for %s/%s not recorded: %s", reason, namespace, name, error)

@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Iterator
 
-from trainctl import API_GROUP, __version__
+from trainctl import API_GROUP, TRAINER_API_GROUP, __version__
 from trainctl.controller.manager import check_image, check_rate_limit
 from trainctl.core.conditions import reached
 from trainctl.errors import UserError
@@ -68,7 +68,13 @@ def cluster_rules() -> list[dict]:
         rule("scheduling.volcano.sh", ["podgroups"], ["list", "watch", "create", "update", "delete"]),
         rule("scheduling.x-k8s.io", ["podgroups"], ["list", "watch", "create", "update", "delete"]),
         rule("scheduling.k8s.io", ["priorityclasses"], ["get"]),  # PodGroup priority
-        rule("apiextensions.k8s.io", ["customresourcedefinitions"], ["get"]),  # is a PodGroup CRD installed?
+        rule("apiextensions.k8s.io", ["customresourcedefinitions"], ["get"]),  # is a PodGroup (TrainJob) CRD installed?
+        # TrainJobs as the v1 kinds, but deleted by none (they have no TTL); patch: the runtime snapshot and trainctl's
+        # status annotations (trainctl/core/trainjob.py, conditions.py), the progress annotation
+        rule(TRAINER_API_GROUP, ["trainjobs"], [*READ, "patch"]),
+        rule(TRAINER_API_GROUP, ["trainjobs/status", "trainjobs/finalizers"], ["update"]),
+        # a TrainJob's runtime, read once, when it is first reconciled (then kept in the TrainJob)
+        rule(TRAINER_API_GROUP, ["trainingruntimes", "clustertrainingruntimes"], ["get"]),
     ]
 
 
@@ -132,6 +138,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang
     helper images by key (trainctl.frameworks.HELPER_IMAGES; None: upstream's default), ``kube_api_qps``/
     ``kube_api_burst`` the controller's rate limit (None: its default)."""
     from trainctl.core.crds import all_crds
+    from trainctl.core.trainer_crds import all_trainer_crds
 
     if not DNS_1123_LABEL.fullmatch(namespace):
         raise UserError(f"--install-namespace {namespace!r}: use lower-case letters, digits and '-' "
@@ -147,7 +154,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang
     account = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(namespace)},
-        *all_crds(),
+        *all_crds(), *all_trainer_crds(),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(NAME, namespace)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": metadata(NAME),
          "rules": cluster_rules()},

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from trainctl import TRAINER_API_GROUP
 from trainctl.errors import UserError
 
 log = logging.getLogger("trainctl.controller")
@@ -142,10 +143,13 @@ class Manager:
             log.warning("--gang-scheduler-name %s: the %s PodGroup CRD is not installed; no PodGroups will be made",
                         gang.name, gang.resource.group)
             gang = None
+        # TrainJobs beside the v1 kinds where their CRD is installed (a cluster with the v1 CRDs alone runs as before),
+        # unless --kinds names the kinds to run
+        trainjobs = not options.kinds and self.crd_installed(f"trainjobs.{TRAINER_API_GROUP}")
         self.controller = Controller(self.client, frameworks=options.kinds or ALL, namespaces=options.namespaces,
                                      gang=gang, cluster_domain=options.cluster_domain,
                                      helper_images=options.helper_images,
-                                     keep_records=options.keep_records)
+                                     keep_records=options.keep_records, trainjobs=trainjobs)
         self.controller.hpa = self.served_hpa()
         self.stopping = threading.Event()
         self.acting = threading.Event()

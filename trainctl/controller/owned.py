@@ -1,7 +1,7 @@
 """Objects a framework asks for besides pods and services, applied with the job as their owner.
 
 ``Framework.cluster_objects`` lists them on every pass (MPI's ServiceAccount, hostfile ConfigMap
-and RBAC; an elastic PyTorchJob's HorizontalPodAutoscaler), and so does a job's checkpoint claim
+and RBAC; an elastic PyTorchJob's HorizontalPodAutoscaler; a TrainJob's headless Service), and so does a job's checkpoint claim
 (trainctl.core.checkpoint_volume) for any kind. :class:`OwnedObjects` creates each one,
 updates the fields the controller owns when they drift (never the rest: a ServiceAccount's
 secrets are the cluster's), refuses to take over an object of the same name that another owner
@@ -14,15 +14,16 @@ from __future__ import annotations
 from trainctl.controller import pods as pod_objects
 from trainctl.controller.executor import Executor, JobKey
 from trainctl.core.job import Job
-from trainctl.kube.client import CONFIGMAPS, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, ApiError, Client, Resource
+from trainctl.kube.client import CONFIGMAPS, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, SERVICES, ApiError, Client, Resource
 
 HPA_V2 = Resource("autoscaling", "v2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 HPA_V2BETA2 = Resource("autoscaling", "v2beta2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
 OBJECT_RESOURCES = {"ServiceAccount": SERVICE_ACCOUNTS, "ConfigMap": CONFIGMAPS, "Role": ROLES,
-                    "RoleBinding": ROLE_BINDINGS, "PersistentVolumeClaim": CLAIMS}
-#: created once and never updated: a claim's spec is immutable once bound (the API server fills in its volume)
-CREATE_ONLY = ("PersistentVolumeClaim",)
+                    "RoleBinding": ROLE_BINDINGS, "PersistentVolumeClaim": CLAIMS, "Service": SERVICES}
+#: created once and never updated: a claim's spec is immutable once bound (the API server fills in its volume), a
+#: TrainJob's headless Service is the same on every pass (the API server fills in the rest of its spec)
+CREATE_ONLY = ("PersistentVolumeClaim", "Service")
 #: the fields of an object that the controller owns; the rest (e.g. secrets of a ServiceAccount) is left alone
 OWNED_FIELDS = ("data", "rules", "subjects", "roleRef", "spec")
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from trainctl import API_GROUP
 from trainctl.core.actions import CreateReplica, CreateService
 from trainctl.core.job import Job
 from trainctl.core.observed import PHASES, ObservedReplica
 from trainctl.core.restarts import ATTEMPT_LABEL
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from trainctl.kube import job_api_version
 from trainctl.kube.pods import PodStatus, terminated
 
 
@@ -15,7 +15,7 @@ DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition Kubernetes sets befo
 
 
 def owner_reference(job: Job) -> dict:
-    return {"apiVersion": f"{API_GROUP}/v1", "kind": job.framework.kind, "name": job.name, "uid": job.uid,
+    return {"apiVersion": job_api_version(job.framework), "kind": job.framework.kind, "name": job.name, "uid": job.uid,
             "controller": True, "blockOwnerDeletion": True}
 
 

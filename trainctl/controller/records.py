@@ -270,10 +270,10 @@ class RecordKeeper:
     def job_of(self, pod: dict) -> tuple[JobKey, Job] | None:
         """The live job that controls ``pod``, when it is one of ours to keep records for."""
         index = pod_objects.job_index(pod)
-        framework = self.controller.by_operator.get(index[0]) if index else None
-        if framework is None:
+        kind = self.controller.by_operator.get(index[0]) if index else None
+        if kind is None:
             return None
-        key = (framework.kind, index[1], index[2])
+        key = (kind, index[1], index[2])
         resource = self.controller.lookup(self.controller.jobs[key[0]], key[1], key[2])
         if resource is None or resource["metadata"].get("deletionTimestamp"):
             return None

@@ -8,12 +8,28 @@ whatever holds it (a job resource, a Kueue Workload, a CRD), reads it through
 
 from __future__ import annotations
 
+import json
+
 TERMINAL = ("Succeeded", "Failed")
 PENDING = "Pending"  # the state of a job no condition describes yet
+# Trainer v2's name for Succeeded: a TrainJob's status in upstream's form (contract §1.3) is read as trainctl's
+ALIASES = {"Succeeded": ("Succeeded", "Complete")}
+# Where trainctl's controller keeps its own status of a TrainJob, whose status field holds upstream's form: no
+# Created or Running condition, no start time or replica counts (trainctl/core/trainjob.py, upstream_status)
+STATUS_ANNOTATION = "trainctl.io/status"
 
 
 def status_of(obj: dict | None) -> dict:
-    """The object's ``status`` ({} before anything wrote one)."""
+    """The object's ``status`` ({} before anything wrote one); trainctl's own where the object keeps it in
+    :data:`STATUS_ANNOTATION` (a TrainJob in a cluster)."""
+    text = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(STATUS_ANNOTATION)
+    if text:
+        try:
+            kept = json.loads(text)
+        except ValueError:  # edited by hand: the status field is still there to read
+            kept = None
+        if isinstance(kept, dict):
+            return kept
     return (obj or {}).get("status") or {}
 
 
@@ -23,8 +39,12 @@ def conditions_of(obj: dict | None) -> list[dict]:
 
 
 def true_types(obj: dict | None) -> list[str]:
-    """The types of the object's conditions that are True, in their order."""
-    return [c.get("type") for c in conditions_of(obj) if c.get("status") == "True"]
+    """The types of the object's conditions that are True, in their order (a TrainJob's Complete as Succeeded)."""
+    return [canonical(c.get("type")) for c in conditions_of(obj) if c.get("status") == "True"]
+
+
+def canonical(ctype: str | None) -> str | None:
+    return next((name for name, spellings in ALIASES.items() if ctype in spellings), ctype)
 
 
 def state_of(resource: dict | None) -> str:
@@ -45,7 +65,8 @@ def has_finished(resource: dict | None) -> bool:
 
 
 def find(conditions: list[dict], ctype: str) -> dict | None:
-    return next((c for c in conditions if c.get("type") == ctype), None)
+    spellings = ALIASES.get(ctype, (ctype,))
+    return next((c for c in conditions if c.get("type") in spellings), None)
 
 
 def is_true(conditions: list[dict], ctype: str) -> bool:

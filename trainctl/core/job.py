@@ -148,9 +148,9 @@ class Job:
         return {LABEL_OPERATOR: self.framework.operator_name, LABEL_JOB_NAME: self.name}
 
     def labels(self, rtype: str, index: int) -> dict[str, str]:
-        if self.node_plan is not None:
-            return {**self.selector_labels(), **self.node_plan.pod(rtype, index).labels}
         labels = {**self.selector_labels(), LABEL_REPLICA_TYPE: rtype.lower()}
+        if self.node_plan is not None:  # the operator's replica labels too: the controller reads its pods back by them
+            return {**labels, LABEL_REPLICA_INDEX: str(index), **self.node_plan.pod(rtype, index).labels}
         if rtype not in self.framework.unindexed_types:
             labels[LABEL_REPLICA_INDEX] = str(index)
         if self.is_master_role(rtype, index):

@@ -409,6 +409,7 @@ SNAPSHOT_ANNOTATION = "trainctl.io/runtime-snapshot"
 DEFAULT_MANAGER = MANAGED_BY[0]  # spec.managedBy's default: trainctl's own controller
 # in a local job's directory: the files a policy mounts into pods (MPI's hostfile), <replicatedJob>/<path in the pod>
 LOCAL_FILES = "pod-files"
+TRAINJOB_OPERATOR = f"{TRAINJOB.lower()}-controller"  # the operator-name label of its pods (a label value: no '/')
 
 
 def is_trainjob(resource: dict) -> bool:
@@ -505,6 +506,50 @@ def node_plan_of(resource: dict, local_ports: Mapping[tuple[str, int], int] | No
     return plan(TrainJob(resource), runtime_snapshot(resource), local_ports=local_ports)
 
 
+# ---- a TrainJob's status in upstream's form (contract §1.3) -----------------------------------------------------
+
+COMPLETE = "Complete"
+COMPLETE_REASON = "AllJobsCompleted"  # what JobSet's Completed condition gives upstream's Complete
+RUNTIME_NOT_FOUND = "TrainingRuntimeNotSupported"  # upstream's Failed reason for a runtime it cannot run on
+UPSTREAM_SUSPENDED = {"True": ("Suspended", "TrainJob is suspended"), "False": ("Resumed", "TrainJob is resumed")}
+
+
+def upstream_status(status: dict, replicas: Mapping[str, int]) -> dict:
+    """trainctl's status of a TrainJob (its core's: Created, Running ... conditions, replica counts) as upstream's
+    controller writes it: only ``Suspended``, ``Complete`` and ``Failed`` conditions, each a full metav1.Condition
+    (no condition at all while it runs: the SDK derives Running from the pods only then), and ``jobsStatus``, one
+    entry per replicatedJob (``replicas``: its pods) counting its one Job as JobSet does."""
+    conditions = []
+    for condition in status.get("conditions") or []:
+        ctype, truth = condition.get("type"), condition.get("status")
+        if ctype == "Suspended":
+            reason, message = UPSTREAM_SUSPENDED.get(truth, UPSTREAM_SUSPENDED["False"])
+        elif ctype in ("Succeeded", "Failed") and truth == "True":
+            reason, message = condition.get("reason") or ctype, condition.get("message") or ctype
+            ctype, reason = (COMPLETE, COMPLETE_REASON) if ctype == "Succeeded" else (ctype, reason)
+        else:
+            continue
+        conditions.append({"type": ctype, "status": truth, "reason": reason, "message": message,
+                           "lastTransitionTime": condition.get("lastTransitionTime")})
+    found = {"conditions": conditions} if conditions else {}
+    suspended = any(c["type"] == "Suspended" and c["status"] == "True" for c in conditions)
+    failed = any(c["type"] == "Failed" for c in conditions)
+    counts = status.get("replicaStatuses") or {}
+    found["jobsStatus"] = [job_status(name, counts.get(name) or {}, count, suspended, failed)
+                           for name, count in replicas.items()]
+    return found
+
+
+def job_status(name: str, pods: dict, replicas: int, suspended: bool, failed: bool) -> dict:
+    """JobSet's ReplicatedJobStatus of a replicatedJob whose one Job has ``replicas`` pods counted in ``pods``."""
+    done = pods.get("succeeded", 0) >= replicas
+    lost = failed and pods.get("failed", 0) > 0 and not done
+    active = not (done or lost or suspended) and pods.get("active", 0) > 0
+    ready = active and pods.get("active", 0) + pods.get("succeeded", 0) >= replicas
+    return {"name": name, "ready": int(ready), "succeeded": int(done), "failed": int(lost), "active": int(active),
+            "suspended": int(suspended)}
+
+
 class TrainerFramework(Framework):
     """What the reconcile core asks of a job's kind, answered for one TrainJob by its plan: the replica types are
     its runtime's replicatedJobs, each replica a pod of the plan, already wired (env, ports, files), so the core adds
@@ -512,9 +557,9 @@ class TrainerFramework(Framework):
     kubeflow.org/v1 kind, and each has its own runtime."""
 
     kind = TRAINJOB
+    api_version = TRAINER_API_VERSION
     name = "trainjob"
     replica_spec_field = "replicatedJobs"
-    replica_types = ()
     container = NODE
     port_name = None
     port = TRAINER_PORT  # locally, each pod gets a port of its own for it
@@ -522,12 +567,22 @@ class TrainerFramework(Framework):
     workers_help = default_image = ""
     services = False  # one headless Service names them all (the plan's subdomain), not one per pod
 
+    #: the headless Service that names the pods (Framework.cluster_objects); it outlives no change of the plan
+    pruned_kinds = ("Service",)
+
+    operator_name = TRAINJOB_OPERATOR
+
     def __init__(self, node_plan: NodePlan) -> None:
         self.plan = node_plan
+        self.replica_types = tuple(node_plan.templates)  # its runtime's replicatedJobs (pods read back by them)
 
-    @property
-    def operator_name(self) -> str:
-        return DEFAULT_MANAGER
+    def cluster_objects(self, job, pods: list[dict]) -> list[dict]:
+        """JobSet's headless Service ``<subdomain>``: selects every pod of the job, ready or not, so that
+        ``<job>-node-0-0.<job>`` resolves before rank 0 is ready (contract §3)."""
+        return [{"apiVersion": "v1", "kind": "Service",
+                 "metadata": {"name": self.plan.subdomain, "labels": job.selector_labels()},
+                 "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                          "selector": {JOBSET_NAME: job.name}}}]
 
     def pod_name(self, job_name: str, rtype: str, index: int) -> str:
         return f"{job_name}-{rtype}-0-{index}"
@@ -597,4 +652,4 @@ class TrainerFramework(Framework):
             container.update(command=self.local_command(job, rtype, command, network.files_dir), args=[])
 
 
-__all__ = ["NodePlan", "PodPlan", "TrainJob", "TrainerFramework", "is_trainjob", "node_plan_of", "plan"]
+__all__ = ["NodePlan", "PodPlan", "TrainJob", "TrainerFramework", "is_trainjob", "node_plan_of", "plan", "upstream_status"]

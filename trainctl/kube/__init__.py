@@ -19,11 +19,17 @@ if TYPE_CHECKING:
 JOB_VERSION = "v1"
 
 
+def job_api_version(framework) -> str:
+    """The apiVersion of a job kind: kubeflow.org/v1, or Trainer v2's for a TrainJob."""
+    return getattr(framework, "api_version", None) or f"{API_GROUP}/{JOB_VERSION}"
+
+
 def job_resource(framework) -> Resource:
-    """The REST collection of one job kind: /apis/kubeflow.org/v1/.../pytorchjobs."""
+    """The REST collection of one job kind: /apis/kubeflow.org/v1/.../pytorchjobs (a TrainJob's: Trainer v2's)."""
     from trainctl.kube.client import Resource  # here: the client's imports (http, ssl) stay out of the ground rules
 
-    return Resource(API_GROUP, JOB_VERSION, framework.plural, kind=framework.kind)
+    group, version = job_api_version(framework).split("/")
+    return Resource(group, version, framework.plural, kind=framework.kind)
 
 
 def trainer_resource(kind: str, namespaced: bool = True) -> Resource:

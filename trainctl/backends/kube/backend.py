@@ -17,6 +17,8 @@ from trainctl.backends.base import (REPORT_TAIL_LINES, Backend, JobDetails, LogC
 from trainctl.backends.kube import logs as pod_logs
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
+from trainctl.core.trainer_crds import TRAINJOB
+from trainctl.core.trainjob import SNAPSHOT_ANNOTATION, TrainJob, is_trainjob
 from trainctl.errors import NotFound, UserError, setting
 from trainctl.frameworks import ALL, by_kind
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
@@ -141,7 +143,7 @@ class KubeBackend(Backend):
             (kube.EVENTS, {"fieldSelector": f"involvedObject.name={name}"})])
         with self.errors(f"read pods of {name}"):
             pods, events = (answered(answer)["items"] for answer in listed)
-        job = Job(resource)
+        job = cluster_job(resource)
         order = job.replica_types
         kept = self.kept_runs(job, pods)
         rows = [replica_row(pod, order) for pod in pods] + podless_rows(job, pods, kept)
@@ -196,9 +198,10 @@ class KubeBackend(Backend):
         kinds' GETs."""
         if not (isinstance(first, kube.ApiError) and first.status == 404):
             return answered(first)
-        for framework in [] if kind else ALL[1:]:
+        # then a TrainJob of that name (as trainctl's controller runs it: trainctl's status in its annotation)
+        for resource in [] if kind else [*(job_resource(framework) for framework in ALL[1:]), trainer_resource(TRAINJOB)]:
             try:
-                return self.client.get(job_resource(framework), name, namespace)
+                return self.client.get(resource, name, namespace)
             except kube.ApiError as error:
                 if error.status != 404:
                     raise
@@ -434,6 +437,18 @@ class KubeBackend(Backend):
         with self.errors("list the training runtimes"):
             return [{"apiVersion": resource.api_version, "kind": resource.kind, **item}
                     for (resource, _), answer in zip(wanted, answers) for item in answered(answer)["items"]]
+
+
+def cluster_job(resource: dict) -> Job:
+    """The job's view; of a TrainJob whose runtime trainctl's controller has not found (and kept in it), none: then
+    what the controller said of it, in one line."""
+    if is_trainjob(resource) and SNAPSHOT_ANNOTATION not in (resource["metadata"].get("annotations") or {}):
+        name, ref = resource["metadata"]["name"], TrainJob(resource).runtime_ref
+        failed = cond.find(cond.conditions_of(resource), "Failed")
+        raise UserError(f"TrainJob {name} failed: {failed.get('message')}" if failed else
+                        f"TrainJob {name} has no pods yet: trainctl's controller has not found its {ref['kind']} "
+                        f"{ref['name']!r} (is the controller running? trainctl controller install)")
+    return Job(resource)
 
 
 def pods_query(job_name: str) -> dict:

@@ -161,7 +161,7 @@ def body(record: Record, job: dict, pod_name: str) -> dict:
     from trainctl.frameworks.base import LABEL_JOB_NAME
 
     metadata = job["metadata"]
-    owner = {"apiVersion": f"{API_GROUP}/v1", "kind": job["kind"], "name": metadata["name"], "uid": metadata["uid"],
+    owner = {"apiVersion": job.get("apiVersion") or f"{API_GROUP}/v1", "kind": job["kind"], "name": metadata["name"], "uid": metadata["uid"],
              "controller": True, "blockOwnerDeletion": True}
     binary = {key: data for key, data in zip(LOG_KEYS, record.logs) if data is not None}
     binary.update({key: data for key, data in ((REPORTS_KEY, record.reports), (RESULT_KEY, record.result)) if data})
