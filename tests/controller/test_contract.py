@@ -60,7 +60,8 @@ def test_tfjob_tf_config_byte_for_byte(rest, controller_in):
         '{"cluster":{"ps":["dist-ps-0.%(ns)s.svc:2222"],"worker":["dist-worker-0.%(ns)s.svc:2222",'
         '"dist-worker-1.%(ns)s.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}' % {"ns": ns})
     assert found["dist-worker-0"]["metadata"]["labels"]["training.kubeflow.org/job-role"] == "master"
-    assert set(services(rest, ns, "dist")) == set(found)
+    # the services come in the same pass as the pods, but after them: wait for the last one (seen missing under load)
+    wait_for(lambda: set(services(rest, ns, "dist")) == set(found), what="a service per pod")
 
 
 def test_tfjob_custom_cluster_domain(rest, start_controller, namespace):
