@@ -152,3 +152,62 @@ def test_suspend_and_resume_give_upstreams_suspended_condition_only(rest, kube_n
                        what="TrainJob sus resumed")
     assert (resumed["reason"], resumed["message"]) == ("Resumed", "TrainJob is resumed")
     assert [c["type"] for c in status(rest, ns, "sus")["conditions"]] == ["Suspended"]
+
+
+def test_list_shows_trainjobs_beside_the_v1_jobs_with_their_state(rest, ns, trainctl):
+    import json
+
+    rest.create(TRAINJOBS, sdk_body("listed", ns), ns)
+    running(rest, ns, "listed")
+    assert trainctl("submit", "pytorch", "--name", "v1job", "-n", ns, "--", "python", "t.py").returncode == 0
+
+    def listed_rows() -> set[tuple[str, ...]]:  # (name, kind, state): after the NAMESPACE column
+        return {tuple(line.split()[1:4]) for line in trainctl("list", "-n", ns).stdout.splitlines()}
+
+    shown = wait_for(lambda: (found := listed_rows()) and ("listed", "TrainJob", "Running") in found and found,
+                     what="TrainJob listed Running in trainctl list")
+    assert ("v1job", "PyTorchJob") in {row[:2] for row in shown}, shown
+    jobs = json.loads(trainctl("list", "-n", ns, "-o", "json").stdout)["items"]
+    assert sorted((job["kind"], job["metadata"]["name"]) for job in jobs) == [
+        ("PyTorchJob", "v1job"), ("TrainJob", "listed")]
+
+
+def test_logs_read_the_node_container_of_a_trainjobs_pods(rest, kube_node, ns, trainctl):
+    rest.create(TRAINJOBS, sdk_body("talks", ns), ns)
+    running(rest, ns, "talks")
+    for index in (0, 1):
+        kube_node.write_log(ns, f"talks-node-0-{index}", "node", f"hello from rank {index}\n")
+    shown = trainctl("logs", "talks", "-n", ns)
+    assert shown.returncode == 0 and sorted(shown.stdout.splitlines()) == [
+        "node-0-0 | hello from rank 0", "node-0-1 | hello from rank 1"], shown.stdout + shown.stderr
+    one = trainctl("logs", "talks", "-n", ns, "--replica", "node-0-1")
+    assert one.stdout == "node-0-1 | hello from rank 1\n", one.stdout + one.stderr
+
+
+def test_delete_removes_a_trainjob_and_an_unknown_name_is_one_line(rest, ns, trainctl):
+    rest.create(TRAINJOBS, sdk_body("doomed", ns), ns)
+    running(rest, ns, "doomed")
+    deleted = trainctl("delete", "doomed", "-n", ns)
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    wait_for(lambda: "doomed" not in {t["metadata"]["name"] for t in rest.list(TRAINJOBS, ns)["items"]},
+             what="TrainJob doomed gone")
+    assert not job_pods(rest, ns, "doomed") and "doomed" not in {
+        s["metadata"]["name"] for s in rest.list(SERVICES, ns)["items"]}  # no garbage collector here: trainctl's own
+    again = trainctl("delete", "doomed", "-n", ns)
+    assert again.returncode == 2 and again.stderr.startswith("error: ") and again.stderr.count("\n") == 1, again.stderr
+
+
+def test_suspend_and_resume_set_a_trainjobs_own_spec_suspend_and_get_shows_it(rest, ns, trainctl):
+    import yaml
+
+    rest.create(TRAINJOBS, sdk_body("paused", ns), ns)
+    running(rest, ns, "paused")
+    suspended = trainctl("suspend", "paused", "-n", ns)
+    assert suspended.returncode == 0, suspended.stdout + suspended.stderr
+    wait_for(lambda: not job_pods(rest, ns, "paused"), what="the pods of the suspended TrainJob gone")
+    stored = yaml.safe_load(trainctl("get", "paused", "-n", ns, "-o", "yaml").stdout)
+    assert stored["kind"] == "TrainJob" and stored["spec"]["suspend"] is True and "runPolicy" not in stored["spec"]
+    resumed = trainctl("resume", "paused", "-n", ns)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    running(rest, ns, "paused")
+    assert rest.get(TRAINJOBS, "paused", ns)["spec"]["suspend"] is False

@@ -37,6 +37,14 @@ VOLCANO_QUEUES = kube.Resource("scheduling.volcano.sh", "v1beta1", "queues", nam
 KUEUE_WORKLOADS = kube.Resource("kueue.x-k8s.io", "v1beta1", "workloads", kind="Workload")
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 RECENT_EVENTS = 20
+# every collection of jobs: the kubeflow.org/v1 kinds' (the first, where most jobs are), then Trainer v2's TrainJobs
+# (as trainctl's controller runs them: trainctl's status in their annotation)
+JOB_COLLECTIONS = [*(job_resource(framework) for framework in ALL), trainer_resource(TRAINJOB)]
+
+
+def collection_of(kind: str) -> kube.Resource:
+    """The REST collection of the jobs of ``kind``: a kubeflow.org/v1 kind's, or the TrainJobs'."""
+    return trainer_resource(TRAINJOB) if kind == TRAINJOB else job_resource(by_kind(kind))
 
 
 class KubeBackend(Backend):
@@ -189,7 +197,7 @@ class KubeBackend(Backend):
         GETs follow on a 404)."""
         with self.errors(f"read job {name}"):
             first, *listed = self.client.get_each(
-                [("get", job_resource(by_kind(kind) if kind else ALL[0]).path(namespace, name), None)]
+                [("get", (collection_of(kind) if kind else JOB_COLLECTIONS[0]).path(namespace, name), None)]
                 + [("list", resource.path(namespace), query) for resource, query in lists])
             return self._found(name, namespace, kind, first), listed
 
@@ -198,8 +206,7 @@ class KubeBackend(Backend):
         kinds' GETs."""
         if not (isinstance(first, kube.ApiError) and first.status == 404):
             return answered(first)
-        # then a TrainJob of that name (as trainctl's controller runs it: trainctl's status in its annotation)
-        for resource in [] if kind else [*(job_resource(framework) for framework in ALL[1:]), trainer_resource(TRAINJOB)]:
+        for resource in [] if kind else JOB_COLLECTIONS[1:]:
             try:
                 return self.client.get(resource, name, namespace)
             except kube.ApiError as error:
@@ -210,9 +217,9 @@ class KubeBackend(Backend):
     def namespaces_with(self, name: str, kind: str | None) -> list[str]:
         """The namespaces that hold a job ``name``, as far as this user may list jobs across namespaces."""
         found = []
-        for framework in [by_kind(kind)] if kind else ALL:
+        for resource in [collection_of(kind)] if kind else JOB_COLLECTIONS:
             try:
-                items = self.client.list(job_resource(framework), None, field_selector=f"metadata.name={name}")
+                items = self.client.list(resource, None, field_selector=f"metadata.name={name}")
             except (kube.ApiError, OSError):  # listing every namespace may well be forbidden: no hint then
                 return found
             found += [item["metadata"].get("namespace", "") for item in items.get("items") or []]
@@ -221,9 +228,9 @@ class KubeBackend(Backend):
     def list(self, namespace: str | None, selector: str | None = None) -> list[dict]:
         label_selector = selectors.parse(selector).text() or None  # a bad one fails here, as locally
         jobs = []
-        with self.errors("list jobs"):  # the six kinds' lists in one round trip
+        with self.errors("list jobs"):  # the six kinds' lists and the TrainJobs' in one round trip
             query = {"labelSelector": label_selector} if label_selector else {}
-            for answer in self.client.list_each([(job_resource(fw), query) for fw in ALL], namespace):
+            for answer in self.client.list_each([(resource, query) for resource in JOB_COLLECTIONS], namespace):
                 if isinstance(answer, kube.ApiError) and answer.status != 404:
                     raise answer  # 404: that CRD is not installed, so no jobs of that kind
                 jobs += [] if isinstance(answer, kube.ApiError) else answer["items"]
@@ -357,10 +364,9 @@ class KubeBackend(Backend):
         the same children at the same time, so one already gone is what we wanted, not an error.
         """
         job = self.find(name, namespace, kind)
-        framework = by_kind(job["kind"])
         selector = f"{LABEL_JOB_NAME}={name}"
-        with self.errors(f"delete {framework.singular} {name}"):
-            self.delete_if_present(job_resource(framework), name, namespace, propagation="Background")
+        with self.errors(f"delete {job['kind'].lower()} {name}"):
+            self.delete_if_present(collection_of(job["kind"]), name, namespace, propagation="Background")
             self.client.delete_collection(kube.PODS, namespace, selector)
             # services have no deletecollection verb
             for service in self.client.list(kube.SERVICES, namespace, selector=selector)["items"]:
@@ -380,10 +386,11 @@ class KubeBackend(Backend):
                 raise
 
     def set_suspended(self, name: str, namespace: str, suspend: bool, kind: str | None = None) -> dict:
-        framework = by_kind(self.find(name, namespace, kind)["kind"])
-        patch = {"spec": {"runPolicy": {"suspend": suspend}}}
-        with self.errors(f"{'suspend' if suspend else 'resume'} {framework.singular} {name}"):
-            return self.client.patch(job_resource(framework), name, patch, namespace)
+        found = self.find(name, namespace, kind)["kind"]
+        # a TrainJob's own field; a v1 job's is in its runPolicy
+        patch = {"spec": {"suspend": suspend} if found == TRAINJOB else {"runPolicy": {"suspend": suspend}}}
+        with self.errors(f"{'suspend' if suspend else 'resume'} {found.lower()} {name}"):
+            return self.client.patch(collection_of(found), name, patch, namespace)
 
     def install_crds(self, dry_run: bool = False, api: str = "all") -> list[str]:
         """Create or update trainctl's CRDs of ``api`` (v1, v2 or all); returns their names."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from trainctl.code import pods
 from trainctl.code.snapshot import Snapshot
+from trainctl.core.trainjob import is_trainjob
 from trainctl.errors import UserError
 from trainctl.frameworks import by_kind
 from trainctl.kube import client as kube
@@ -86,7 +87,10 @@ def release(client: kube.Client, job: dict) -> None:
 
 
 def config_map_names(job: dict) -> list[str]:
-    """The snapshot ConfigMaps the job's pod templates mount."""
+    """The snapshot ConfigMaps the job's pod templates mount (a TrainJob's: none, trainctl uploads no code with
+    it)."""
+    if is_trainjob(job):
+        return []
     framework = by_kind(job["kind"])
     names = []
     for spec in (job.get("spec", {}).get(framework.replica_spec_field) or {}).values():
