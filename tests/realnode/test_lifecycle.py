@@ -8,6 +8,7 @@ import pytest
 
 from tests.controller.jobs import wait_for
 from tests.realnode.conftest import JOB_TIMEOUT_S
+from trainctl.core.restarts import SUCCESS_WAIT_ANNOTATION
 
 pytestmark = pytest.mark.realnode
 
@@ -44,8 +45,11 @@ def test_delete_leaves_no_pod_service_or_configmap(real_node, trainctl, namespac
 
 
 def test_clean_pod_policy_all_removes_pods_when_the_job_ends(real_node, trainctl, namespace, python_image):
+    # success-wait 0: the worker's pod waits for the master's Service, which resolves no more once the master is
+    # done, so the job's success would wait its 60 s for a worker that never runs (docs/fault-tolerance.md)
     submitted = trainctl("submit", "pytorch", "--name", "clean", "-n", namespace, "--workers", "2",
-                         "--clean-pod-policy", "All", "--image", python_image, "--", "python3", "-c", "print('done')")
+                         "--clean-pod-policy", "All", "--annotation", f"{SUCCESS_WAIT_ANNOTATION}=0",
+                         "--image", python_image, "--", "python3", "-c", "print('done')")
     assert submitted.returncode == 0, submitted.stderr
     waited = trainctl("wait", "clean", "-n", namespace, "--timeout", str(JOB_TIMEOUT_S), timeout=JOB_TIMEOUT_S + 30)
     assert waited.returncode == 0, waited.stdout + waited.stderr
@@ -55,7 +59,8 @@ def test_clean_pod_policy_all_removes_pods_when_the_job_ends(real_node, trainctl
 
 def test_ttl_after_finished_deletes_the_job_and_everything_it_owns(real_node, trainctl, namespace, python_image):
     submitted = trainctl("submit", "pytorch", "--name", "ttl", "-n", namespace, "--workers", "2",
-                         "--ttl-after-finished", "2", "--image", python_image, "--", "python3", "-c", "print('done')")
+                         "--ttl-after-finished", "2", "--annotation", f"{SUCCESS_WAIT_ANNOTATION}=0",  # as above
+                         "--image", python_image, "--", "python3", "-c", "print('done')")
     assert submitted.returncode == 0, submitted.stderr
     wait_for(lambda: real_node.kubectl("get", "pytorchjob", "ttl", "-n", namespace).returncode != 0, 180,
              "the TTL to delete the job")
