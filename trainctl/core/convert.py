@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from trainctl import API_VERSION, TRAINER_API_GROUP as V2_GROUP, TRAINER_API_VERSION as V2_VERSION
 from trainctl.core.job import Job
 from trainctl.core.trainer_crds import CLUSTER_RUNTIME, MANAGED_BY, RUNTIME, TRAINJOB
+# JobSet's pod restartPolicy, which no runtime upstream ships changes
+from trainctl.core.trainjob import POD_RESTART_POLICY as V2_RESTART_POLICY
 from trainctl.core.validation import METADATA, STRING_MAP, Invalid, check_json, validate, walk
 from trainctl.errors import UserError, setting
 from trainctl.frameworks import ALL, Framework, by_name
@@ -34,8 +36,6 @@ from trainctl.frameworks.base import (ANCESTOR_TRAINER as TRAINER_STEP, LABEL_AN
 DEFAULT_MANAGER = MANAGED_BY[0]
 #: what of the v1 job v2 does not need, kept for the conversion back (JSON)
 V1_ANNOTATION = "trainctl.io/v1"
-#: JobSet's pod restartPolicy, which no runtime upstream ships changes
-V2_RESTART_POLICY = "OnFailure"
 #: the container fields a TrainJob's ``trainer`` sets (resources as ``resourcesPerNode``)
 TRAINER_FIELDS = {"image": "image", "command": "command", "args": "args", "env": "env", "resources": "resourcesPerNode"}
 #: metadata the API server writes: a job read back from a cluster carries them, neither side's spec does
