@@ -264,10 +264,10 @@ def test_a_rank_killed_mid_all_reduce_is_named_with_its_signal_not_the_rank_that
 
 @pytest.mark.framework
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(("how", "gap"), [("function", 0.2), ("script", 1.0)])
+@pytest.mark.parametrize(("how", "gap"), [("function", 0.2), ("script", 3.0)])
 def test_of_two_ranks_that_raise_their_own_errors_the_earlier_is_named(cli, client, how, gap):
     """0.2 s apart is told by the function runner's nanosecond records; a plain script by its exit, observed
-    within a poll of the supervisor."""
+    within a poll of the supervisor, which a busy machine can delay by a second or more."""
     needs("torch")
     if how == "function":
         job = client.run(function_jobs.both_raise, args={"rank0_delay": gap}, workers=2, name="both",

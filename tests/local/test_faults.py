@@ -101,6 +101,15 @@ def start_long_job(cli, name: str, *args: str) -> str:
     return uid
 
 
+def damage(cli, name: str, content: bytes) -> Path:
+    """Write ``content`` to the job's job.json between two passes of its supervisor: under the job's lock, as the
+    supervisor writes it (without the lock the damage can land between its read and its write, and be lost)."""
+    job_file = job_dir(cli, name) / "job.json"
+    with JobDir("default", name, root=cli.home).locked():
+        job_file.write_bytes(content)
+    return job_file
+
+
 def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
@@ -179,8 +188,7 @@ def test_list_passes_over_directories_that_are_no_job_names(cli, scripts):
 
 def test_truncated_job_json_is_named_and_delete_still_stops_every_process(cli, scripts):
     uid = start_long_job(cli, "torn", "escape")
-    job_file = job_dir(cli, "torn") / "job.json"
-    job_file.write_bytes(job_file.read_bytes()[:40])
+    job_file = damage(cli, "torn", (job_dir(cli, "torn") / "job.json").read_bytes()[:40])
 
     for command in (("status", "torn"), ("logs", "torn"), ("wait", "torn", "--timeout", "1s"),
                     ("logs", "torn", "--since", "1m")):
@@ -198,8 +206,7 @@ def test_truncated_job_json_is_named_and_delete_still_stops_every_process(cli, s
                                      '{"kind": "PyTorchJob", "metadata": {}, "spec": {}, "status": {"conditions": 5}}'])
 def test_a_job_json_that_is_json_but_no_job_is_damaged_too(cli, scripts, content):
     uid = start_long_job(cli, "hollow")
-    job_file = job_dir(cli, "hollow") / "job.json"
-    job_file.write_text(content)
+    job_file = damage(cli, "hollow", content.encode())
     assert_one_line_error(cli("status", "hollow"), str(job_file), "trainctl delete hollow")
     listed = cli("list")
     assert listed.returncode == 0 and "Damaged" in listed.stdout, listed.stderr
