@@ -130,6 +130,16 @@ def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8
     assert not [r for r in granted if "*" in r["verbs"] + r["resources"] + r["apiGroups"]]
 
 
+def test_anyone_signed_in_reads_the_trainer_version_configmap_and_no_other(k8s_cluster, installed):
+    """What Trainer v2's TrainerClient() reads first (kubeflow-trainer-public), as bob, who has no rights at all."""
+    namespace, _ = installed
+    bob = connect(kubeconfig=k8s_cluster.kubeconfig("bob"))
+    for verb in ("get", "watch"):
+        assert allowed(bob, verb, "configmaps", namespace=namespace, name="kubeflow-trainer-public")
+    assert not allowed(bob, "get", "configmaps", namespace=namespace, name="trainctl-controller")
+    assert not allowed(bob, "get", "configmaps", namespace="team-a", name="kubeflow-trainer-public")
+
+
 def test_the_controller_runs_jobs_under_its_service_account_token(k8s_cluster, installed, rest, kube_node,
                                                                    managed_namespace, tmp_path):
     install_namespace, _ = installed

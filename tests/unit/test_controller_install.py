@@ -32,7 +32,8 @@ def test_dry_run_prints_every_object_in_creation_order():
     documents = list(yaml.safe_load_all(dry_run().stdout))
     kinds = [d["kind"] for d in documents]
     assert kinds == ["Namespace", *["CustomResourceDefinition"] * (len(ALL) + len(TRAINER_KINDS)), "ServiceAccount",
-                     "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"]
+                     "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Role", "RoleBinding",
+                     "Deployment", "Service"]
     assert {d["spec"]["names"]["kind"] for d in documents if d["kind"] == "CustomResourceDefinition"} == {
         *(f.kind for f in ALL), *TRAINER_KINDS}  # Trainer v2's too: the controller runs TrainJobs
 
@@ -52,6 +53,22 @@ def test_rbac_has_no_wildcards_no_secrets_and_leases_only_by_name():
     assert not any(g.startswith("coordination") for r in cluster_rules for g in r["apiGroups"])
     lease_rules = kinds["Role"][0]["rules"]
     assert [r.get("resourceNames") for r in lease_rules if set(r["verbs"]) & {"update", "get"}] == [[NAME]]
+
+
+def test_the_trainer_sdks_version_configmap_is_readable_by_everyone_signed_in_and_nothing_more():
+    """TrainerClient() reads kubeflow-trainer-public's kubeflow_trainer_version, as a notebook's identity."""
+    documents = {(d["kind"], d["metadata"]["name"]): d for d in manifests(namespace="kubeflow-system")}
+    configmap = documents["ConfigMap", "kubeflow-trainer-public"]
+    assert configmap["metadata"]["namespace"] == "kubeflow-system"
+    assert configmap["data"]["kubeflow_trainer_version"].startswith("trainctl ")
+    assert documents["Role", "kubeflow-trainer-public"]["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"],
+         "resourceNames": ["kubeflow-trainer-public"]}]
+    binding = documents["RoleBinding", "kubeflow-trainer-public"]
+    assert binding["roleRef"]["name"] == "kubeflow-trainer-public" and binding["metadata"]["namespace"] == \
+        "kubeflow-system"
+    assert binding["subjects"] == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                                    "name": "system:authenticated"}]
 
 
 def test_deployment_runs_the_image_unprivileged_with_probes_and_requests():

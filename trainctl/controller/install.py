@@ -30,6 +30,7 @@ SELECTOR = {"app.kubernetes.io/name": NAME}
 CRD_ESTABLISHED_TIMEOUT_S = 60
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 DNS_1123_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+TRAINER_PUBLIC = "kubeflow-trainer-public"  # the ConfigMap Trainer v2's SDK reads the control plane's version from
 ADMIN_HINT = "installing needs cluster-admin (it creates CRDs and a ClusterRole)"
 
 READ = ["get", "list", "watch"]
@@ -82,6 +83,23 @@ def lease_rules() -> list[dict]:
     """Leader election, in the controller's own namespace only (create cannot be limited by name)."""
     return [rule("coordination.k8s.io", ["leases"], ["get", "update"], [NAME]),
             rule("coordination.k8s.io", ["leases"], ["create"])]
+
+
+def trainer_version_documents(namespace: str) -> list[dict]:
+    """What Trainer v2's SDK reads when a notebook makes a ``TrainerClient()``: the ConfigMap
+    ``kubeflow-trainer-public`` in the control plane's namespace, readable by every signed-in identity (upstream's
+    Helm chart creates the same three objects). Without it the SDK only warns; its namespace is
+    ``$KUBEFLOW_SYSTEM_NAMESPACE``, ``kubeflow-system`` unless set (docs/trainer-v2.md)."""
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(TRAINER_PUBLIC, namespace),
+         "data": {"kubeflow_trainer_version": f"trainctl {__version__} ({TRAINER_API_GROUP}/v1alpha1)"}},
+        {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": metadata(TRAINER_PUBLIC, namespace),
+         "rules": [rule("", ["configmaps"], READ, [TRAINER_PUBLIC])]},
+        {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": metadata(TRAINER_PUBLIC, namespace),
+         "roleRef": {"apiGroup": rbac, "kind": "Role", "name": TRAINER_PUBLIC},
+         "subjects": [{"kind": "Group", "apiGroup": rbac, "name": "system:authenticated"}]},
+    ]
 
 
 def metadata(name: str, namespace: str | None = None) -> dict:
@@ -165,6 +183,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang
          "rules": lease_rules()},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata(NAME, namespace),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}, "subjects": [account]},
+        *trainer_version_documents(namespace),
         deployment(namespace, image, gang_scheduler_name, kube_api_qps, kube_api_burst, **helper_images),
         {"apiVersion": "v1", "kind": "Service", "metadata": metadata(f"{NAME}-metrics", namespace),
          "spec": {"selector": dict(SELECTOR),
@@ -173,7 +192,7 @@ def manifests(namespace: str = DEFAULT_NAMESPACE, image: str | None = None, gang
 
 
 RESOURCES = {r.kind: r for r in (kube.NAMESPACES, kube.CRDS, kube.SERVICE_ACCOUNTS, kube.CLUSTER_ROLES,
-                                  kube.CLUSTER_ROLE_BINDINGS, kube.ROLES, kube.ROLE_BINDINGS, kube.DEPLOYMENTS,
+                                  kube.CLUSTER_ROLE_BINDINGS, kube.ROLES, kube.ROLE_BINDINGS, kube.CONFIGMAPS, kube.DEPLOYMENTS,
                                   kube.SERVICES)}
 
 
