@@ -115,9 +115,11 @@ def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8
     assert allowed(controller, "update", "trainjobs", "trainer.kubeflow.org", "team-a", "status")
     assert allowed(controller, "get", "trainingruntimes", "trainer.kubeflow.org", "team-a")
     assert allowed(controller, "get", "clustertrainingruntimes", "trainer.kubeflow.org")
+    assert allowed(controller, "create", "secrets", namespace="team-a")  # an MPI TrainJob's SSH keys, never read
     assert allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name=NAME)
     assert not allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name="someone-elses")
-    denied = [("get", "secrets", ""), ("list", "secrets", ""), ("create", "pytorchjobs", "kubeflow.org"),
+    denied = [("get", "secrets", ""), ("list", "secrets", ""), ("watch", "secrets", ""), ("update", "secrets", ""),
+              ("delete", "secrets", ""), ("create", "pytorchjobs", "kubeflow.org"),
               ("update", "pytorchjobs", "kubeflow.org"), ("update", "pods", ""), ("create", "deployments", "apps"),
               ("create", "trainjobs", "trainer.kubeflow.org"), ("delete", "trainjobs", "trainer.kubeflow.org"),
               ("list", "clustertrainingruntimes", "trainer.kubeflow.org"),

@@ -2,11 +2,15 @@
 
 ``Framework.cluster_objects`` lists them on every pass (MPI's ServiceAccount, hostfile ConfigMap
 and RBAC; an elastic PyTorchJob's HorizontalPodAutoscaler; a TrainJob's headless Service), and so does a job's checkpoint claim
-(trainctl.core.checkpoint_volume) for any kind. :class:`OwnedObjects` creates each one,
+(trainctl.core.checkpoint_volume) for any kind; an MPI TrainJob's SSH key Secret too. :class:`OwnedObjects` creates each one,
 updates the fields the controller owns when they drift (never the rest: a ServiceAccount's
 secrets are the cluster's), refuses to take over an object of the same name that another owner
 holds, and deletes those of the framework's ``pruned_kinds`` it stopped asking for. What it applied
 last is remembered, so the steady state sends no request at all.
+
+A Secret is only ever created: the controller may not read Secrets (docs/controller.md, "Permissions"), so one of
+that name that exists already is used as it is, as upstream's MPI plugin uses it. An SSH key Secret asked for
+without data gets a new key pair as it is created (trainctl.controller.sshkeys).
 """
 
 from __future__ import annotations
@@ -14,18 +18,29 @@ from __future__ import annotations
 from trainctl.controller import pods as pod_objects
 from trainctl.controller.executor import Executor, JobKey
 from trainctl.core.job import Job
-from trainctl.kube.client import CONFIGMAPS, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, SERVICES, ApiError, Client, Resource
+from trainctl.kube.client import (
+    CONFIGMAPS,
+    ROLE_BINDINGS,
+    ROLES,
+    SECRETS,
+    SERVICE_ACCOUNTS,
+    SERVICES,
+    ApiError,
+    Client,
+    Resource,
+)
 
 HPA_V2 = Resource("autoscaling", "v2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 HPA_V2BETA2 = Resource("autoscaling", "v2beta2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
 OBJECT_RESOURCES = {"ServiceAccount": SERVICE_ACCOUNTS, "ConfigMap": CONFIGMAPS, "Role": ROLES,
-                    "RoleBinding": ROLE_BINDINGS, "PersistentVolumeClaim": CLAIMS, "Service": SERVICES}
+                    "RoleBinding": ROLE_BINDINGS, "PersistentVolumeClaim": CLAIMS, "Service": SERVICES, "Secret": SECRETS}
 #: created once and never updated: a claim's spec is immutable once bound (the API server fills in its volume), a
 #: TrainJob's headless Service is the same on every pass (the API server fills in the rest of its spec)
 CREATE_ONLY = ("PersistentVolumeClaim", "Service")
 #: the fields of an object that the controller owns; the rest (e.g. secrets of a ServiceAccount) is left alone
 OWNED_FIELDS = ("data", "rules", "subjects", "roleRef", "spec")
+SSH_AUTH = "kubernetes.io/ssh-auth"
 
 
 class OwnedObjects:
@@ -63,12 +78,15 @@ class OwnedObjects:
         resource = self.resource_of(obj["kind"])
         body = {**obj, "apiVersion": resource.api_version,
                 "metadata": {**obj["metadata"], "ownerReferences": [pod_objects.owner_reference(job)]}}
+        if resource is SECRETS and obj.get("type") == SSH_AUTH and not obj.get("data"):
+            body["data"] = new_ssh_key_data()
         try:
             self.client.create(resource, body, job.namespace)
         except ApiError as error:
             if error.status != 409:
                 raise
-            self.update_existing(job, resource, body)
+            if resource is not SECRETS:  # one that exists is used as it is: the controller may not read Secrets
+                self.update_existing(job, resource, body)
         self.applied[memo] = obj
 
     def update_existing(self, job: Job, resource: Resource, body: dict) -> None:
@@ -83,3 +101,15 @@ class OwnedObjects:
             return
         merged = {**current, **{f: body[f] for f in OWNED_FIELDS if f in body}}
         self.client.replace(resource, merged, job.namespace)
+
+
+def new_ssh_key_data() -> dict[str, str]:
+    """A new key pair as an ``kubernetes.io/ssh-auth`` Secret's data: ``ssh-privatekey`` and, as upstream adds it,
+    ``ssh-publickey`` (mounted as ``authorized_keys`` too)."""
+    import base64
+
+    from trainctl.controller.sshkeys import key_pair
+
+    private, public = key_pair()
+    return {name: base64.b64encode(text.encode()).decode()
+            for name, text in (("ssh-privatekey", private), ("ssh-publickey", public))}
