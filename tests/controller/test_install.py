@@ -34,6 +34,7 @@ from trainctl.kube.client import (
 
 pytestmark = pytest.mark.k8s
 TRAINJOBS = trainer_resource("TrainJob")
+SECRETS = Resource("", "v1", "secrets", kind="Secret")
 ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", namespaced=False)
 
 
@@ -150,6 +151,18 @@ def test_the_controller_runs_jobs_under_its_service_account_token(k8s_cluster, i
                                 "metadata": {"name": "v2", "namespace": managed_namespace},
                                 "spec": {"runtimeRef": {"kind": "TrainingRuntime", "name": "absent"}}},
                     managed_namespace)
+        # an MPI TrainJob (upstream's deepspeed runtime, as a TrainingRuntime here): its hostfile ConfigMap and its
+        # SSH key Secret, which the controller may create but not read
+        runtime = yaml.safe_load((REPO.parent / "shared" / "kubeflow-trainer-v2" / "runtimes" /
+                                  "deepspeed_distributed.yaml").read_text())
+        rest.create(trainer_resource("TrainingRuntime"), {**runtime, "kind": "TrainingRuntime"}, managed_namespace)
+        rest.create(TRAINJOBS, {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                                "metadata": {"name": "ds", "namespace": managed_namespace},
+                                "spec": {"runtimeRef": {"kind": "TrainingRuntime", "name": "deepspeed-distributed"},
+                                         "trainer": {"numNodes": 2}}}, managed_namespace)
+        wait_for(lambda: "ds-mpi-ssh-auth" in {secret["metadata"]["name"] for secret in rest.list(
+            SECRETS, managed_namespace)["items"]}, what="the MPI TrainJob's Secret")
+        assert rest.get(CONFIGMAPS, "ds-mpi-hostfile", managed_namespace)["data"]["hostfile"]
         wait_for(lambda: len(pods(rest, managed_namespace, "rbac")) == 2, what="PyTorchJob pods")
         wait_state(rest, "PyTorchJob", managed_namespace, "rbac", "Running")
         assert set(services(rest, managed_namespace, "rbac")) == {"rbac-master-0", "rbac-worker-0"}
