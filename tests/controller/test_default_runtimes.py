@@ -28,6 +28,8 @@ TRAINJOBS = trainer_resource(TRAINJOB)
 CLUSTER_RUNTIMES = trainer_resource("ClusterTrainingRuntime", namespaced=False)
 SECRETS = Resource("", "v1", "secrets", kind="Secret")
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+LABELS = (JOBSET_NAME, "jobset.sigs.k8s.io/replicatedjob-name", "jobset.sigs.k8s.io/job-index",
+          "batch.kubernetes.io/job-completion-index")
 RANK = "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']"
 USER_ENV = {"EPOCHS": "2"}  # the TrainJob's trainer.env: jobset builder.go Trainer() upserts it
 JOB = "tj"
@@ -127,12 +129,18 @@ def test_a_trainjob_on_each_upstream_runtime_gets_upstreams_env_per_pod(rest, ns
     assert found == expected, {name: sorted(set(env.items()) ^ set(expected[name].items())) for name, env in found.items()}
     wait_for(lambda: JOB in {s["metadata"]["name"] for s in rest.list(SERVICES, ns)["items"]},
              what="the headless Service")
+    for name, pod in pods.items():  # JobSet's and the Job controller's labels, the pod's DNS name under <job>
+        replicated_job, index = name.removeprefix(f"{JOB}-").split("-0-")
+        assert [pod["metadata"]["labels"].get(key) for key in LABELS] == [JOB, replicated_job, "0", index], name
+        assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == (name, JOB)
     policy = runtime["spec"]["mlPolicy"]
-    if "mpi" in policy:
+    ports = {name: [port["containerPort"] for port in node_container(pod).get("ports") or []]
+             for name, pod in pods.items()}
+    if "mpi" in policy:  # mpi.go adds no port
+        assert set(map(tuple, ports.values())) == {()}
         assert_mpi_wiring(rest, ns, pods, policy["mpi"]["sshAuthMountPath"])
     else:  # the trainer's node container exposes ContainerTrainerPort (apply.UpsertPort in each plugin)
-        assert all({"containerPort": 29500} in [{"containerPort": p["containerPort"]} for p in node_container(pod)[
-            "ports"]] for pod in pods.values())
+        assert set(map(tuple, ports.values())) == {(29500,)}
 
 
 def assert_mpi_wiring(rest, ns: str, pods: dict[str, dict], ssh_path: str) -> None:
