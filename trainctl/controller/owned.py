@@ -1,8 +1,9 @@
 """Objects a framework asks for besides pods and services, applied with the job as their owner.
 
 ``Framework.cluster_objects`` lists them on every pass (MPI's ServiceAccount, hostfile ConfigMap
-and RBAC; an elastic PyTorchJob's HorizontalPodAutoscaler; a TrainJob's headless Service), and so does a job's checkpoint claim
-(trainctl.core.checkpoint_volume) for any kind; an MPI TrainJob's SSH key Secret too. :class:`OwnedObjects` creates each one,
+and RBAC; an elastic PyTorchJob's HorizontalPodAutoscaler; a TrainJob's headless Service, and on an MPI runtime its
+hostfile ConfigMap and SSH key Secret), and so does a job's checkpoint claim
+(trainctl.core.checkpoint_volume) for any kind. :class:`OwnedObjects` creates each one,
 updates the fields the controller owns when they drift (never the rest: a ServiceAccount's
 secrets are the cluster's), refuses to take over an object of the same name that another owner
 holds, and deletes those of the framework's ``pruned_kinds`` it stopped asking for. What it applied
@@ -15,9 +16,13 @@ without data gets a new key pair as it is created (trainctl.controller.sshkeys).
 
 from __future__ import annotations
 
+import base64
+
 from trainctl.controller import pods as pod_objects
+from trainctl.controller.sshkeys import key_pair
 from trainctl.controller.executor import Executor, JobKey
 from trainctl.core.job import Job
+from trainctl.frameworks.policies.mpi import SSH_AUTH_TYPE
 from trainctl.kube.client import (
     CONFIGMAPS,
     ROLE_BINDINGS,
@@ -34,13 +39,13 @@ HPA_V2 = Resource("autoscaling", "v2", "horizontalpodautoscalers", kind="Horizon
 HPA_V2BETA2 = Resource("autoscaling", "v2beta2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
 OBJECT_RESOURCES = {"ServiceAccount": SERVICE_ACCOUNTS, "ConfigMap": CONFIGMAPS, "Role": ROLES,
-                    "RoleBinding": ROLE_BINDINGS, "PersistentVolumeClaim": CLAIMS, "Service": SERVICES, "Secret": SECRETS}
+                    "RoleBinding": ROLE_BINDINGS, "PersistentVolumeClaim": CLAIMS, "Service": SERVICES,
+                    "Secret": SECRETS}
 #: created once and never updated: a claim's spec is immutable once bound (the API server fills in its volume), a
 #: TrainJob's headless Service is the same on every pass (the API server fills in the rest of its spec)
 CREATE_ONLY = ("PersistentVolumeClaim", "Service")
 #: the fields of an object that the controller owns; the rest (e.g. secrets of a ServiceAccount) is left alone
 OWNED_FIELDS = ("data", "rules", "subjects", "roleRef", "spec")
-SSH_AUTH = "kubernetes.io/ssh-auth"
 
 
 class OwnedObjects:
@@ -78,7 +83,7 @@ class OwnedObjects:
         resource = self.resource_of(obj["kind"])
         body = {**obj, "apiVersion": resource.api_version,
                 "metadata": {**obj["metadata"], "ownerReferences": [pod_objects.owner_reference(job)]}}
-        if resource is SECRETS and obj.get("type") == SSH_AUTH and not obj.get("data"):
+        if resource is SECRETS and obj.get("type") == SSH_AUTH_TYPE and not obj.get("data"):
             body["data"] = new_ssh_key_data()
         try:
             self.client.create(resource, body, job.namespace)
@@ -106,10 +111,6 @@ class OwnedObjects:
 def new_ssh_key_data() -> dict[str, str]:
     """A new key pair as an ``kubernetes.io/ssh-auth`` Secret's data: ``ssh-privatekey`` and, as upstream adds it,
     ``ssh-publickey`` (mounted as ``authorized_keys`` too)."""
-    import base64
-
-    from trainctl.controller.sshkeys import key_pair
-
     private, public = key_pair()
     return {name: base64.b64encode(text.encode()).decode()
             for name, text in (("ssh-privatekey", private), ("ssh-publickey", public))}

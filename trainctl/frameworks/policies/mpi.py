@@ -116,7 +116,8 @@ class MPI(Policy):
     def cluster_objects(self, job_name: str, files: Mapping[str, Mapping[str, str]]) -> list[dict]:
         """The launcher's hostfile as the ConfigMap its volume names, and the Secret of the job's SSH key pair that
         node and launcher pods mount (immutable, as upstream makes it; the key pair is made as it is created)."""
-        return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{job_name}{HOSTFILE_CONFIGMAP_SUFFIX}"},
+        return [{"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": f"{job_name}{HOSTFILE_CONFIGMAP_SUFFIX}"},
                  "data": {HOSTFILE_NAME: files[LAUNCHER][HOSTFILE]}},
                 {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{job_name}{SSH_SECRET_SUFFIX}"},
                  "type": SSH_AUTH_TYPE, "immutable": True}]
