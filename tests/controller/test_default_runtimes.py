@@ -20,13 +20,12 @@ from tests.controller.jobs import wait_for
 from tests.k8s.test_trainer_v2_resources import missing
 from trainctl.core.trainer_crds import TRAINJOB
 from trainctl.kube import trainer_resource
-from trainctl.kube.client import CONFIGMAPS, PODS, SERVICES, ApiError, Resource
+from trainctl.kube.client import CONFIGMAPS, PODS, SECRETS, SERVICES, ApiError
 
 pytestmark = pytest.mark.k8s
 RUNTIMES = REPO.parent / "shared" / "kubeflow-trainer-v2" / "runtimes"
 TRAINJOBS = trainer_resource(TRAINJOB)
 CLUSTER_RUNTIMES = trainer_resource("ClusterTrainingRuntime", namespaced=False)
-SECRETS = Resource("", "v1", "secrets", kind="Secret")
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 LABELS = (JOBSET_NAME, "jobset.sigs.k8s.io/replicatedjob-name", "jobset.sigs.k8s.io/job-index",
           "batch.kubernetes.io/job-completion-index")
