@@ -25,8 +25,10 @@ from trainctl.kube.client import (
     DEPLOYMENTS,
     LEASES,
     NAMESPACES,
+    PODS,
     ROLE_BINDINGS,
     ROLES,
+    SECRETS,
     SERVICE_ACCOUNTS,
     Resource,
     connect,
@@ -65,6 +67,10 @@ def service_account_kubeconfig(k8s_cluster, rest, namespace: str, path) -> str:
         context["context"].update(user="controller", namespace=namespace)
     path.write_text(yaml.safe_dump(config))
     return str(path)
+
+
+def pods_of_trainjob(rest, namespace: str, name: str) -> list[dict]:
+    return rest.list(PODS, namespace, f"jobset.sigs.k8s.io/jobset-name={name}")["items"]
 
 
 def allowed(client, verb: str, resource: str, group: str = "", namespace: str = "", subresource: str = "",
@@ -115,9 +121,11 @@ def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8
     assert allowed(controller, "update", "trainjobs", "trainer.kubeflow.org", "team-a", "status")
     assert allowed(controller, "get", "trainingruntimes", "trainer.kubeflow.org", "team-a")
     assert allowed(controller, "get", "clustertrainingruntimes", "trainer.kubeflow.org")
+    assert allowed(controller, "create", "secrets", namespace="team-a")  # an MPI TrainJob's SSH keys, never read
     assert allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name=NAME)
     assert not allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name="someone-elses")
-    denied = [("get", "secrets", ""), ("list", "secrets", ""), ("create", "pytorchjobs", "kubeflow.org"),
+    denied = [("get", "secrets", ""), ("list", "secrets", ""), ("watch", "secrets", ""), ("update", "secrets", ""),
+              ("delete", "secrets", ""), ("create", "pytorchjobs", "kubeflow.org"),
               ("update", "pytorchjobs", "kubeflow.org"), ("update", "pods", ""), ("create", "deployments", "apps"),
               ("create", "trainjobs", "trainer.kubeflow.org"), ("delete", "trainjobs", "trainer.kubeflow.org"),
               ("list", "clustertrainingruntimes", "trainer.kubeflow.org"),
@@ -158,6 +166,29 @@ def test_the_controller_runs_jobs_under_its_service_account_token(k8s_cluster, i
                                 "metadata": {"name": "v2", "namespace": managed_namespace},
                                 "spec": {"runtimeRef": {"kind": "TrainingRuntime", "name": "absent"}}},
                     managed_namespace)
+        # an MPI TrainJob (upstream's deepspeed runtime, as a TrainingRuntime here): its hostfile ConfigMap and its
+        # SSH key Secret, which the controller may create but not read
+        runtime = yaml.safe_load((REPO.parent / "shared" / "kubeflow-trainer-v2" / "runtimes" /
+                                  "deepspeed_distributed.yaml").read_text())
+        rest.create(trainer_resource("TrainingRuntime"), {**runtime, "kind": "TrainingRuntime"}, managed_namespace)
+        rest.create(TRAINJOBS, {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                                "metadata": {"name": "ds", "namespace": managed_namespace},
+                                "spec": {"runtimeRef": {"kind": "TrainingRuntime", "name": "deepspeed-distributed"},
+                                         "trainer": {"numNodes": 2}}}, managed_namespace)
+        wait_for(lambda: "ds-mpi-ssh-auth" in {secret["metadata"]["name"] for secret in rest.list(
+            SECRETS, managed_namespace)["items"]}, what="the MPI TrainJob's Secret")
+        assert rest.get(CONFIGMAPS, "ds-mpi-hostfile", managed_namespace)["data"]["hostfile"]
+        # one whose Secret exists already (made by someone else, or before the controller restarted): used as it
+        # is, unread, and the job's pods still made
+        premade = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth",
+                   "metadata": {"name": "ds2-mpi-ssh-auth"}, "data": {"ssh-privatekey": "cHJlbWFkZQ=="}}
+        rest.create(SECRETS, premade, managed_namespace)
+        rest.create(TRAINJOBS, {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                                "metadata": {"name": "ds2", "namespace": managed_namespace},
+                                "spec": {"runtimeRef": {"kind": "TrainingRuntime", "name": "deepspeed-distributed"},
+                                         "trainer": {"numNodes": 2}}}, managed_namespace)
+        wait_for(lambda: len(pods_of_trainjob(rest, managed_namespace, "ds2")) == 2, what="the pods of TrainJob ds2")
+        assert rest.get(SECRETS, "ds2-mpi-ssh-auth", managed_namespace)["data"] == premade["data"]
         wait_for(lambda: len(pods(rest, managed_namespace, "rbac")) == 2, what="PyTorchJob pods")
         wait_state(rest, "PyTorchJob", managed_namespace, "rbac", "Running")
         assert set(services(rest, managed_namespace, "rbac")) == {"rbac-master-0", "rbac-worker-0"}

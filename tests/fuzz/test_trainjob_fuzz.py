@@ -1,6 +1,7 @@
 """Fuzzing the TrainJob plan (trainctl/core/trainjob.py): whatever the node count, processes per node, resources
 and env a TrainJob asks for, its pods are one per rank with distinct names, every rank 0..n-1 exactly once, and
-the same rendezvous for all; on an MPI runtime the hostfile names every node pod once."""
+the same rendezvous for all; on an MPI runtime the hostfile names every node pod once, and the launcher's Open MPI
+slots are the hostfile's; on JAX and XGBoost the counts are upstream's (nodes; nodes x GPUs)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ pytestmark = pytest.mark.fuzz
 RUNTIMES = REPO.parent / "shared" / "kubeflow-trainer-v2" / "runtimes"
 TORCH = yaml.safe_load((RUNTIMES / "torch_distributed.yaml").read_text())
 MPI = yaml.safe_load((RUNTIMES / "deepspeed_distributed.yaml").read_text())
+JAX = yaml.safe_load((RUNTIMES / "jax_distributed.yaml").read_text())
+XGBOOST = yaml.safe_load((RUNTIMES / "xgboost_distributed.yaml").read_text())
 RESERVED = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT",
             "JOB_COMPLETION_INDEX"}
 
@@ -57,19 +60,63 @@ def test_every_node_rank_once(name, nodes, procs, cpu, env, as_float):
         assert {item["name"]: item["value"] for item in env}.items() <= found.items()
 
 
-@fuzz(100)
-@given(name=names, nodes=st.integers(1, 24), procs=st.one_of(st.none(), st.integers(1, 16)),
-       gpus=st.one_of(st.none(), st.integers(1, 8)))
-def test_the_hostfile_names_every_node_pod_once(name, nodes, procs, gpus):
+def mpi_plan(name: str, nodes: int, procs: int | None, gpus: int | None):
+    """The plan of a TrainJob on upstream's deepspeed-distributed runtime."""
     trainer = {"numNodes": nodes}
     if procs is not None:
         trainer["numProcPerNode"] = procs
     if gpus is not None:
         trainer["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": gpus}}
-    job_plan = plan(trainjob(name, "deepspeed-distributed", trainer), MPI)
+    return plan(trainjob(name, "deepspeed-distributed", trainer), MPI)
+
+
+@fuzz(100)
+@given(name=names, nodes=st.integers(1, 24), procs=st.one_of(st.none(), st.integers(1, 16)),
+       gpus=st.one_of(st.none(), st.integers(1, 8)))
+def test_the_hostfile_names_every_node_pod_once(name, nodes, procs, gpus):
+    job_plan = mpi_plan(name, nodes, procs, gpus)
     lines = job_plan.files["launcher"]["/etc/mpi/hostfile"].splitlines()
     hosts = [line.split()[0] for line in lines]
     assert sorted(hosts) == sorted(f"{pod.name}.{name}" for pod in job_plan.pods)  # every pod, launcher too
     assert len(job_plan.pods) == max(nodes - 1, 1) + 1
     slots = procs or (gpus if gpus and gpus > 1 else 1)
     assert {line.split()[1] for line in lines} == {f"slots={slots}"}
+
+
+@fuzz(100)
+@given(name=names, nodes=st.integers(1, 24), gpus=st.one_of(st.none(), st.integers(1, 8)), env=envs,
+       as_float=st.booleans())
+def test_jax_and_xgboost_count_what_the_trainjob_asks_for(name, nodes, gpus, env, as_float):
+    """jax.go: JAX_NUM_PROCESSES the nodes, JAX_PROCESS_ID each rank once, one coordinator; xgboost.go:
+    DMLC_NUM_WORKER nodes x GPUs per node (1 without GPUs), DMLC_TASK_ID each rank once, one tracker."""
+    trainer = {"numNodes": float(nodes) if as_float else nodes, "env": env}
+    if gpus is not None:
+        trainer["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": gpus}}
+    jax = [pod.environment() for pod in plan(trainjob(name, "jax-distributed", trainer), JAX).pods]
+    xgb = [pod.environment() for pod in plan(trainjob(name, "xgboost-distributed", trainer), XGBOOST).pods]
+    assert {found["JAX_NUM_PROCESSES"] for found in jax} == {str(nodes)}
+    assert sorted(int(found["JAX_PROCESS_ID"]) for found in jax) == list(range(nodes))
+    assert {found["JAX_COORDINATOR_ADDRESS"] for found in jax} == {f"{name}-node-0-0.{name}:29500"}
+    assert {found["DMLC_NUM_WORKER"] for found in xgb} == {str(nodes * (gpus or 1))}
+    assert sorted(int(found["DMLC_TASK_ID"]) for found in xgb) == list(range(nodes))
+    assert {(found["DMLC_TRACKER_URI"], found["DMLC_TRACKER_PORT"]) for found in xgb} == {
+        (f"{name}-node-0-0.{name}", "29500")}
+    for found in jax + xgb:
+        assert {item["name"]: item["value"] for item in env}.items() <= found.items()
+
+
+@fuzz(100)
+@given(name=names, nodes=st.integers(1, 24), procs=st.one_of(st.none(), st.integers(1, 16)),
+       gpus=st.one_of(st.none(), st.integers(1, 8)))
+def test_mpi_slots_agree_between_the_launchers_env_and_the_hostfile(name, nodes, procs, gpus):
+    """mpi.go: only the launcher gets OMPI_MCA_*; its default slots are each hostfile line's."""
+    job_plan = mpi_plan(name, nodes, procs, gpus)
+    slots = {line.split()[1] for line in job_plan.files["launcher"]["/etc/mpi/hostfile"].splitlines()}
+    for pod in job_plan.pods:
+        found = pod.environment()
+        ompi = {key for key in found if key.startswith("OMPI_MCA_")}
+        if pod.replicated_job == "launcher":
+            assert {f"slots={found['OMPI_MCA_orte_set_default_slots']}"} == slots
+            assert found["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+        else:
+            assert ompi == set()

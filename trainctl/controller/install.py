@@ -60,6 +60,9 @@ def cluster_rules() -> list[dict]:
         rule("", ["events"], ["create"]),
         # MPIJob wiring; deleted with the job by its owner reference, never by the controller
         rule("", ["configmaps", "serviceaccounts"], ["get", "create", "update"]),
+        # an MPI TrainJob's SSH key pair: created only, never read (one of that name is used as it is), deleted with the
+        # job by its owner reference (trainctl/controller/owned.py)
+        rule("", ["secrets"], ["create"]),
         # the replicas' kept records (trainctl.controller.records): which runs are kept; a gone job's removed
         rule("", ["configmaps"], ["list", "delete"]),
         rule("rbac.authorization.k8s.io", ["roles", "rolebindings"], ["get", "create", "update"]),

@@ -1,26 +1,46 @@
 """Objects a framework asks for besides pods and services, applied with the job as their owner.
 
 ``Framework.cluster_objects`` lists them on every pass (MPI's ServiceAccount, hostfile ConfigMap
-and RBAC; an elastic PyTorchJob's HorizontalPodAutoscaler; a TrainJob's headless Service), and so does a job's checkpoint claim
+and RBAC; an elastic PyTorchJob's HorizontalPodAutoscaler; a TrainJob's headless Service, and on an MPI runtime its
+hostfile ConfigMap and SSH key Secret), and so does a job's checkpoint claim
 (trainctl.core.checkpoint_volume) for any kind. :class:`OwnedObjects` creates each one,
 updates the fields the controller owns when they drift (never the rest: a ServiceAccount's
 secrets are the cluster's), refuses to take over an object of the same name that another owner
 holds, and deletes those of the framework's ``pruned_kinds`` it stopped asking for. What it applied
 last is remembered, so the steady state sends no request at all.
+
+A Secret is only ever created: the controller may not read Secrets (docs/controller.md, "Permissions"), so one of
+that name that exists already is used as it is, as upstream's MPI plugin uses it. An SSH key Secret asked for
+without data gets a new key pair as it is created (trainctl.controller.sshkeys).
 """
 
 from __future__ import annotations
 
+import base64
+
 from trainctl.controller import pods as pod_objects
+from trainctl.controller.sshkeys import key_pair
 from trainctl.controller.executor import Executor, JobKey
 from trainctl.core.job import Job
-from trainctl.kube.client import CONFIGMAPS, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, SERVICES, ApiError, Client, Resource
+from trainctl.frameworks.policies.mpi import SSH_AUTH_TYPE
+from trainctl.kube.client import (
+    CONFIGMAPS,
+    ROLE_BINDINGS,
+    ROLES,
+    SECRETS,
+    SERVICE_ACCOUNTS,
+    SERVICES,
+    ApiError,
+    Client,
+    Resource,
+)
 
 HPA_V2 = Resource("autoscaling", "v2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 HPA_V2BETA2 = Resource("autoscaling", "v2beta2", "horizontalpodautoscalers", kind="HorizontalPodAutoscaler")
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
 OBJECT_RESOURCES = {"ServiceAccount": SERVICE_ACCOUNTS, "ConfigMap": CONFIGMAPS, "Role": ROLES,
-                    "RoleBinding": ROLE_BINDINGS, "PersistentVolumeClaim": CLAIMS, "Service": SERVICES}
+                    "RoleBinding": ROLE_BINDINGS, "PersistentVolumeClaim": CLAIMS, "Service": SERVICES,
+                    "Secret": SECRETS}
 #: created once and never updated: a claim's spec is immutable once bound (the API server fills in its volume), a
 #: TrainJob's headless Service is the same on every pass (the API server fills in the rest of its spec)
 CREATE_ONLY = ("PersistentVolumeClaim", "Service")
@@ -63,12 +83,15 @@ class OwnedObjects:
         resource = self.resource_of(obj["kind"])
         body = {**obj, "apiVersion": resource.api_version,
                 "metadata": {**obj["metadata"], "ownerReferences": [pod_objects.owner_reference(job)]}}
+        if resource is SECRETS and obj.get("type") == SSH_AUTH_TYPE and not obj.get("data"):
+            body["data"] = new_ssh_key_data()
         try:
             self.client.create(resource, body, job.namespace)
         except ApiError as error:
             if error.status != 409:
                 raise
-            self.update_existing(job, resource, body)
+            if resource is not SECRETS:  # one that exists is used as it is: the controller may not read Secrets
+                self.update_existing(job, resource, body)
         self.applied[memo] = obj
 
     def update_existing(self, job: Job, resource: Resource, body: dict) -> None:
@@ -83,3 +106,11 @@ class OwnedObjects:
             return
         merged = {**current, **{f: body[f] for f in OWNED_FIELDS if f in body}}
         self.client.replace(resource, merged, job.namespace)
+
+
+def new_ssh_key_data() -> dict[str, str]:
+    """A new key pair as an ``kubernetes.io/ssh-auth`` Secret's data: ``ssh-privatekey`` and, as upstream adds it,
+    ``ssh-publickey`` (mounted as ``authorized_keys`` too)."""
+    private, public = key_pair()
+    return {name: base64.b64encode(text.encode()).decode()
+            for name, text in (("ssh-privatekey", private), ("ssh-publickey", public))}

@@ -578,11 +578,14 @@ class TrainerFramework(Framework):
 
     def cluster_objects(self, job, pods: list[dict]) -> list[dict]:
         """JobSet's headless Service ``<subdomain>``: selects every pod of the job, ready or not, so that
-        ``<job>-node-0-0.<job>`` resolves before rank 0 is ready (contract §3)."""
-        return [{"apiVersion": "v1", "kind": "Service",
-                 "metadata": {"name": self.plan.subdomain, "labels": job.selector_labels()},
-                 "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
-                          "selector": {JOBSET_NAME: job.name}}}]
+        ``<job>-node-0-0.<job>`` resolves before rank 0 is ready (contract §3); then what the policy's components
+        create (MPI's hostfile ConfigMap and SSH key Secret), labelled as the Service is."""
+        service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": self.plan.subdomain},
+                   "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {JOBSET_NAME: job.name}}}
+        found = [service, *policies.named(self.plan.policy).cluster_objects(job.name, self.plan.files)]
+        for obj in found:
+            obj["metadata"]["labels"] = job.selector_labels()
+        return found
 
     def pod_name(self, job_name: str, rtype: str, index: int) -> str:
         return f"{job_name}-{rtype}-0-{index}"

@@ -196,6 +196,12 @@ class Policy:
         """What the plugin's components put into pods besides env: replicatedJob -> {path in the pod: content}."""
         return {}
 
+    def cluster_objects(self, job_name: str, files: Mapping[str, Mapping[str, str]]) -> list[dict]:
+        """What the plugin's components create beside the pods in a cluster, without namespace or owner; ``files``:
+        what :meth:`files` gave. A Secret of type ``kubernetes.io/ssh-auth`` comes without data: its key pair is
+        made where it is created (trainctl/controller/owned.py), nothing random being made here."""
+        return []
+
     # ---- locally (the local backend: every pod a process on this machine) -----------------------------------
     def idle_jobs(self, info: Info) -> dict[str, dict]:
         """replicatedJobs whose pods only host processes another pod starts in them, each with the command and args

@@ -26,6 +26,7 @@ DEFAULT_SSH_PATH = "/root/.ssh"  # the CRD's default of sshAuthMountPath
 HOSTFILE_ENV, KEEP_FQDN_ENV = "OMPI_MCA_orte_default_hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames"
 SLOTS_ENV, RSH_ARGS_ENV = "OMPI_MCA_orte_set_default_slots", "OMPI_MCA_plm_rsh_args"
 RSH_ARGS = "-o ConnectionAttempts=10"
+SSH_AUTH_TYPE = "kubernetes.io/ssh-auth"  # corev1.SecretTypeSSHAuth: keys ssh-privatekey (and upstream's ssh-publickey)
 
 
 def launcher_as_node(section: dict) -> bool:
@@ -111,6 +112,15 @@ class MPI(Policy):
                 for host in pod_set.endpoints:
                     found[host] = found.get(host, 0) + int(slots)
         return {LAUNCHER: {HOSTFILE: "".join(f"{host} slots={count}\n" for host, count in found.items())}}
+
+    def cluster_objects(self, job_name: str, files: Mapping[str, Mapping[str, str]]) -> list[dict]:
+        """The launcher's hostfile as the ConfigMap its volume names, and the Secret of the job's SSH key pair that
+        node and launcher pods mount (immutable, as upstream makes it; the key pair is made as it is created)."""
+        return [{"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": f"{job_name}{HOSTFILE_CONFIGMAP_SUFFIX}"},
+                 "data": {HOSTFILE_NAME: files[LAUNCHER][HOSTFILE]}},
+                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{job_name}{SSH_SECRET_SUFFIX}"},
+                 "type": SSH_AUTH_TYPE, "immutable": True}]
 
     # ---- locally: mpirun starts every rank on this machine itself, as for an MPIJob (frameworks/mpi.py) -------
     def idle_jobs(self, info: Info) -> dict[str, dict]:
