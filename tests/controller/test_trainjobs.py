@@ -115,6 +115,23 @@ def test_a_rank_over_its_backoff_limit_fails_the_trainjob_naming_it(rest, kube_n
     assert waited.returncode == 1 and "node-0-1" in waited.stdout + waited.stderr, waited.stdout + waited.stderr
 
 
+def test_the_runtimes_job_backoff_limit_bounds_a_ranks_restarts(rest, kube_node, ns, trainctl):
+    """A TrainingRuntime whose Job template sets ``backoffLimit: 0`` (JobSet copies it into each Job): the first
+    in-place restart of a rank fails the TrainJob, not the seventh."""
+    strict = torch_runtime(trainctl)
+    strict["kind"], strict["metadata"] = "TrainingRuntime", {"name": "torch-strict", "namespace": ns,
+                                                              "labels": strict["metadata"]["labels"]}
+    strict["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
+    rest.create(trainer_resource("TrainingRuntime"), strict, ns)
+    body = sdk_body("strict", ns, runtime="torch-strict")
+    body["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    rest.create(TRAINJOBS, body, ns)
+    running(rest, ns, "strict")
+    kube_node.restart(ns, "strict-node-0-1", exit_code=1)
+    failed = wait_for(lambda: condition(rest, ns, "strict", "Failed"), what="TrainJob strict Failed")
+    assert "backoff limit" in failed["message"] and "node-0-1" in failed["message"], failed
+
+
 def test_a_trainjob_whose_runtime_is_missing_fails_in_one_line_until_it_appears(rest, ns, trainctl):
     runtime = f"gone-{ns}"  # cluster-wide: a name no other test's namespace shares
     rest.create(TRAINJOBS, sdk_body("lost", ns, runtime=runtime), ns)
