@@ -103,6 +103,27 @@ def test_sdk_trainjob_runs_as_upstreams_pods_and_completes(rest, kube_node, ns, 
     assert waited.returncode == 0, waited.stdout + waited.stderr
 
 
+def test_the_sdk_v2_notebook_trains_deletes_and_reads_every_steps_log_under_the_controller(
+        rest, kube_node, ns, k8s_cluster, tmp_path):
+    """The notebook cells tests/realnode/test_sdk_v2.py runs against the real node, here with the node fixture as
+    kubelet: the SDK's TrainJob becomes the controller's pods, its Complete the SDK's, delete_job takes the pods."""
+    from tests.k8s.test_sdk_v2 import Notebook
+
+    notebook = Notebook(k8s_cluster.kubeconfig("admin"), ns, tmp_path / "sdk.log")
+    try:
+        name = notebook("run", "allreduce_ranks", "torch-distributed")["name"]
+        running(rest, ns, name)
+        for index in (0, 1):
+            kube_node.write_log(ns, f"{name}-node-0-{index}", "node", f"rank {index} of 2 total 3.0\n")
+            kube_node.set_phase(ns, f"{name}-node-0-{index}", "Succeeded", exit_code=0)
+        finished = notebook("finish", name, 30)
+    finally:
+        notebook.close()
+    assert finished == {"status": "Complete", "logs": ["rank 0 of 2 total 3.0"],
+                        "steps": {f"node-{rank}": [f"rank {rank} of 2 total 3.0"] for rank in (0, 1)}}, finished
+    wait_for(lambda: not job_pods(rest, ns, name), what=f"the pods of TrainJob {name} gone")
+
+
 def test_a_rank_over_its_backoff_limit_fails_the_trainjob_naming_it(rest, kube_node, ns, trainctl):
     rest.create(TRAINJOBS, sdk_body("bad", ns), ns)
     running(rest, ns, "bad")
