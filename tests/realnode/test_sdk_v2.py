@@ -7,6 +7,7 @@ SDK's own bash + torchrun command, torchrun reading the PET_* variables, gloo on
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -18,9 +19,9 @@ from tests.k8s.test_sdk_v2 import Notebook
 
 pytestmark = pytest.mark.realnode
 TORCH = "torch-distributed"
-FAIL_FAST = "torch-fail-fast"  # TORCH in the test's namespace, its Job's backoffLimit 0
+FAIL_FAST = "torch-fail-fast"  # TORCH in the test's namespace: its Job's backoffLimit 0, its pods never restarted
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-SDK_WAIT_S = 180  # the SDK's wait_for_job_status timeout: a 2-pod job here takes ~30 s
+SDK_WAIT_S = 180  # the SDK's wait_for_job_status timeout: a 2-pod job here takes 10 to 30 s
 GONE_S = 90  # a pod still running when its TrainJob goes gets its 30 s grace period (bash as PID 1 ignores SIGTERM)
 
 
@@ -66,9 +67,13 @@ def test_a_notebooks_two_node_allreduce_completes_and_delete_job_removes_its_pod
 
 def test_a_function_raising_on_one_rank_fails_and_trainctl_status_names_the_rank_and_exception(
         real_node, torch_runtime, trainctl, namespace, notebook, tmp_path):
-    fail_fast = {**torch_runtime, "kind": "TrainingRuntime",
+    fail_fast = {**copy.deepcopy(torch_runtime), "kind": "TrainingRuntime",
                  "metadata": {**torch_runtime["metadata"], "name": FAIL_FAST, "namespace": namespace}}
-    fail_fast["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
+    # upstream's Job fails at a pod's first failure too; the ranks are not restarted in place, so no pod is left
+    # running (its bash, PID 1, ignoring SIGTERM for 30 s) when the job fails
+    job_template = fail_fast["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]
+    job_template["spec"]["backoffLimit"] = 0
+    job_template["spec"]["template"]["spec"]["restartPolicy"] = "Never"
     (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(fail_fast))
     applied = real_node.kubectl("apply", "-f", str(tmp_path / "runtime.yaml"))
     assert applied.returncode == 0, applied.stderr
