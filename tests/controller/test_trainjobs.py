@@ -103,6 +103,27 @@ def test_sdk_trainjob_runs_as_upstreams_pods_and_completes(rest, kube_node, ns, 
     assert waited.returncode == 0, waited.stdout + waited.stderr
 
 
+def test_the_sdk_v2_notebook_trains_deletes_and_reads_every_steps_log_under_the_controller(
+        rest, kube_node, ns, k8s_cluster, tmp_path):
+    """The notebook cells tests/realnode/test_sdk_v2.py runs against the real node, here with the node fixture as
+    kubelet: the SDK's TrainJob becomes the controller's pods, its Complete the SDK's, delete_job takes the pods."""
+    from tests.k8s.test_sdk_v2 import Notebook
+
+    notebook = Notebook(k8s_cluster.kubeconfig("admin"), ns, tmp_path / "sdk.log")
+    try:
+        name = notebook("run", "allreduce_ranks", "torch-distributed")["name"]
+        running(rest, ns, name)
+        for index in (0, 1):
+            kube_node.write_log(ns, f"{name}-node-0-{index}", "node", f"rank {index} of 2 total 3.0\n")
+            kube_node.set_phase(ns, f"{name}-node-0-{index}", "Succeeded", exit_code=0)
+        finished = notebook("finish", name, 30)
+    finally:
+        notebook.close()
+    assert finished == {"status": "Complete", "logs": ["rank 0 of 2 total 3.0"],
+                        "steps": {f"node-{rank}": [f"rank {rank} of 2 total 3.0"] for rank in (0, 1)}}, finished
+    wait_for(lambda: not job_pods(rest, ns, name), what=f"the pods of TrainJob {name} gone")
+
+
 def test_a_rank_over_its_backoff_limit_fails_the_trainjob_naming_it(rest, kube_node, ns, trainctl):
     rest.create(TRAINJOBS, sdk_body("bad", ns), ns)
     running(rest, ns, "bad")
@@ -113,6 +134,23 @@ def test_a_rank_over_its_backoff_limit_fails_the_trainjob_naming_it(rest, kube_n
     assert [c["type"] for c in status(rest, ns, "bad")["conditions"]] == ["Failed"]
     waited = trainctl("wait", "bad", "-n", ns, "--timeout", "30s")  # a failed job: exit 1, its summary says why
     assert waited.returncode == 1 and "node-0-1" in waited.stdout + waited.stderr, waited.stdout + waited.stderr
+
+
+def test_the_runtimes_job_backoff_limit_bounds_a_ranks_restarts(rest, kube_node, ns, trainctl):
+    """A TrainingRuntime whose Job template sets ``backoffLimit: 0`` (JobSet copies it into each Job): the first
+    in-place restart of a rank fails the TrainJob, not the seventh."""
+    strict = torch_runtime(trainctl)
+    strict["kind"], strict["metadata"] = "TrainingRuntime", {"name": "torch-strict", "namespace": ns,
+                                                              "labels": strict["metadata"]["labels"]}
+    strict["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
+    rest.create(trainer_resource("TrainingRuntime"), strict, ns)
+    body = sdk_body("strict", ns, runtime="torch-strict")
+    body["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    rest.create(TRAINJOBS, body, ns)
+    running(rest, ns, "strict")
+    kube_node.restart(ns, "strict-node-0-1", exit_code=1)
+    failed = wait_for(lambda: condition(rest, ns, "strict", "Failed"), what="TrainJob strict Failed")
+    assert "backoff limit" in failed["message"] and "node-0-1" in failed["message"], failed
 
 
 def test_a_trainjob_whose_runtime_is_missing_fails_in_one_line_until_it_appears(rest, ns, trainctl):

@@ -39,15 +39,16 @@ TORCH = "torch-distributed"  # the SDK's default runtime
 
 
 class Notebook:
-    """The SDK's side (tests/k8s/sdk_v2_e2e.py) as a kernel: one TrainerClient for ``namespace``, then cells."""
+    """The SDK's side (tests/k8s/sdk_v2_e2e.py) as a kernel: one TrainerClient for ``namespace`` with the admin
+    ``kubeconfig``, then cells (also the real node's, tests/realnode/test_sdk_v2.py)."""
 
-    def __init__(self, k8s_cluster, namespace: str, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, namespace: str, log: Path) -> None:
         assert SDK_PYTHON.exists(), "no .venv-upstream-sdk: run bash scripts/test.sh (see requirements/upstream-sdk.txt)"
         self.log, self.stderr = log, log.open("w")
-        self.process = subprocess.Popen([str(SDK_PYTHON), str(DRIVER), str(k8s_cluster.kubeconfig("admin")), namespace],
+        self.process = subprocess.Popen([str(SDK_PYTHON), str(DRIVER), str(kubeconfig), namespace],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
 
-    def __call__(self, step: str, *args: str, timeout: float = 60) -> dict | list:
+    def __call__(self, step: str, *args: str | int, timeout: float = 60) -> dict | list:
         """One cell: the SDK's calls of ``step``, and what they returned."""
         self.process.stdin.write(json.dumps([step, *args]) + "\n")
         self.process.stdin.flush()
@@ -65,7 +66,7 @@ class Notebook:
 
 @pytest.fixture
 def notebook(k8s_cluster, namespace, tmp_path):
-    kernel = Notebook(k8s_cluster, namespace, tmp_path / "sdk.log")
+    kernel = Notebook(k8s_cluster.kubeconfig("admin"), namespace, tmp_path / "sdk.log")
     try:
         yield kernel
     finally:
@@ -88,7 +89,7 @@ def test_the_sdk_lists_and_gets_trainctls_runtimes_as_upstreams(k8s_cluster, res
     # its name), read by a second notebook there
     upstream = f"{namespace}-upstream"
     rest_admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": upstream}})
-    upstream_notebook = Notebook(k8s_cluster, upstream, tmp_path / "upstream-sdk.log")
+    upstream_notebook = Notebook(k8s_cluster.kubeconfig("admin"), upstream, tmp_path / "upstream-sdk.log")
     try:
         for runtime in upstream_runtimes():
             rest_admin.create(NAMESPACED_RUNTIMES, {**runtime, "kind": RUNTIME_KIND}, upstream)
@@ -174,7 +175,8 @@ def test_a_notebooks_trainjob_from_train_to_delete(rest_admin, trainctl_runtimes
         kube_node.set_phase(namespace, pod["metadata"]["name"], "Succeeded", exit_code=0)
     finish(rest_admin, namespace, name, "Complete")
     finished = notebook("finish", name)
-    assert finished == {"status": "Complete", "logs": ["rank 0 lr 0.01", "rank 0 done"]}  # node-0's log
+    assert finished == {"status": "Complete", "logs": ["rank 0 lr 0.01", "rank 0 done"],  # node-0's log
+                        "steps": {f"node-{rank}": [f"rank {rank} lr 0.01", f"rank {rank} done"] for rank in (0, 1)}}
     with pytest.raises(ApiError) as gone:
         rest_admin.get(TRAINJOBS, name, namespace)
     assert gone.value.status == 404

@@ -362,6 +362,15 @@ def test_the_core_reads_a_stored_trainjob_as_its_runtimes_pods():
     assert not job.managed_externally  # managedBy's default is trainctl's controller
 
 
+def test_a_runtimes_job_backoff_limit_is_the_trainjobs_restart_budget():
+    """JobSet copies the replicatedJob's Job template, backoffLimit included: 0 fails at the first restart."""
+    resource = trainjob("torch-distributed", numNodes=2).resource
+    strict = copy.deepcopy(runtime("torch-distributed"))
+    strict["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
+    with_runtime_snapshot(resource, strict)
+    assert Job(resource).run_policy["backoffLimit"] == 0
+
+
 def test_a_trainjob_pod_from_the_core_resolves_its_rank_and_reaches_rank_0_locally():
     from datetime import datetime, timezone
 

@@ -43,6 +43,7 @@ JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"  # the Job controller's env of every container of an Indexed Job
 DEFAULT_GROUP = "default"  # a replicatedJob's groupName unless it says otherwise
 POD_RESTART_POLICY = "OnFailure"  # JobSet's default for its Jobs' pods
+JOB_BACKOFF_LIMIT = 6  # the Job default for its pods' restarts, where a runtime's Job template sets none
 RESOURCE_KEYS = ("limits", "requests")
 
 
@@ -167,6 +168,7 @@ class NodePlan:
     trainer: str | None = None
     success: tuple[str, tuple[str, ...]] = ("All", ())
     idle: dict[str, dict] = field(default_factory=dict)
+    backoff_limit: int = JOB_BACKOFF_LIMIT
 
     def pods_of(self, replicated_job: str) -> list[PodPlan]:
         return [pod for pod in self.pods if pod.replicated_job == replicated_job]
@@ -317,7 +319,14 @@ def plan(job: TrainJob, runtime: dict, attempt: int = 0,
     return NodePlan(job.name, subdomain, policy.key, pods, files, templates,
                     {pod_set.name: pod_set.count for pod_set in info.pod_sets}, trainer,
                     (success.get("operator", "All"), tuple(success.get("targetReplicatedJobs") or templates)),
-                    policy.idle_jobs(info))
+                    policy.idle_jobs(info), backoff_limit(replicated_jobs, trainer))
+
+
+def backoff_limit(replicated_jobs: list[dict], trainer: str | None) -> int:
+    """The ``backoffLimit`` of the trainer's Job template (else the first replicatedJob's), else the Job default."""
+    chosen = next((rj for rj in replicated_jobs if rj.get("name") == trainer), replicated_jobs[0])
+    limit = ((chosen.get("template") or {}).get("spec") or {}).get("backoffLimit")
+    return JOB_BACKOFF_LIMIT if limit is None else int(limit)
 
 
 def shared_template(replicated_job: dict, pod_set: PodSet) -> dict:
@@ -592,8 +601,9 @@ class TrainerFramework(Framework):
 
     def run_policy(self, spec: dict) -> dict:
         """TrainJob has suspend and activeDeadlineSeconds; a finished job's running pods go, as JobSet deletes its
-        active Jobs; each pod is restarted up to the Job's default backoffLimit (6)."""
-        policy = {"suspend": bool(spec.get("suspend")), "cleanPodPolicy": "Running", "backoffLimit": 6}
+        active Jobs; each pod is restarted up to its Job's backoffLimit (the runtime's, else the Job default 6)."""
+        policy = {"suspend": bool(spec.get("suspend")), "cleanPodPolicy": "Running",
+                  "backoffLimit": self.plan.backoff_limit}
         if spec.get("activeDeadlineSeconds") is not None:
             policy["activeDeadlineSeconds"] = spec["activeDeadlineSeconds"]
         if spec.get("managedBy") not in (None, DEFAULT_MANAGER):
