@@ -80,7 +80,7 @@ def test_a_kind_without_a_default_runtime_is_one_line_naming_those_with_one(kind
 
 
 def test_code_and_packages_cannot_travel_with_a_trainjob():
-    with pytest.raises(UserError, match="^the working directory .* cannot travel with api='v2': .*give no_workdir=True"):
+    with pytest.raises(UserError, match="^the working directory .* cannot travel with api='v2': .*no_workdir=True"):
         rendered("pytorch", backend="kubernetes")
     assert rendered("pytorch", backend="kubernetes", no_workdir=True)["kind"] == "TrainJob"
     with pytest.raises(UserError, match="^packages cannot be said with api='v2': .*install the packages in the image"):

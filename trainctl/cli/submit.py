@@ -49,6 +49,7 @@ Examples:
   trainctl submit {DEFAULT.name} --workers 4 --gpus 1 -- python train.py --epochs 3
 {KIND_EXAMPLES}  trainctl submit {DEFAULT.name} --backoff-limit 0 -- python train.py   # fail on the first crash, no restart
   trainctl submit {DEFAULT.name} --pip einops -- python train.py        # on Kubernetes ./ travels with the job
+  trainctl submit --api v2 {DEFAULT.name} --workers 4 -- python train.py   # a Trainer v2 TrainJob (docs/trainer-v2.md)
 """
 
 

@@ -89,7 +89,8 @@ def planned_function(client, kind: Framework, func: object, args: dict | None, k
     from trainctl.functions import shipping
 
     shipment = shipping.ship(func, args, kind, pickle_result)
-    if keywords.get("restart_policy") is None and str(keywords.get("api")).lower() != "v2":  # a TrainJob's is its runtime's
+    # a TrainJob's restart policy is its runtime's (api="v2")
+    if keywords.get("restart_policy") is None and str(keywords.get("api")).lower() != "v2":
         keywords = {**keywords, "restart_policy": FUNCTION_RESTART_POLICY}
     local = client.backend_name == "local"
     options = options_from(keywords, [])

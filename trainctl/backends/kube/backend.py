@@ -114,8 +114,9 @@ class KubeBackend(Backend):
         """Fail fast with the fix instead of leaving a job that can never run."""
         namespace = resource["metadata"]["namespace"]
         crd, *needed = trainjob_checks(resource) if is_trainjob(resource) else v1_checks(resource)
-        checks = [crd, (kube.NAMESPACES, namespace, None, f'namespace "{namespace}" does not exist: create it '
-                                                          f"(kubectl create namespace {namespace}) or pick -n"), *needed]
+        missing_namespace = (f'namespace "{namespace}" does not exist: create it (kubectl create namespace '
+                             f"{namespace}) or pick -n")
+        checks = [crd, (kube.NAMESPACES, namespace, None, missing_namespace), *needed]
         queue = None if is_trainjob(resource) else (Job(resource).run_policy.get("schedulingPolicy") or {}).get("queue")
         with self.errors("preflight"):
             if queue and self._volcano_installed():
