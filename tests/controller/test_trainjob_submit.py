@@ -5,19 +5,22 @@ plays kubelet."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
-from tests.controller.test_trainjobs import TRAINJOBS, condition, ns, running  # noqa: F401  (ns: the fixture)
-
-import pytest
+from tests.controller.test_trainjobs import TRAINJOBS, ns, running  # noqa: F401  (ns: the fixture, used by name)
 
 pytestmark = pytest.mark.k8s
 
 
 def test_submit_api_v2_creates_a_trainjob_the_controller_runs_and_export_keeps(rest, kube_node, ns, trainctl,
                                                                                 tmp_path):
-    submitted = trainctl("submit", "--api", "v2", "pytorch", "--workers", "2", "--no-workdir", "--name", "sub",
-                         "-n", ns, "-e", "LR=0.1", "--", "python", "train.py")
+    arguments = ["submit", "--api", "v2", "pytorch", "--workers", "2", "--no-workdir", "--name", "sub", "-n", ns,
+                 "-e", "LR=0.1", "--", "python", "train.py"]
+    shown = trainctl(*arguments[:-3], "--dry-run", *arguments[-3:])  # the API server's own dry run: nothing stored
+    assert shown.returncode == 0 and yaml.safe_load(shown.stdout)["kind"] == "TrainJob", shown.stderr
+    assert rest.list(TRAINJOBS, ns)["items"] == []
+    submitted = trainctl(*arguments)
     assert submitted.returncode == 0 and "submitted trainjob/sub (2 nodes x 1 process)" in submitted.stdout, \
         submitted.stdout + submitted.stderr
     stored = rest.get(TRAINJOBS, "sub", ns)
