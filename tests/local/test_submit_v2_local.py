@@ -12,6 +12,7 @@ import yaml
 
 from tests.local import function_jobs
 from tests.local.test_function_jobs import needs, texts
+from tests.local.test_progress import wait_until
 
 pytestmark = [pytest.mark.framework, pytest.mark.timeout(120)]
 
@@ -56,3 +57,17 @@ def test_run_api_v2_returns_rank_0s_value_and_delete_removes_the_functions_files
     assert len(list((cli.home / "functions").iterdir())) == 1
     job.delete()
     assert list((cli.home / "functions").iterdir()) == []
+
+
+def test_run_api_v2_shows_live_progress_of_every_node(client, cli):
+    needs("torch")  # torchrun starts each node's runner
+    release = cli.cwd / "release"
+    job = client.run(function_jobs.reports_then_waits, args={"steps": 10, "release": str(release)}, workers=2,
+                     api="v2", name="fn-v2-steps")
+    status = wait_until(lambda: cli("status", "fn-v2-steps"), lambda r: "progress: 10/10 (100%)" in r.stdout)
+    assert "trainjob/fn-v2-steps in default on local: Running" in status.stdout, status.stdout  # live, while it runs
+    progress = job.progress()
+    assert (progress.step, progress.total, progress.metrics) == (10, 10, {"loss": 1 / 10})
+    assert [replica.replica for replica in progress.replicas] == ["node-0-0", "node-0-1"]  # each node reported
+    release.touch()
+    assert job.result(timeout=60) == 10
