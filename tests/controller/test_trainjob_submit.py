@@ -5,10 +5,12 @@ plays kubelet."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
-from tests.controller.test_trainjobs import TRAINJOBS, ns, running  # noqa: F401  (ns: the fixture, used by name)
+from tests.controller.test_trainjobs import TRAINJOBS, ns, running, torch_runtime  # noqa: F401  (ns: a fixture)
 
 pytestmark = pytest.mark.k8s
 
@@ -41,7 +43,7 @@ def test_submit_api_v2_creates_a_trainjob_the_controller_runs_and_export_keeps(r
 
 
 def test_apply_of_a_trainjob_names_a_missing_runtime_in_one_line_and_creates_one_on_a_present_runtime(
-        rest, namespace, trainctl, tmp_path):
+        rest, kubeflow_crds, namespace, trainctl, tmp_path):
     ns = namespace  # no controller: what is checked is the create
     installed = trainctl("runtimes", "install", "torch-distributed")
     assert installed.returncode == 0, installed.stderr
@@ -60,3 +62,10 @@ def test_apply_of_a_trainjob_names_a_missing_runtime_in_one_line_and_creates_one
     applied = trainctl("apply", "-f", trainjob("found", "ClusterTrainingRuntime", "torch-distributed"), "-n", ns)
     assert applied.returncode == 0 and "applied trainjob/found" in applied.stdout, applied.stdout + applied.stderr
     assert rest.get(TRAINJOBS, "found", ns)["spec"]["trainer"]["command"] == ["python", "train.py"]
+    runtime = {**torch_runtime(trainctl), "kind": "TrainingRuntime", "metadata": {"name": "mine"}}
+    beside = tmp_path / "beside.yaml"  # the runtime given in the file: it travels in the TrainJob, nothing to find
+    beside.write_text(open(trainjob("given", "TrainingRuntime", "mine")).read() + "---\n" + yaml.safe_dump(runtime))
+    applied = trainctl("apply", "-f", str(beside), "-n", ns)
+    assert applied.returncode == 0 and "applied trainjob/given" in applied.stdout, applied.stdout + applied.stderr
+    kept = json.loads(rest.get(TRAINJOBS, "given", ns)["metadata"]["annotations"]["trainctl.io/runtime-snapshot"])
+    assert (kept["kind"], kept["metadata"]["name"]) == ("TrainingRuntime", "mine")
