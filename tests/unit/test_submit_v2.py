@@ -9,10 +9,14 @@ import json
 import pytest
 import yaml
 
+from tests.fuzz.harness import all_strings
+from tests.unit.test_injection import PAYLOADS
 from trainctl.errors import UserError
-from trainctl.frameworks import by_name
+from trainctl.frameworks import ALL, by_name
 from trainctl.submit.options import OPTIONS, SubmitOptions
 from trainctl.submit.pipeline import prepare
+
+V2_KINDS = [framework.name for framework in ALL if framework.trainer_v2 and framework.trainer_v2.runtime]
 
 
 def rendered(kind: str, backend: str = "local", **given) -> dict:
@@ -53,12 +57,17 @@ def test_nproc_per_node_is_num_proc_per_node_and_a_command_under_torchrun_stays_
     assert job["spec"]["trainer"] == {"numNodes": 2, "numProcPerNode": 4, "command": ["torchrun", "train.py"]}
 
 
-def test_a_user_value_lands_as_one_string_never_as_yaml():
-    hostile = 'x"\n    numNodes: 99\n  evil: {{ name }}'
-    job = rendered("pytorch", env=[f"A={hostile}"], command=["python", hostile])
-    assert job["spec"]["trainer"]["env"] == [{"name": "A", "value": hostile}]
-    assert job["spec"]["trainer"]["numNodes"] == by_name("pytorch").default_workers  # the default, not 99
-    assert job["spec"]["trainer"]["command"][-1] == hostile
+@pytest.mark.parametrize("payload", [*PAYLOADS, 'x"\n    numNodes: 99\n  evil: {{ name }}'])
+@pytest.mark.parametrize("kind", V2_KINDS)
+def test_a_user_value_lands_as_one_string_never_as_yaml(kind, payload):
+    """As tests/unit/test_injection.py proves for the v1 templates: the TrainJob template writes each value as JSON."""
+    job = rendered(kind, env=[f"SAFE={payload}"], annotation=[f"note={payload}"], image=payload,
+                   command=["python", payload])
+    trainer = job["spec"]["trainer"]
+    assert trainer["env"] == [{"name": "SAFE", "value": payload}] and trainer["image"] == payload
+    assert trainer["command"][-1] == payload and job["metadata"]["annotations"] == {"note": payload}
+    assert trainer["numNodes"] == by_name(kind).default_workers and set(job["spec"]) == {"runtimeRef", "trainer"}
+    assert not any("boomboom" in text or "49" in text for text in all_strings(job))
 
 
 @pytest.mark.parametrize("option", [opt for opt in OPTIONS if opt.not_v2], ids=lambda opt: opt.name)
