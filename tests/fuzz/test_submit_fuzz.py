@@ -41,7 +41,7 @@ from tests.fuzz.harness import (
 )
 from trainctl.code import pods
 from trainctl.core.validation import validate
-from trainctl.frameworks import CLI_NAMES, by_kind
+from trainctl.frameworks import ALL, CLI_NAMES, by_kind
 
 pytestmark = pytest.mark.fuzz
 
@@ -282,3 +282,43 @@ def test_apply_accepts_exactly_what_kubernetes_accepts(labels, pod_labels, port,
                 and (not port_name or kubernetes_port_name(port_name))  # an empty name is no name
                 and all(kubernetes_env_name(name) and process_text(name) and process_text(value) for name, value in env))
     assert (result.code == 0) == expected, (labels, pod_labels, port, host_port, port_name, env, result.stderr)
+
+
+# ---- --api v2: a TrainJob on the kind's default runtime, or one line --------------------------------------
+
+def not_v2_flags() -> set[str]:
+    from trainctl.submit.options import OPTIONS as TABLE
+
+    return {flag for option in TABLE if option.not_v2 for flag in option.cli_flags}
+
+
+V2_KINDS = [framework.name for framework in ALL if framework.trainer_v2 and framework.trainer_v2.runtime]
+
+
+@fuzz(300)
+@given(kind=st.one_of(st.sampled_from(V2_KINDS), kinds), options=option_arguments(), command=commands)
+def test_submit_api_v2_renders_a_trainjob_valid_under_the_generated_crd_or_refuses_in_one_line(kind, options,
+                                                                                                command):
+    """Every combination of v1 submit flags with ``--api v2``: a TrainJob that validates strictly (an unknown field
+    fails) against trainctl's generated TrainJob CRD, on the kind's default runtime, running the command (under the
+    runtime's launcher), with every env value; or exit 2 with one line (the harness checks it), always for a flag
+    a TrainJob cannot say."""
+    from tests.unit.test_trainer_v2_crds import strict
+    from trainctl.frameworks import by_name
+
+    if "--api" in options:  # the flag under test is given once, last
+        return
+    result = run("submit", kind, "--dry-run", "-o", "json", "--no-preflight", *options, "--api", "v2", "--", *command)
+    if any(word in not_v2_flags() for word in options):
+        assert result.code == 2, (options, result.stdout)
+    if result.code:
+        return
+    (job,) = json_documents(result)  # no code travels with a TrainJob
+    strict("TrainJob").validate(job)
+    validate(job)
+    assert job["spec"]["runtimeRef"]["name"] == by_name(kind).trainer_v2.runtime
+    words = job["spec"]["trainer"]["command"]  # the interpreter, maybe a launcher, the command's words
+    assert words[0] == command[0] and words[len(words) - len(command) + 1:] == command[1:], (words, command)
+    env_values = [value.partition("=")[2] for flag, value in zip(options, options[1:]) if flag in ("-e", "--env")]
+    assert set(env_values) <= set(all_strings(job)), env_values
+    COUNTS["TrainJobs rendered"] += 1

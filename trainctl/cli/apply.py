@@ -14,7 +14,8 @@ from trainctl.frameworks import DEFAULT
 
 HELP = f"""Submit every job in a YAML file (multi-document files and - for stdin work).
 
-A Trainer v2 TrainJob runs on the runtime given beside it in the file (a second document).
+A Trainer v2 TrainJob runs on the runtime given beside it in the file (a second document), else on the
+runtime it names: locally one of trainctl's defaults, on a cluster one installed there (trainctl runtimes install).
 
 Every document is checked first, as the backend would check it (locally: that its commands can
 start here; on a cluster: its CRD, namespace and the API server's own validation): if one is

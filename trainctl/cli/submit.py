@@ -33,6 +33,7 @@ WORKERS_TABLE = "\n".join(f"  {fw.name + ':':12} {fw.workers_help}" for fw in AL
 SHARED = {"namespace": Namespace}
 ALIASES = ", ".join(f"{alias} = {fw.name}" for fw in ALL for alias in fw.aliases if alias != fw.singular)
 LAUNCHED = "".join(f" ({fw.title} runs it under {fw.launchers[0]})" for fw in ALL if fw.launchers)
+V2_WORKERS = "the TrainJob's nodes (numNodes), each running the command as its runtime's policy says"
 KIND_EXAMPLES = "".join(f"  trainctl submit {fw.name} {fw.cli_example}\n" for fw in ALL if fw.cli_example)
 
 HELP = f"""Submit a distributed training job: KIND is one of {", ".join(CLI_NAMES)} (also {ALIASES}).
@@ -48,6 +49,7 @@ Examples:
   trainctl submit {DEFAULT.name} --workers 4 --gpus 1 -- python train.py --epochs 3
 {KIND_EXAMPLES}  trainctl submit {DEFAULT.name} --backoff-limit 0 -- python train.py   # fail on the first crash, no restart
   trainctl submit {DEFAULT.name} --pip einops -- python train.py        # on Kubernetes ./ travels with the job
+  trainctl submit --api v2 {DEFAULT.name} --workers 4 -- python train.py   # a Trainer v2 TrainJob (docs/trainer-v2.md)
 """
 
 
@@ -216,6 +218,11 @@ def load_values(path: Path) -> dict:
 
 
 def topology_text(resource: dict, framework) -> str:
+    if resource["kind"] != framework.kind:  # --api v2: a TrainJob, its nodes
+        trainer = resource["spec"]["trainer"]
+        procs = trainer.get("numProcPerNode")
+        return f"{trainer['numNodes']} node{'s' if trainer['numNodes'] > 1 else ''}" + (
+            f" x {procs} process{'es' if procs > 1 else ''}" if procs else "")
     specs = resource["spec"][framework.replica_spec_field]
     return " + ".join(f"{rtype} {spec.get('replicas', 1)}" for rtype, spec in specs.items())
 
@@ -236,12 +243,12 @@ def print_summary(client, resource: dict, framework, flags: str, out, unenforced
 
     from trainctl.core.job import Job
 
-    name = resource["metadata"]["name"]
-    out.print(f"[green]submitted[/] {framework.singular}/[bold]{name}[/] "
+    name, v2 = resource["metadata"]["name"], resource["kind"] != framework.kind
+    out.print(f"[green]submitted[/] {resource['kind'].lower()}/[bold]{name}[/] "
               f"([dim]{topology_text(resource, framework)}[/]) on {client.backend.description}")
-    out.print(f"  --workers means {framework.workers_help}")
+    out.print(f"  --workers means {V2_WORKERS if v2 else framework.workers_help}")
     if client.backend_name == "local":
-        images = sorted(set(Job(resource).images.values()) - {""})
+        images = sorted(set(Job(resource).images.values()) - {""}) or ["the runtime's"]
         where = f"a snapshot of {snapshot.source} (the job's own copy)" if snapshot else os.getcwd()
         out.print(escape(f"  note: replicas run as processes in {where};"), soft_wrap=True)
         out.print(escape(f"        the image ({', '.join(images)}) is not used"), soft_wrap=True)

@@ -10,6 +10,7 @@ from trainctl.errors import UserError
 from trainctl.frameworks import CLI_NAMES, DEFAULT
 
 SHARED_LAYOUT = "_job"  # the KIND that show takes for the layout every kind's template extends
+TRAINJOB = "trainjob"  # the KIND that show takes for the TrainJob submit --api v2 renders, whatever the kind
 
 templates_app = typer.Typer(
     help=f"""The Jinja templates submit renders (built-in < ~/.config/trainctl/templates < ./.trainctl/templates < --template).
@@ -38,21 +39,24 @@ def winning_template(filename: str, skip_stdout: bool = False):
 def list_templates() -> None:
     from trainctl.cli.formatting import print_table
     from trainctl.frameworks import ALL
-    from trainctl.submit.render import template_name
+    from trainctl.submit.render import V2_TEMPLATE, template_name
 
-    kinds = [(framework.name, template_name(framework)) for framework in ALL] + [(SHARED_LAYOUT, "_job.yaml.j2")]
+    kinds = [(framework.name, template_name(framework)) for framework in ALL] + [(SHARED_LAYOUT, "_job.yaml.j2"),
+                                                                                  (TRAINJOB, V2_TEMPLATE)]
     rows = [[kind, *(str(part) for part in winning_template(filename))] for kind, filename in kinds]
     print_table(["KIND", "FROM", "FILE"], rows, whole=("KIND", "FILE"))
 
 
 @templates_app.command("show", help=f"Print a kind's template. Example: trainctl templates show {DEFAULT.name}")
 def show_template(
-    kind: Annotated[str, typer.Argument(help=f"Job kind ({', '.join(CLI_NAMES)}) or _job for the shared layout.")],
+    kind: Annotated[str, typer.Argument(help=f"Job kind ({', '.join(CLI_NAMES)}), _job for the shared layout, or "
+                                             f"{TRAINJOB} for the TrainJob of submit --api v2.")],
 ) -> None:
     from trainctl.frameworks import by_name
-    from trainctl.submit.render import template_name
+    from trainctl.submit.render import V2_TEMPLATE, template_name
 
-    filename = "_job.yaml.j2" if kind in (SHARED_LAYOUT, "job") else template_name(by_name(kind))
+    special = {SHARED_LAYOUT: "_job.yaml.j2", "job": "_job.yaml.j2", TRAINJOB: V2_TEMPLATE}
+    filename = special.get(kind.lower()) or template_name(by_name(kind))
     _, path = winning_template(filename, skip_stdout=True)
     typer.echo(path.read_text(), nl=False)
 

@@ -190,7 +190,7 @@ def to_v2(resource: dict, result: Converted, where: str) -> list[dict]:
     runtime = None
     container = plain_container(templates[nodes[0]]) if shape.runtime and not launcher_of(job) else None
     if container is not None:
-        spec["runtimeRef"] = {"apiGroup": V2_GROUP, "kind": CLUSTER_RUNTIME, "name": shape.runtime}
+        spec["runtimeRef"] = default_runtime_ref(job.framework)
         trainer.update({TRAINER_FIELDS[key]: value for key, value in container.items() if key in TRAINER_FIELDS})
     else:
         runtime = training_runtime(job, templates[nodes[0]], templates, trainer["numNodes"])
@@ -202,6 +202,20 @@ def to_v2(resource: dict, result: Converted, where: str) -> list[dict]:
     env_notes(job, templates[(*launcher_of(job), nodes[0])[0]], record, result)
     trainjob = {"apiVersion": V2_VERSION, "kind": TRAINJOB, "metadata": metadata, "spec": spec}
     return [runtime, trainjob] if runtime else [trainjob]
+
+
+def default_runtime_ref(framework: Framework) -> dict:
+    """The ``runtimeRef`` of a TrainJob on the default ClusterTrainingRuntime that stands for ``framework``'s kind."""
+    return {"apiGroup": V2_GROUP, "kind": CLUSTER_RUNTIME, "name": framework.trainer_v2.runtime}
+
+
+def node_command(framework: Framework, command: list[str], procs: int | None) -> tuple[list[str], int | None]:
+    """What a v2 node of ``framework``'s kind runs for v1's ``command`` (under the launcher that stands in for v1's
+    env, if one does) and its processes per node: put under a launcher, one unless ``procs`` says more."""
+    wrapped = framework.v2_command(command, [])
+    if wrapped is None or wrapped == command:
+        return command, procs
+    return wrapped, procs or 1
 
 
 def launcher_of(job: Job) -> list[str]:

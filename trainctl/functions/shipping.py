@@ -244,11 +244,13 @@ def remove_placed(resource: object, root: Path) -> None:
 
 
 def command_words(resource: object) -> list[str]:
-    """Every word of every container command of a job resource, read defensively (it may be damaged)."""
+    """Every word of every container command of a job resource (a TrainJob's: its trainer's), read defensively (it
+    may be damaged)."""
     def mapping(value: object) -> dict:
         return value if isinstance(value, dict) else {}
 
-    words = []
+    trainer = mapping(mapping(mapping(resource).get("spec")).get("trainer")).get("command")
+    words = [str(word) for word in trainer] if isinstance(trainer, list) else []
     for key, specs in mapping(mapping(resource).get("spec")).items():
         for replica in mapping(specs).values() if key.endswith("ReplicaSpecs") else ():
             for container in mapping(mapping(mapping(replica).get("template")).get("spec")).get("containers") or ():

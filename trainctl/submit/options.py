@@ -25,7 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainctl.core.job import KUEUE_QUEUE_LABEL
-from trainctl.errors import UserError, option, spelled
+from trainctl.errors import UserError, option, setting, spelled
 from trainctl.frameworks import ALL, Framework
 from trainctl.frameworks.base import CLEAN_POD_POLICIES, RESTART_POLICIES, KindOption
 from trainctl.kube.names import (
@@ -50,6 +50,10 @@ MAX_ITEMS = 1000
 # activeDeadlineSeconds is int64 (checked again on the resource by trainctl.core.validation).
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 REPEAT = "(repeatable)"
+APIS = ("v1", "v2")  # --api: a kubeflow.org/v1 job of the kind, or a Trainer v2 TrainJob on the kind's runtime
+# why a TrainJob of --api v2 cannot say what an option says
+IN_RUNTIME = "a TrainJob has no pod template (its runtime holds it, a TrainingRuntime of your own can)"
+NO_RUN_POLICY = "a TrainJob has no such field (its runtime's Jobs and JobSet say it)"
 if TYPE_CHECKING:
     SubmitOptions: type  # made from OPTIONS on first use (see __getattr__)
 
@@ -74,6 +78,8 @@ class Option(NamedTuple):
     flags: tuple[str, ...] = ()  # on the command line; default --<name with - for _>
     local: bool = True  # whether the local backend honours it (the submit summary names those it does not)
     framework: Framework | None = None  # the one kind that takes it (Framework.options)
+    #: why a Trainer v2 TrainJob (``--api v2``) cannot say it (None: it can): the runtime holds the pod template
+    not_v2: str | None = None
 
     @property
     def cli_flags(self) -> tuple[str, ...]:
@@ -301,6 +307,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("namespace", str, "Namespace of the job (default: the kubeconfig's, else 'default').",
            flags=("--namespace", "-n")),
     Option("image", str, "Container image (default per kind; ignored by the local backend)."),
+    Option("api", str, "v1: a kubeflow.org/v1 job of KIND (default); v2: a Kubeflow Trainer v2 TrainJob on KIND's "
+           "default ClusterTrainingRuntime (docs/trainer-v2.md).", partial(choice, allowed=APIS)),
     Option("workers", int, f"Number of nodes. {WORKERS_HELP}.", positive),
     Option("gpus", int, "GPUs per replica (nvidia.com/gpu).", INT32),
     Option("cpu", str, "CPU per replica, e.g. 4 or 500m.", quantity, local=False),
@@ -310,19 +318,23 @@ OPTIONS: tuple[Option, ...] = (
     Option("env", list, f"Environment variable K=V {REPEAT}.", env_pairs, flags=("--env", "-e")),
     Option("label", list, f"Label K=V on the job and its pods {REPEAT}.", label_map),
     Option("annotation", list, f"Annotation K=V on the job {REPEAT}.", partial(label_map, check_value=False)),
-    Option("volume", list, f"pvc:CLAIM:/path[:ro] or host:/src:/path[:ro] {REPEAT}.", volumes),
-    Option("shm_size", str, "Size of a memory-backed /dev/shm, e.g. 8Gi.", quantity, local=False),
-    Option("node_selector", list, f"Node label K=V the pods need {REPEAT}.", label_map, local=False),
+    Option("volume", list, f"pvc:CLAIM:/path[:ro] or host:/src:/path[:ro] {REPEAT}.", volumes, not_v2=IN_RUNTIME),
+    Option("shm_size", str, "Size of a memory-backed /dev/shm, e.g. 8Gi.", quantity, local=False, not_v2=IN_RUNTIME),
+    Option("node_selector", list, f"Node label K=V the pods need {REPEAT}.", label_map, local=False,
+           not_v2=IN_RUNTIME),
     Option("toleration", list, f"key[=value]:NoSchedule|PreferNoSchedule|NoExecute {REPEAT}.", tolerations,
-           local=False),
-    Option("priority_class", str, "PriorityClass of the pods.", local=False),
-    Option("queue", str, "Scheduling queue (runPolicy.schedulingPolicy.queue).", local=False),
+           local=False, not_v2=IN_RUNTIME),
+    Option("priority_class", str, "PriorityClass of the pods.", local=False, not_v2=IN_RUNTIME),
+    Option("queue", str, "Scheduling queue (runPolicy.schedulingPolicy.queue).", local=False, not_v2=NO_RUN_POLICY),
     Option("local_queue", str, "Kueue LocalQueue: label the job kueue.x-k8s.io/queue-name and create it suspended "
            "until Kueue admits it (docs/schedulers.md).", local_queue),
-    Option("gang", bool, "Gang-schedule: all replicas start together or none.", flags=("--gang",), local=False),
+    Option("gang", bool, "Gang-schedule: all replicas start together or none.", flags=("--gang",), local=False,
+           not_v2="a TrainJob is gang-scheduled by its runtime's podGroupPolicy"),
     Option("restart_policy", str, "Always, OnFailure, Never or ExitCode (default per kind).",
-           partial(choice, allowed=RESTART_POLICIES)),
-    Option("backoff_limit", int, "Restarts allowed before the job fails (default 3).", INT32),
+           partial(choice, allowed=RESTART_POLICIES),
+           not_v2="a TrainJob's pods restart in place (OnFailure) up to their Job's backoffLimit, as its runtime "
+                  "says"),
+    Option("backoff_limit", int, "Restarts allowed before the job fails (default 3).", INT32, not_v2=NO_RUN_POLICY),
     # restarts and checkpoints (trainctl/core/restarts.py, docs/fault-tolerance.md): annotations the operator ignores
     Option("restart_scope", str, "What a retried failure restarts: replica (the failed one, as the Training "
            "Operator does; default) or job (every replica together, as the job's next attempt).", restart_scope),
@@ -338,9 +350,9 @@ OPTIONS: tuple[Option, ...] = (
            "(default 10m).", seconds),
     Option("stall_timeout", str, "Fail the job once no replica wrote output or a report for this long (e.g. 30m; a "
            "hung all-reduce).", seconds),
-    Option("ttl_after_finished", int, "Delete the job this many seconds after it ends.", INT32),
+    Option("ttl_after_finished", int, "Delete the job this many seconds after it ends.", INT32, not_v2=NO_RUN_POLICY),
     Option("clean_pod_policy", str, "What to stop when the job ends: All, Running, None.",
-           partial(choice, allowed=CLEAN_POD_POLICIES)),
+           partial(choice, allowed=CLEAN_POD_POLICIES), not_v2=NO_RUN_POLICY),
     Option("suspend", bool, "Create the job suspended (start with resume).", flags=("--suspend",)),
     Option("set", list, f"PATH=VALUE: set any field of the resource {REPEAT}.", assignments, flags=("--set",)),
     Option("template", str, "Jinja template file to render instead of the kind's."),
@@ -489,11 +501,38 @@ def check(framework: Framework, given: SubmitOptions) -> Checked:
 
 def check_together(framework: Framework, values: dict) -> None:
     """The rules that hold between options."""
+    if values["api"] == "v2":
+        check_v2(framework, values)
     if values["no_workdir"] and values["workdir"] is not None:
         raise UserError(f"{option('workdir')} and {option('no_workdir')} contradict each other: give one of them")
     if (values["pip"] or values["requirements"] is not None) and framework.no_packages:
         raise UserError(f"{option('pip')}/{option('requirements')}: not for {framework.name} jobs, "
                         f"{framework.no_packages}: install the packages in the image")
+
+
+def check_v2(framework: Framework, values: dict) -> None:
+    """``--api v2``: a kind with a default Trainer v2 runtime, and no option a TrainJob cannot say."""
+    if framework.trainer_v2 is None or framework.trainer_v2.runtime is None:
+        kinds = ", ".join(fw.name for fw in ALL if fw.trainer_v2 and fw.trainer_v2.runtime)
+        raise UserError(f"{setting('api', 'v2')}: no default Trainer v2 runtime runs {framework.name} jobs (one runs "
+                        f"{kinds}): submit it as a v1 job, and trainctl convert makes a TrainJob and its "
+                        "TrainingRuntime of that")
+    for opt in OPTIONS:
+        if opt.not_v2 and values[opt.name] is not False and values[opt.name] not in (None, [], {}):
+            raise UserError(f"{option(opt.name)} cannot be said with {setting('api', 'v2')}: {opt.not_v2}: "
+                            f"leave one of them out")
+    for kind_option in framework.options:
+        value = values[kind_option.name]
+        if value is not None and (not is_v2_procs(framework, kind_option.name) or not str(value).isdigit()):
+            raise UserError(f"{option(kind_option.name)} {value}: {setting('api', 'v2')} takes a number of processes "
+                            "per node (numProcPerNode), or nothing: one per GPU, else per CPU")
+
+
+def is_v2_procs(framework: Framework, name: str) -> bool:
+    """Whether the kind's own option ``name`` is the spec field (``nproc_per_node``: ``nprocPerNode``) v2's
+    ``numProcPerNode`` stands for: the one kind option a TrainJob says."""
+    first, *rest = name.split("_")
+    return first + "".join(word.title() for word in rest) == framework.trainer_v2.proc_field
 
 
 def queue_labels(labels: dict[str, str], queue: str | None) -> dict[str, str]:

@@ -1,7 +1,8 @@
-"""Lay checked submit options out as a validated kubeflow.org/v1 job resource.
+"""Lay checked submit options out as a validated kubeflow.org/v1 job resource, or (``--api v2``) a Trainer v2
+TrainJob on the kind's default ClusterTrainingRuntime.
 
-A Jinja template per kind lays the resource out (``templates/<kind>.yaml.j2``;
-users may override it, see :func:`template_dirs`). It receives the options as
+A Jinja template per kind lays the resource out (``templates/<kind>.yaml.j2``, and ``templates/trainjob.yaml.j2``
+for every kind's TrainJob; users may override them, see :func:`template_dirs`). It receives the options as
 :func:`trainctl.submit.options.check` made them, every value parsed and checked
 already: this module only arranges them (replicas, run policy, resources, volumes)
 and never refuses a value. Rendering is injection-safe by construction: the
@@ -20,6 +21,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainctl.core.trainer_crds import TRAINJOB
 from trainctl.errors import UserError, option
 from trainctl.frameworks import Framework, kind_options
 from trainctl.submit.options import Checked, SubmitOptions, as_checked
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 # replica forever. A template that writes its own runPolicy keeps its value.
 DEFAULT_BACKOFF_LIMIT = 3
 GPU_RESOURCE = "nvidia.com/gpu"
+V2_TEMPLATE = "trainjob.yaml.j2"  # --api v2: a TrainJob, whatever the kind
 # Characters JSON leaves raw but YAML does not read back as themselves: U+0085, U+2028 and
 # U+2029 are YAML line breaks (folded into a space inside quotes); DEL, the C1 controls, the
 # BOM and U+FFFE/U+FFFF are not allowed raw at all. Written as \uXXXX they survive exactly.
@@ -56,8 +59,9 @@ def builtin_dir() -> Path:
     return installed if installed.is_dir() else package.parent / "templates"
 
 
-def template_name(framework: Framework) -> str:
-    return f"{framework.singular}.yaml.j2"
+def template_name(framework: Framework, api: str | None = None) -> str:
+    """The template a job of ``framework`` renders with: the kind's, or with ``--api v2`` the TrainJob's."""
+    return V2_TEMPLATE if api == "v2" else f"{framework.singular}.yaml.j2"
 
 
 def environment(extra_dir: Path | None = None):
@@ -93,28 +97,29 @@ def render(framework: Framework, options: SubmitOptions | Checked, code: CodeReq
     from trainctl.yamlsafe import load_one
 
     checked = as_checked(framework, options)
-    template = load_template(framework, checked.template)
-    resource = load_one(filled(template, template_context(checked), checked.template or template_name(framework)),
-                        f"template {template.filename}")
-    check_rendered(resource, template.filename, framework)
+    name = template_name(framework, checked.api)
+    template = load_template(name, checked.template)
+    context = trainjob_context(checked) if checked.api == "v2" else template_context(checked)
+    resource = load_one(filled(template, context, checked.template or name), f"template {template.filename}")
+    check_rendered(resource, template.filename, framework, name)
     for assignment in checked.set:
         apply_set(resource, assignment)
     if code is not None:  # after --set: the init container takes the image the replica ends up with
         from trainctl.code.pods import attach
 
         attach(resource, framework, code)
-    return validate(resource, source=f"rendered from {checked.template or template_name(framework)}"
+    return validate(resource, source=f"rendered from {checked.template or name}"
                     if checked.template or checked.set else None)
 
 
-def load_template(framework: Framework, given: str | None):
-    """The template file given (``--template``), else the kind's, first found in :func:`template_dirs`."""
+def load_template(name: str, given: str | None):
+    """The template file given (``--template``), else ``name``, first found in :func:`template_dirs`."""
     import jinja2
 
-    source = given or template_name(framework)
+    source = given or name
     try:
         if given is None:
-            return environment().get_template(template_name(framework))
+            return environment().get_template(name)
         path = Path(given)
         if not path.is_file():
             raise UserError(f"{option('template')} {given!r}: no such file")
@@ -155,15 +160,16 @@ def traceback_frames(tb):
         tb = tb.tb_next
 
 
-def check_rendered(resource: object, filename: str, framework: Framework) -> None:
+def check_rendered(resource: object, filename: str, framework: Framework, name: str) -> None:
     """A template must render one mapping, the job; an empty one (a shell redirect truncates its
     target before the command runs) must not pass for a template that says nothing."""
     if resource is None:
-        raise UserError(f"template {filename} is empty: fill it (trainctl templates show {framework.name} "
+        shown = "trainjob" if name == V2_TEMPLATE else framework.name
+        raise UserError(f"template {filename} is empty: fill it (trainctl templates show {shown} "
                         f"> {filename}) or delete it to use the next one")
     if not isinstance(resource, dict):
         raise UserError(f"template {filename} renders a {type(resource).__name__}, not a mapping: "
-                        f"a template must render one {framework.kind} resource")
+                        f"a template must render one {TRAINJOB if name == V2_TEMPLATE else framework.kind} resource")
 
 
 def template_context(checked: Checked) -> dict:
@@ -262,3 +268,32 @@ def volume_sections(checked: Checked) -> tuple[list[dict], list[dict]]:
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
         pod_volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": checked.shm_size}})
     return mounts, pod_volumes
+
+
+def trainjob_context(checked: Checked) -> dict:
+    """Every value the TrainJob template may use (``--api v2``), laid out from the checked options: the kind's
+    default runtime (trainctl.core.convert, as ``trainctl convert`` names it), its nodes, the command under the
+    launcher that stands in for v1's env, as ``convert`` puts it."""
+    from trainctl.core.convert import default_runtime_ref, node_command
+    from trainctl.submit.options import is_v2_procs
+
+    framework = checked.framework
+    shape = framework.trainer_v2
+    procs = next((int(value) for name, value in checked.own.items() if value is not None
+                  and is_v2_procs(framework, name)), None)
+    command, procs = node_command(framework, checked.command, procs)
+    return {
+        "name": checked.name,
+        "namespace": checked.namespace,
+        "labels": checked.labels,
+        "annotations": {**checked.annotation, **stall_annotations(checked), **restart_annotations(checked)},
+        "runtime_ref": default_runtime_ref(framework),
+        "suspend": checked.suspend or bool(checked.local_queue),  # Kueue admits by unsuspending
+        "active_deadline": checked.active_deadline,
+        "image": checked.values["image"],  # given, else the runtime's (the cluster's)
+        "command": command,
+        "env": [{"name": key, "value": value} for key, value in checked.env],
+        "num_nodes": sum(count for rtype, count in checked.topology.items() if rtype in shape.node_types),
+        "num_proc_per_node": procs,
+        "resources": resources(checked, gpus=True),
+    }

@@ -61,76 +61,70 @@ class KubeBackend(Backend):
     # ---- create ------------------------------------------------------------------------
     def create(self, resource: dict, replace: bool = False, preflight: bool = True,
                snapshot: Snapshot | None = None, dry_run: bool = False) -> dict:
-        framework = by_kind(resource["kind"])
+        kind, collection = resource["kind"].lower(), collection_of(resource["kind"])
         namespace, name = resource["metadata"]["namespace"], resource["metadata"]["name"]
         if preflight:
             self.preflight(resource)
-        exists = self._exists(framework, namespace, name)
+        exists = self._exists(collection, namespace, name)
         if exists and not replace:
-            raise UserError(f'{framework.singular} "{name}" already exists in namespace "{namespace}": '
+            raise UserError(f'{kind} "{name}" already exists in namespace "{namespace}": '
                             f"delete it first, pick another name, or use {setting('replace')}")
         if dry_run:  # the server's own validation (schema, admission), nothing stored
             if not exists:
-                with self.errors(f"check {framework.singular} {name} in namespace {namespace}"):
-                    self.client.create(job_resource(framework), resource, namespace, dry_run=True)
+                with self.errors(f"check {kind} {name} in namespace {namespace}"):
+                    self.client.create(collection, resource, namespace, dry_run=True)
             return resource
         if exists:
-            self.delete(name, namespace, framework.kind)
+            self.delete(name, namespace, resource["kind"])
         if snapshot is None:
-            with self.errors(f"create {framework.singular} {name} in namespace {namespace}"):
-                return self.client.create(job_resource(framework), resource, namespace)
-        return self.create_with_code(framework, resource, snapshot)
+            with self.errors(f"create {kind} {name} in namespace {namespace}"):
+                return self.client.create(collection, resource, namespace)
+        return self.create_with_code(collection, resource, snapshot)
 
-    def create_with_code(self, framework, resource: dict, snapshot: Snapshot) -> dict:
+    def create_with_code(self, collection: kube.Resource, resource: dict, snapshot: Snapshot) -> dict:
         """The job and its snapshot's ConfigMaps, all or nothing (see trainctl.backends.kube.code)."""
         from trainctl.backends.kube import code
 
-        namespace, name = resource["metadata"]["namespace"], resource["metadata"]["name"]
+        namespace, name, kind = resource["metadata"]["namespace"], resource["metadata"]["name"], collection.kind.lower()
         created, stored = [], None
         try:
             with self.errors(f"upload the code snapshot of {name} to namespace {namespace} (ConfigMaps)"):
                 created = code.upload(self.client, snapshot, namespace)
-            with self.errors(f"create {framework.singular} {name} in namespace {namespace}"):
-                stored = self.client.create(job_resource(framework), resource, namespace)
-            with self.errors(f"make {framework.singular} {name} an owner of its code snapshot's ConfigMaps"):
+            with self.errors(f"create {kind} {name} in namespace {namespace}"):
+                stored = self.client.create(collection, resource, namespace)
+            with self.errors(f"make {kind} {name} an owner of its code snapshot's ConfigMaps"):
                 code.own(self.client, snapshot, namespace, stored)
             return stored
         except BaseException:
             # the first failure is the one to report; what cannot be undone then stays, as it would anyway
             with contextlib.suppress(UserError), self.errors(f"undo the submit of {name}"):
                 if stored is not None:
-                    self.delete_if_present(job_resource(framework), name, namespace, uid=stored["metadata"]["uid"])
+                    self.delete_if_present(collection, name, namespace, uid=stored["metadata"]["uid"])
                 code.undo(self.client, created, namespace)
             raise
 
-    def _exists(self, framework, namespace: str, name: str) -> bool:
+    def _exists(self, collection: kube.Resource, namespace: str, name: str) -> bool:
         try:
-            self.client.get(job_resource(framework), name, namespace)
+            self.client.get(collection, name, namespace)
             return True
         except kube.ApiError:
             return False
 
     def preflight(self, resource: dict) -> None:
         """Fail fast with the fix instead of leaving a job that can never run."""
-        framework = by_kind(resource["kind"])
         namespace = resource["metadata"]["namespace"]
-        checks = [
-            (kube.CRDS, f"{framework.plural}.{API_GROUP}",
-             f"the {framework.kind} CRD is not installed in this cluster: run trainctl crds install"),
-            (kube.NAMESPACES, namespace,
-             f'namespace "{namespace}" does not exist: create it (kubectl create namespace {namespace}) or pick -n'),
-        ]
-        for priority_class in sorted(priority_classes(resource)):
-            checks.append((kube.PRIORITY_CLASSES, priority_class,
-                           f'PriorityClass "{priority_class}" does not exist: create it or pick an existing one'))
-        queue = (Job(resource).run_policy.get("schedulingPolicy") or {}).get("queue")
+        crd, *needed = trainjob_checks(resource) if is_trainjob(resource) else v1_checks(resource)
+        missing_namespace = (f'namespace "{namespace}" does not exist: create it (kubectl create namespace '
+                             f"{namespace}) or pick -n")
+        checks = [crd, (kube.NAMESPACES, namespace, None, missing_namespace), *needed]
+        queue = None if is_trainjob(resource) else (Job(resource).run_policy.get("schedulingPolicy") or {}).get("queue")
         with self.errors("preflight"):
             if queue and self._volcano_installed():
-                checks.append((VOLCANO_QUEUES, queue,
+                checks.append((VOLCANO_QUEUES, queue, None,
                                f'Volcano queue "{queue}" does not exist: create it or pick another --queue'))
-            for kind_of, name, problem in checks:
+            for kind_of, name, in_namespace, problem in checks:
                 try:
-                    self.client.get(kind_of, name)
+                    self.client.get(kind_of, name, in_namespace)
                 except kube.ApiError as error:
                     if error.status == 404:
                         raise UserError(problem) from None
@@ -479,6 +473,39 @@ def answered(answer: dict | kube.ApiError) -> dict:
 
 def event_time(event: dict) -> str:
     return str(event.get("lastTimestamp") or event.get("eventTime") or "")
+
+
+def v1_checks(resource: dict) -> list[tuple]:
+    """What a kubeflow.org/v1 job needs of the cluster, its CRD first: (collection, name, namespace, the problem
+    without it)."""
+    framework = by_kind(resource["kind"])
+    checks = [(kube.CRDS, f"{framework.plural}.{API_GROUP}", None,
+               f"the {framework.kind} CRD is not installed in this cluster: run trainctl crds install")]
+    return checks + [(kube.PRIORITY_CLASSES, priority_class, None,
+                      f'PriorityClass "{priority_class}" does not exist: create it or pick an existing one')
+                     for priority_class in sorted(priority_classes(resource))]
+
+
+def trainjob_checks(resource: dict) -> list[tuple]:
+    """What a TrainJob needs of the cluster: its CRD first, and the runtime it names unless it carries that runtime
+    (``trainctl apply -f`` of a file that gives it)."""
+    trainjobs = trainer_resource(TRAINJOB)
+    checks = [(kube.CRDS, f"{trainjobs.plural}.{trainjobs.group}", None,
+               f"the {TRAINJOB} CRD is not installed in this cluster: run trainctl crds install --api v2")]
+    if SNAPSHOT_ANNOTATION in (resource["metadata"].get("annotations") or {}):
+        return checks
+    from trainctl.core.trainer_crds import CLUSTER_RUNTIME
+    from trainctl.core.trainer_runtimes import runtime_names
+
+    ref = TrainJob(resource).runtime_ref
+    cluster_wide = ref["kind"] == CLUSTER_RUNTIME
+    fix = ("run trainctl runtimes install" if cluster_wide and ref["name"] in runtime_names() else
+           f"create it, or give it in the file beside the {TRAINJOB} (trainctl apply -f)")
+    where = "in this cluster" if cluster_wide else f'in namespace "{resource["metadata"]["namespace"]}"'
+    return checks + [(trainer_resource(ref["kind"], namespaced=not cluster_wide), ref["name"],
+                      None if cluster_wide else resource["metadata"]["namespace"],
+                      f"{TRAINJOB} {resource['metadata']['name']} runs on {ref['kind']} {ref['name']!r}, which "
+                      f"does not exist {where}: {fix}")]
 
 
 def priority_classes(resource: dict) -> set[str]:
