@@ -30,7 +30,7 @@ def test_an_unknown_recipe_is_one_line_naming_the_recipes(cli, name):
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize(("args", "rows"), [(["recipes", "list"], 1), (["templates", "list"], 7)])
+@pytest.mark.parametrize(("args", "rows"), [(["recipes", "list"], 1), (["templates", "list"], 8)])
 def test_piped_tables_are_plain_columns_as_every_table_prints_them(cli, args, rows):
     """One printer for every table (formatting.print_table): piped, a row per line, each value whole and
     starting where its header starts, columns three spaces apart, so awk and cut see the same fields."""
