@@ -15,8 +15,9 @@ and again at the next start (``open``, before the node's containerd opens the ro
 A root is trusted only if it is sealed: ``close`` writes SEAL after a clean that succeeded, in a session in
 which no import failed or was interrupted (IMPORTING is written before an import and removed after it
 succeeded). ``open`` removes the seal before any containerd opens the root, and discards a root without one:
-a session killed before its teardown, an import killed half-way or ended by a full disk, a clean that failed.
-The next start is then a cold one, paying the imports again, never a broken one.
+a session whose teardown never ran (killed with SIGKILL, and no ``down --real`` since: a ``down`` closes the
+root too), an import killed half-way or ended by a full disk, a clean that failed. The next start is then a
+cold one, paying the imports again, never a broken one.
 """
 
 from __future__ import annotations

@@ -126,7 +126,6 @@ class RealNode:
     made_cgroups: list[str] = field(default_factory=list)
     netns_before: list[str] = field(default_factory=list)
     containerd_cache: str = ""  # the kept containerd root's directory (tests/cluster/containerd_cache.py)
-    warm: bool = False  # whether that root held an earlier session's images
 
     @classmethod
     def from_state(cls, state: dict) -> RealNode:
@@ -139,7 +138,7 @@ class RealNode:
     def state(self) -> dict:
         return {"workdir": str(self.workdir), "sysctls": self.sysctls, "daemons": self.daemons, "images": self.images,
                 "made_paths": self.made_paths, "made_cgroups": self.made_cgroups, "netns_before": self.netns_before,
-                "containerd_cache": self.containerd_cache, "warm": self.warm}
+                "containerd_cache": self.containerd_cache}
 
     def start(self) -> RealNode:
         self.sysctls = {name: _sysctl_path(name).read_text().strip() for name in HOST_SYSCTLS}
@@ -200,7 +199,7 @@ class RealNode:
         cache = containerd_cache.current()
         self.containerd_cache = str(cache.directory)
         self._save()  # before the root is opened: a start killed from here on closes it at its teardown
-        self.warm = self._kept_root().open(directory / "clean", _current_images())
+        self._kept_root().open(directory / "clean", _current_images())
         config = {"version": 2, "root": str(cache.root), "state": str(directory / "state"),
                   "grpc": {"address": str(self.containerd_socket)},
                   "plugins": {"io.containerd.grpc.v1.cri": cri}}
