@@ -9,6 +9,8 @@
     python -m tests.cluster up --real     # as root: a real node (tests/cluster/realnode.py); prints
     python -m tests.cluster down --real   # KUBECONFIG=, NETNS=, CONTAINERD=; run clients in its network
                                           # namespace: nsenter --net=/run/netns/NETNS kubectl get pods -A
+The node's containerd root (its imported images, nothing else) stays in ~/.cache/trainctl/node/containerd/
+after `down --real` (tests/cluster/containerd_cache.py); remove that directory to start the next node cold.
 """
 
 from __future__ import annotations

@@ -12,13 +12,14 @@ dnsmasq on the bridge address with tests/cluster/dns.py keeping its records in s
 and Endpoints; kube-scheduler and kube-controller-manager (garbage collector included);
 kube-proxy (iptables mode, ClusterIP Services); the kubelet (a node certificate; cgroupfs; Ready in
 about a second). The locally built images (tests/cluster/images.py: pause, python, controller) are
-imported into containerd. Clients run inside the namespace: ``entered()`` moves the calling thread
+imported into containerd, whose root is kept between sessions (tests/cluster/containerd_cache.py): a warm
+start finds them imported and unpacked, and imports only those whose archive changed. Clients run inside the namespace: ``entered()`` moves the calling thread
 there, or ``nsenter --net=/run/netns/trainctl-node ...`` from a shell.
 
 ``stop`` deletes every pod through the API while the kubelet still runs (so CNI tears each pod's
 network down), runs ``kube-proxy --cleanup``, kills every process in the namespace and in the
 cgroups the node made, deletes leftover CNI namespaces, unmounts what containerd mounted under the
-node's directory, deletes the node's namespace (taking the bridge, routes, iptables rules and net
+node's directory, cleans the kept containerd root of everything but its images (containerd_cache.py), deletes the node's namespace (taking the bridge, routes, iptables rules and net
 sysctls with it), restores the recorded host sysctls and removes what the node made outside its
 directory (MACHINE_PATHS, the cgroup parents). The state file lets ``down`` run from another shell
 and clean up after a start that was killed half-way.
@@ -45,7 +46,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.cluster import images
+from tests.cluster import containerd_cache, images
+from tests.cluster.containerd_cache import mount_points, unmount_under
 from tests.cluster.server import SOURCE_VERSION, cached_apiserver, stop_when_interrupted
 
 NETNS = "trainctl-node"
@@ -123,6 +125,11 @@ class RealNode:
     made_paths: list[str] = field(default_factory=list)
     made_cgroups: list[str] = field(default_factory=list)
     netns_before: list[str] = field(default_factory=list)
+    containerd_cache: str = ""  # the kept containerd root's directory (tests/cluster/containerd_cache.py)
+
+    @classmethod
+    def from_state(cls, state: dict) -> RealNode:
+        return cls(**{**state, "workdir": Path(state["workdir"])})
 
     @property
     def containerd_socket(self) -> Path:
@@ -130,7 +137,8 @@ class RealNode:
 
     def state(self) -> dict:
         return {"workdir": str(self.workdir), "sysctls": self.sysctls, "daemons": self.daemons, "images": self.images,
-                "made_paths": self.made_paths, "made_cgroups": self.made_cgroups, "netns_before": self.netns_before}
+                "made_paths": self.made_paths, "made_cgroups": self.made_cgroups, "netns_before": self.netns_before,
+                "containerd_cache": self.containerd_cache}
 
     def start(self) -> RealNode:
         self.sysctls = {name: _sysctl_path(name).read_text().strip() for name in HOST_SYSCTLS}
@@ -188,10 +196,14 @@ class RealNode:
             "containerd": {"runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
                                                  "options": {"SystemdCgroup": False}}}},
         }
-        config = {"version": 2, "root": str(directory / "root"), "state": str(directory / "state"),
+        cache = containerd_cache.current()
+        self.containerd_cache = str(cache.directory)
+        self._save()  # before the root is opened: a start killed from here on closes it at its teardown
+        self._kept_root().open(directory / "clean", _current_images())
+        config = {"version": 2, "root": str(cache.root), "state": str(directory / "state"),
                   "grpc": {"address": str(self.containerd_socket)},
                   "plugins": {"io.containerd.grpc.v1.cri": cri}}
-        directory.mkdir(parents=True)
+        directory.mkdir(parents=True, exist_ok=True)
         (directory / "config.toml").write_text(toml(config))
         self._daemon("containerd", ["containerd", "--config", str(directory / "config.toml")])
         self._wait_cri_ready()
@@ -314,7 +326,8 @@ class RealNode:
         name = _archive_image_name(archive)
         ctr = in_netns(["ctr", "-a", str(self.containerd_socket), "-n", "k8s.io", "images"])
         if name not in _run([*ctr, "ls", "-q"]).split():
-            _run([*ctr, "import", str(archive)])
+            with self._kept_root().importing():
+                _run([*ctr, "import", str(archive)])
         self.images[kind] = name
         return name
 
@@ -368,7 +381,7 @@ class RealNode:
         """Every step runs even if one before it failed (a half-stopped node is the worst outcome);
         the first failure is raised at the end."""
         errors = []
-        for step in (self._drain_pods, self._stop_processes, self._restore_machine):
+        for step in (self._drain_pods, self._stop_processes, self._close_kept_root, self._restore_machine):
             try:
                 step()
             except (OSError, subprocess.SubprocessError, images.SetupStepError) as error:
@@ -405,8 +418,19 @@ class RealNode:
             if name.startswith("cni-"):
                 _run(["ip", "netns", "delete", name])
 
+    def _kept_root(self) -> containerd_cache.ContainerdCache:
+        return containerd_cache.ContainerdCache(Path(self.containerd_cache), launch=in_netns)
+
+    def _close_kept_root(self) -> None:
+        """Every container, task, lease and sandbox of this session out of the kept containerd root, which
+        is sealed for the next start (tests/cluster/containerd_cache.py); the node's processes are gone."""
+        if not self.containerd_cache or NETNS not in _run(["ip", "netns", "list"]).split():
+            return  # not started so far (an unsealed root is discarded by the next start)
+        unmount_under(self.workdir)  # the containers' root filesystems, on the kept root's snapshots
+        self._kept_root().close(self.workdir / "containerd-close", _current_images())
+
     def _restore_machine(self) -> None:
-        _unmount_under(self.workdir)
+        unmount_under(self.workdir)
         if NETNS in _run(["ip", "netns", "list"]).split():
             _run(["ip", "netns", "delete", NETNS])
         for name, value in self.sysctls.items():
@@ -416,7 +440,7 @@ class RealNode:
         for cgroup in map(Path, self.made_cgroups):  # empty once every container has exited
             if cgroup.exists():
                 subprocess.run(["find", str(cgroup), "-depth", "-type", "d", "-delete"], check=True)
-        for path in set(self.made_paths) & set(_mount_points()):
+        for path in set(self.made_paths) & set(mount_points()):
             subprocess.run(["umount", path], check=True)
         subprocess.run(["rm", "-rf", *self.made_paths], check=True)
 
@@ -460,6 +484,11 @@ def _archive_image_name(archive: Path) -> str:
     return images.image_name(kind, key)
 
 
+def _current_images() -> set[str]:
+    """The names of the image archives cached now (one per kind): the images a kept containerd root keeps."""
+    return {_archive_image_name(archive) for kind in images.ALL_BUILDERS for archive in images.archives_of(kind)}
+
+
 def _signal_group(pid: int, signum: int) -> None:
     try:
         os.killpg(pid, signum)
@@ -499,16 +528,6 @@ def _kill_cgroup_processes(cgroups: list[Path]) -> None:
         time.sleep(0.2)
 
 
-def _mount_points() -> list[str]:
-    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-
-
-def _unmount_under(directory: Path) -> None:
-    """Unmount everything mounted below ``directory`` (containerd's snapshots), deepest first."""
-    for mount_point in sorted((m for m in _mount_points() if m.startswith(f"{directory}/")), key=len, reverse=True):
-        subprocess.run(["umount", "--lazy", mount_point], check=True)
-
-
 @contextlib.contextmanager
 def _switched(namespace_file: str) -> Iterator[None]:
     """The calling thread in another network namespace until the block ends (setns(2) on a network
@@ -544,8 +563,7 @@ def attached() -> RealNode | None:
     if not STATE.exists():
         return None
     state = json.loads(STATE.read_text())
-    node = RealNode(Path(state["workdir"]), state["sysctls"], state["daemons"], state["images"],
-                    state["made_paths"], state["made_cgroups"], state["netns_before"])
+    node = RealNode.from_state(state)
     return node if node.alive() else None
 
 
@@ -586,6 +604,5 @@ def down() -> None:
     if not STATE.exists():
         return
     state = json.loads(STATE.read_text())
-    RealNode(Path(state["workdir"]), state["sysctls"], state["daemons"], state["images"],
-             state["made_paths"], state["made_cgroups"], state["netns_before"]).stop()
+    RealNode.from_state(state).stop()
     STATE.unlink()
