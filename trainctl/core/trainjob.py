@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from trainctl import TRAINER_API_GROUP, TRAINER_API_VERSION
+from trainctl.core import runtime_patches
 from trainctl.core.trainer_crds import CLUSTER_RUNTIME, MANAGED_BY, NAME_MAX, NAME_PATTERN, RUNTIME, TRAINJOB
 from trainctl.core.trainer_runtimes import default_runtimes, runtime_names
 from trainctl.errors import UserError
@@ -290,6 +291,7 @@ def plan(job: TrainJob, runtime: dict, attempt: int = 0,
     ``local_ports``: for the local backend, the port of each pod by (replicatedJob, index): then pods reach each
     other at 127.0.0.1 on those ports instead of by their DNS names."""
     check_runtime(job, runtime)
+    runtime = runtime_patches.patched(runtime, job.spec.get("runtimePatches"), job.name)
     name = runtime["metadata"]["name"]
     policy, section = policies.of(runtime["spec"].get("mlPolicy"), name)
     trainer_jobs = policy.trainer_jobs(section)
