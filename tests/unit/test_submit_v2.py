@@ -88,14 +88,65 @@ def test_a_kind_without_a_default_runtime_is_one_line_naming_those_with_one(kind
         rendered(kind)
 
 
-def test_code_and_packages_cannot_travel_with_a_trainjob():
-    with pytest.raises(UserError, match="^the working directory .* cannot travel with api='v2': .*no_workdir=True"):
-        rendered("pytorch", backend="kubernetes")
-    assert rendered("pytorch", backend="kubernetes", no_workdir=True)["kind"] == "TrainJob"
+def test_packages_cannot_travel_with_a_trainjob_nor_a_local_snapshot(tmp_path):
     with pytest.raises(UserError, match="^packages cannot be said with api='v2': .*install the packages in the image"):
         rendered("pytorch", pip=["einops"])
+    with pytest.raises(UserError, match="^workdir cannot travel with api='v2' on the local backend: .*leave it out"):
+        rendered("pytorch", workdir=str(tmp_path))
     with pytest.raises(UserError, match=r"^nproc_per_node auto: api='v2' takes a number of processes per node"):
         rendered("pytorch", nproc_per_node="auto")
+
+
+def test_the_working_directory_travels_to_a_cluster_in_a_runtime_patch_and_runs_the_command_unpacked(tmp_path):
+    """A TrainJob has no pod template: its snapshot's volumes reach the runtime's node pods through a runtime patch
+    (what upstream's API lets a client say), and the node container's command unpacks it, then runs the command in
+    it (a patch can add no init container). jax keeps the command as given. Run here as the pod runs it, against the chunk files."""
+    import base64
+    import subprocess
+    import sys
+
+    from tests.unit.test_trainjob_plan import runtime
+    from trainctl.code import pods
+    from trainctl.core.trainjob import TrainJob, plan
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("import os, sys\nprint('ran in', os.getcwd(), sys.argv[1:])\n")
+    job = rendered("jax", backend="kubernetes", workdir=str(project), workers=2, env=["LR=0.1"],
+                   command=["python3", "train.py", "--lr", "0.1"])
+    trainer = job["spec"]["trainer"]
+    digest = job["metadata"]["annotations"][pods.DIGEST]
+    assert trainer["command"][:4] == ["sh", "-c", pods.GUARD, "trainctl-unpack"]
+    assert trainer["command"][5:] == ["--chunks", pods.CHUNKS_PATH, "--digest", digest, "--into", "/workspace", "--",
+                                      "python3", "train.py", "--lr", "0.1"]
+    env = {item["name"]: item["value"] for item in trainer["env"]}
+    assert (env["LR"], env["PYTHONPATH"], env["TRAINCTL_JOB"]) == ("0.1", "/workspace/.trainctl/lib", "tj")
+    [patch] = job["spec"]["runtimePatches"]
+    assert patch["manager"] == "trainctl.io/code"
+    code = prepare(by_name("jax"), SubmitOptions(command=["python3", "train.py"], api="v2", name="tj",
+                                                     workdir=str(project)), "kubernetes").code
+
+    job_plan = plan(TrainJob({**job, "metadata": {**job["metadata"], "namespace": "ns", "uid": "u"}}),
+                    runtime("jax-distributed"))
+    for pod in job_plan.pods_of("node"):
+        volumes = {volume["name"]: volume for volume in pod.spec["volumes"]}
+        assert volumes[pods.WORKSPACE_VOLUME] == {"emptyDir": {}, "name": pods.WORKSPACE_VOLUME}
+        sources = volumes[pods.CHUNKS_VOLUME]["projected"]["sources"]
+        assert [source["configMap"]["name"] for source in sources] == pods.config_map_names(code.snapshot)
+        assert pod.container()["volumeMounts"] == [
+            {"name": pods.CHUNKS_VOLUME, "mountPath": pods.CHUNKS_PATH, "readOnly": True},
+            {"name": pods.WORKSPACE_VOLUME, "mountPath": "/workspace"}]
+        assert pod.container()["command"] == trainer["command"]
+
+    chunks, workspace = tmp_path / "chunks", tmp_path / "workspace"
+    chunks.mkdir()
+    for index, body in enumerate(pods.config_maps(code.snapshot, None)):
+        (chunks / f"{index:05d}").write_bytes(base64.b64decode(body["binaryData"]["chunk"]))
+    swap = {pods.CHUNKS_PATH: str(chunks), "/workspace": str(workspace), "python3": sys.executable}
+    ran = subprocess.run([swap.get(word, word) for word in trainer["command"]], capture_output=True, text=True,
+                         timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == f"ran in {workspace} ['--lr', '0.1']\n"  # unpacked quietly: the log is the command's
 
 
 def test_the_cli_prints_the_trainjob_and_refuses_a_flag_in_one_line(cli):

@@ -182,12 +182,10 @@ def abridged_view(resource: dict, framework, options, code) -> str:
 
     from trainctl.code.pods import abridged, config_map_names
     from trainctl.code.sizes import human
-    from trainctl.core.job import Job
 
-    job = Job(resource)
-    images = sorted(set(job.images.values()))
-    lines = [f"dry run, nothing created: {framework.singular}/{job.name} ({topology_text(resource, framework)})",
-             f"  runs      {shlex.join(options.command)}, in {', '.join(images)}"]
+    kind = "trainjob" if resource["kind"] != framework.kind else framework.singular  # --api v2
+    lines = [f"dry run, nothing created: {kind}/{resource['metadata']['name']} ({topology_text(resource, framework)})",
+             f"  runs      {shlex.join(options.command)}, in {', '.join(images_of(resource, framework))}"]
     if code.snapshot is not None:
         count = len(config_map_names(code.snapshot))
         files = f"{code.snapshot.files} file{'' if code.snapshot.files == 1 else 's'}"
@@ -215,6 +213,16 @@ def load_values(path: Path) -> dict:
     if not isinstance(values, dict):
         raise UserError(f"-f {path}: expected a mapping of option names to values")
     return values
+
+
+def images_of(resource: dict, framework) -> list[str]:
+    """The job's images; a TrainJob's: its trainer's, else its runtime's (the cluster holds the runtime)."""
+    if resource["kind"] != framework.kind:
+        spec = resource["spec"]
+        return [spec["trainer"].get("image") or f"the image of runtime {spec['runtimeRef']['name']}"]
+    from trainctl.core.job import Job
+
+    return sorted(set(Job(resource).images.values()))
 
 
 def topology_text(resource: dict, framework) -> str:

@@ -33,6 +33,7 @@ from trainctl.code.sizes import human
 from trainctl.core.job import main_container
 from trainctl.errors import UserError, option
 from trainctl.frameworks import Framework
+from trainctl.frameworks.base import NODE
 
 if TYPE_CHECKING:  # at run time the snapshot comes made: status (describe) must not load tarfile and gzip
     from trainctl.code.archive import Archive
@@ -53,6 +54,7 @@ GUARD = ('command -v python3 >/dev/null 2>&1 || { echo "trainctl: $0 needs pytho
          '(it ships code and packages without building one): use an image with python3, or submit with '
          '--no-workdir and no --pip" >&2; exit 127; }; exec python3 -c "$@"')
 ABRIDGED = "left out of this abridged dry run"
+CODE_MANAGER = "trainctl.io/code"  # the manager of the runtime patch that brings a TrainJob's snapshot
 # In a snapshot, relative to where it is unpacked: the stand-in package ``trainctl`` (trainctl.report for
 # images without trainctl), which report_env puts first on the replicas' PYTHONPATH
 REPLICA_LIB = ".trainctl/lib"  # what stands for a program's source in submit --dry-run's view
@@ -112,8 +114,9 @@ def script_command(module: str, name: str, args: list[str]) -> list[str]:
 def script_containers(resource: dict) -> Iterator[dict]:
     """Every container of the job (init containers too) whose command is a :func:`script_command`."""
     specs = next((value for key, value in (resource.get("spec") or {}).items() if key.endswith("ReplicaSpecs")), {})
-    for spec in (specs or {}).values():
-        pod = ((spec or {}).get("template") or {}).get("spec") or {}
+    trainer = (resource.get("spec") or {}).get("trainer")  # a TrainJob's: its command runs the unpacker
+    for pod in [((spec or {}).get("template") or {}).get("spec") or {} for spec in (specs or {}).values()] + [
+            {"containers": [trainer]} if isinstance(trainer, dict) else {}]:
         for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
             command = container.get("command") if isinstance(container, dict) else None
             if isinstance(command, list) and len(command) > 4 and command[:3] == ["sh", "-c", GUARD]:
@@ -144,9 +147,7 @@ def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
     A part that is not what a job has (a template's mistake) is passed over: validation names it next."""
     metadata = resource.get("metadata")
     if code.snapshot is not None and isinstance(metadata, dict):
-        entry(metadata, "annotations", {}).update({
-            DIGEST: code.snapshot.digest, SIZE: str(len(code.snapshot.archive)), FILES: str(code.snapshot.files),
-            SOURCE: code.snapshot.source})
+        annotate(metadata, code.snapshot)
     specs = resource.get("spec")
     specs = specs.get(framework.replica_spec_field) if isinstance(specs, dict) else None
     for spec in specs.values() if isinstance(specs, dict) else []:
@@ -166,23 +167,61 @@ def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
 
 
 def ship_snapshot(pod: dict, container: dict, code: CodeRequest) -> None:
-    names = config_map_names(code.snapshot)
-    entry(pod, "volumes", []).extend([
-        {"name": CHUNKS_VOLUME, "projected": {"sources": [
-            {"configMap": {"name": name, "items": [{"key": CHUNK_KEY, "path": f"{index:05d}"}]}}
-            for index, name in enumerate(names)]}},
-        {"name": WORKSPACE_VOLUME, "emptyDir": {}},
-    ])
-    workspace = {"name": WORKSPACE_VOLUME, "mountPath": code.mount}
-    unpack = script_command("unpack", "trainctl-unpack",
-                            ["--chunks", CHUNKS_PATH, "--digest", code.snapshot.digest, "--into", code.mount])
+    entry(pod, "volumes", []).extend(snapshot_volumes(code.snapshot))
+    unpack = script_command("unpack", "trainctl-unpack", unpack_args(code))
     # the replica's image as the replica pulls it, and its user, who then owns the files it unpacks
     same = {key: copy.deepcopy(container[key]) for key in ("imagePullPolicy", "securityContext") if key in container}
     entry(pod, "initContainers", []).append({
         "name": PREFIX, "image": container.get("image"), **same, "command": unpack,
-        "volumeMounts": [{"name": CHUNKS_VOLUME, "mountPath": CHUNKS_PATH, "readOnly": True}, workspace]})
-    entry(container, "volumeMounts", []).append(dict(workspace))  # not the same object: YAML would alias it
+        "volumeMounts": [{"name": CHUNKS_VOLUME, "mountPath": CHUNKS_PATH, "readOnly": True}, workspace_mount(code)]})
+    entry(container, "volumeMounts", []).append(workspace_mount(code))  # not the same object: YAML would alias it
     container["workingDir"] = code.mount
+
+
+def snapshot_volumes(snapshot: Snapshot) -> list[dict]:
+    """The snapshot's ConfigMaps as one projected volume (chunk ``i`` as file ``NNNNN``), and the workspace."""
+    return [{"name": CHUNKS_VOLUME, "projected": {"sources": [
+                {"configMap": {"name": name, "items": [{"key": CHUNK_KEY, "path": f"{index:05d}"}]}}
+                for index, name in enumerate(config_map_names(snapshot))]}},
+            {"name": WORKSPACE_VOLUME, "emptyDir": {}}]
+
+
+def workspace_mount(code: CodeRequest) -> dict:
+    return {"name": WORKSPACE_VOLUME, "mountPath": code.mount}
+
+
+def unpack_args(code: CodeRequest) -> list[str]:
+    return ["--chunks", CHUNKS_PATH, "--digest", code.snapshot.digest, "--into", code.mount]
+
+
+def attach_trainjob(resource: dict, framework: Framework, code: CodeRequest) -> None:
+    """Give the TrainJob ``resource`` the snapshot of ``code`` (in place), with what upstream's TrainJob API lets
+    a client say (a TrainJob has no pod template): a runtime patch (manager :data:`CODE_MANAGER`) adds the
+    snapshot's volumes to the pods of the runtime's ``node`` replicatedJob and mounts them into its ``node``
+    container; the trainer's command becomes the unpacker's, which unpacks into the workspace, then runs the
+    command there (a patch can add no init container: upstream's patches only change the runtime's own); and
+    ``trainer.env`` gets what ``trainctl.report()`` needs. Packages (``--pip``) cannot travel: the caller
+    refuses them."""
+    metadata, spec = resource.get("metadata"), resource.get("spec")
+    if code.snapshot is None or not isinstance(metadata, dict) or not isinstance(spec, dict):
+        return  # a template's mistake: validation names it next
+    annotate(metadata, code.snapshot)
+    trainer = entry(spec, "trainer", {})
+    if not isinstance(trainer.get("command"), list) or not trainer["command"]:
+        raise UserError("a TrainJob that ships code runs its own command: give one (trainer.command), "
+                        f"or ship no code ({option('no_workdir')})")
+    node = {"name": NODE, "volumeMounts": [{"name": CHUNKS_VOLUME, "mountPath": CHUNKS_PATH, "readOnly": True},
+                                           workspace_mount(code)]}
+    pod = {"volumes": snapshot_volumes(code.snapshot), "containers": [node]}
+    entry(spec, "runtimePatches", []).append({"manager": CODE_MANAGER, "trainingRuntimeSpec": {"template": {
+        "spec": {"replicatedJobs": [{"name": NODE, "template": {"spec": {"template": {"spec": pod}}}}]}}}})
+    trainer["command"] = script_command("unpack", "trainctl-unpack", [*unpack_args(code), "--", *trainer["command"]])
+    report_env(trainer, code.mount, metadata.get("name"), framework)
+
+
+def annotate(metadata: dict, snapshot: Snapshot) -> None:
+    entry(metadata, "annotations", {}).update({DIGEST: snapshot.digest, SIZE: str(len(snapshot.archive)),
+                                               FILES: str(snapshot.files), SOURCE: snapshot.source})
 
 
 def report_env(container: dict, mount: str, job_name: object, framework: Framework) -> None:

@@ -1,6 +1,9 @@
 """The init container's program: join the snapshot's chunks, check its hash, unpack it.
 
-    python3 -c "<this file>" --chunks /trainctl/code-chunks --digest sha256:<hex> --into /workspace
+    python3 -c "<this file>" --chunks /trainctl/code-chunks --digest sha256:<hex> --into /workspace [-- COMMAND...]
+
+With a COMMAND (a TrainJob's node container, which has no init container of trainctl's: see
+:func:`trainctl.code.pods.attach_trainjob`) it unpacks quietly, then runs COMMAND in ``--into`` in its place.
 
 It runs in the replica's own image, so it uses the standard library only and nothing of
 trainctl; its source travels as one argument of the container's command (data, never
@@ -194,7 +197,9 @@ def main(argv=None):
     parser.add_argument("--chunks", required=True)
     parser.add_argument("--digest", required=True)
     parser.add_argument("--into", required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
     try:
         with Chunks(args.chunks) as chunks:
             check(chunks.hexdigest(), args.digest)
@@ -206,8 +211,21 @@ def main(argv=None):
     except ERRORS as err:
         print(f"{PREFIX}: {err}", file=sys.stderr)
         return 1
-    print(f"{PREFIX}: {count} files of {args.digest[:19]} in {args.into}")
-    return 0
+    if not command:
+        print(f"{PREFIX}: {count} files of {args.digest[:19]} in {args.into}")
+        return 0
+    return run_in(args.into, command)
+
+
+def run_in(directory, command):
+    """Run ``command`` in ``directory`` in this process's place; 127 when it cannot be run (as a shell says)."""
+    os.chdir(directory)
+    sys.stdout.flush()
+    try:
+        os.execvp(command[0], command)
+    except OSError as err:
+        print(f"{PREFIX}: cannot run {command[0]!r}: {err.strerror}", file=sys.stderr)
+        return 127
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ class JAX(Framework):
                   r"[Cc]oordination service.*(?:UNAVAILABLE|heartbeat)"),
     )
 
-    function_launch = FunctionLaunch(rank_variables=("PROCESS_ID",), world_variables=("NUM_PROCESSES",))
+    # v1's kubeflow.org/v1 JAXJob env, or Trainer v2's jax plugin's (a TrainJob's function, api="v2")
+    function_launch = FunctionLaunch(rank_variables=("PROCESS_ID", "JAX_PROCESS_ID"),
+                                     world_variables=("NUM_PROCESSES", "JAX_NUM_PROCESSES"))
     trainer_v2 = TrainerV2("jax", "jax", "jax-distributed",
                            v1_env=("COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID"),
                            v2_env=("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"))

@@ -94,10 +94,6 @@ def planned_function(client, kind: Framework, func: object, args: dict | None, k
         keywords = {**keywords, "restart_policy": FUNCTION_RESTART_POLICY}
     local = client.backend_name == "local"
     options = options_from(keywords, [])
-    if not local and options.api == "v2":
-        raise InvalidArgument("api='v2': a function travels to a cluster in the code snapshot, which a TrainJob "
-                              "cannot carry (it has no pod template to unpack it in): run it locally, or leave api "
-                              "out")
     if not local and options.no_workdir:
         raise InvalidArgument("no_workdir: a function travels to a cluster in the code snapshot; leave it out")
     runner = functions_dir() / shipment.digest / shipping.RUNNER_FILE if local else shipping.SNAPSHOT_RUNNER

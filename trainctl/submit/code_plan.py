@@ -30,7 +30,7 @@ def request(options: SubmitOptions | Checked, backend_name: str, kind: str,
     requirements = read_requirements(checked.requirements)
     ships = checked.workdir is not None or (backend_name == "kubernetes" and not checked.no_workdir)
     if checked.api == "v2":
-        refuse_v2_code(checked, ships, requirements)
+        refuse_v2_code(checked, ships and backend_name != "kubernetes", requirements)
     if checked.ship_secret and not ships:
         raise UserError(f"{option('ship_secret')} {checked.ship_secret[0]}: no code snapshot travels with this job "
                         f"({setting('no_workdir')}, or the local backend without {option('workdir')}): leave it out")
@@ -41,17 +41,17 @@ def request(options: SubmitOptions | Checked, backend_name: str, kind: str,
     return CodeRequest(taken, checked.workdir_mount or DEFAULT_MOUNT, tuple(checked.pip), requirements)
 
 
-def refuse_v2_code(checked: Checked, ships: bool, requirements: str | None) -> None:
-    """``--api v2`` ships no code: a TrainJob has no pod template for the snapshot's volume and init container, nor
-    a replica command of trainctl's to install packages in (its runtime holds them)."""
-    why = "a TrainJob has no pod template to unpack code or install packages in (its runtime holds it)"
+def refuse_v2_code(checked: Checked, ships_locally: bool, requirements: str | None) -> None:
+    """``--api v2`` installs no packages: a TrainJob has no pod template of its own for them (its runtime holds it).
+    Its code snapshot travels to a cluster in a runtime patch (:func:`trainctl.code.pods.attach_trainjob`); the
+    local backend runs a TrainJob's pods in the working directory, and takes no snapshot for them."""
     if checked.pip or requirements is not None:
         raise UserError(f"{option('pip' if checked.pip else 'requirements')} cannot be said with "
-                        f"{setting('api', 'v2')}: {why}: install the packages in the image")
-    if ships:
-        given = option("workdir") if checked.workdir is not None else "the working directory (sent by default)"
-        raise UserError(f"{given} cannot travel with {setting('api', 'v2')}: {why}: give {setting('no_workdir')}, "
-                        "the image holding the code")
+                        f"{setting('api', 'v2')}: a TrainJob has no pod template to install packages in (its "
+                        "runtime holds it): install the packages in the image")
+    if ships_locally:
+        raise UserError(f"{option('workdir')} cannot travel with {setting('api', 'v2')} on the local backend: its "
+                        "TrainJobs run in the working directory: leave it out")
 
 
 def read_requirements(path: str | None) -> str | None:

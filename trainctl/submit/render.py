@@ -105,9 +105,9 @@ def render(framework: Framework, options: SubmitOptions | Checked, code: CodeReq
     for assignment in checked.set:
         apply_set(resource, assignment)
     if code is not None:  # after --set: the init container takes the image the replica ends up with
-        from trainctl.code.pods import attach
+        from trainctl.code.pods import attach, attach_trainjob
 
-        attach(resource, framework, code)
+        (attach_trainjob if checked.api == "v2" else attach)(resource, framework, code)
     return validate(resource, source=f"rendered from {checked.template or name}"
                     if checked.template or checked.set else None)
 

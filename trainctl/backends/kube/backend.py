@@ -15,6 +15,7 @@ from trainctl import API_GROUP
 from trainctl.backends.base import (REPORT_TAIL_LINES, Backend, JobDetails, LogChunk, ReplicaReports, ReplicaRow,
                                     lines_of, pick_replica, reports_in)
 from trainctl.backends.kube import logs as pod_logs
+from trainctl.backends.kube.resources import collection_of
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
 from trainctl.core.trainer_crds import TRAINJOB
@@ -40,11 +41,6 @@ RECENT_EVENTS = 20
 # every collection of jobs: the kubeflow.org/v1 kinds' (the first, where most jobs are), then Trainer v2's TrainJobs
 # (as trainctl's controller runs them: trainctl's status in their annotation)
 JOB_COLLECTIONS = [*(job_resource(framework) for framework in ALL), trainer_resource(TRAINJOB)]
-
-
-def collection_of(kind: str) -> kube.Resource:
-    """The REST collection of the jobs of ``kind``: a kubeflow.org/v1 kind's, or the TrainJobs'."""
-    return trainer_resource(TRAINJOB) if kind == TRAINJOB else job_resource(by_kind(kind))
 
 
 class KubeBackend(Backend):

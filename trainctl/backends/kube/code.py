@@ -15,13 +15,13 @@ owner at the same moment wins over a delete.
 
 from __future__ import annotations
 
+from trainctl.backends.kube.resources import collection_of
 from trainctl.code import pods
 from trainctl.code.snapshot import Snapshot
 from trainctl.core.trainjob import is_trainjob
 from trainctl.errors import UserError
 from trainctl.frameworks import by_kind
 from trainctl.kube import client as kube
-from trainctl.kube import job_resource
 
 RETRIES = 5
 
@@ -87,22 +87,30 @@ def release(client: kube.Client, job: dict) -> None:
 
 
 def config_map_names(job: dict) -> list[str]:
-    """The snapshot ConfigMaps the job's pod templates mount (a TrainJob's: none, trainctl uploads no code with
-    it)."""
-    if is_trainjob(job):
-        return []
-    framework = by_kind(job["kind"])
+    """The snapshot ConfigMaps the job's pod templates mount (a TrainJob's: those its runtime patches mount)."""
     names = []
-    for spec in (job.get("spec", {}).get(framework.replica_spec_field) or {}).values():
-        for volume in (spec.get("template", {}).get("spec") or {}).get("volumes") or []:
+    for pod in pod_specs(job):
+        for volume in pod.get("volumes") or []:
             if volume.get("name") == pods.CHUNKS_VOLUME:
                 names += [s["configMap"]["name"] for s in volume["projected"]["sources"] if "configMap" in s]
     return list(dict.fromkeys(names))
 
 
+def pod_specs(job: dict) -> list[dict]:
+    """The pod specs of a v1 job's replicas, or of a TrainJob's runtime patches."""
+    if is_trainjob(job):
+        return [(((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+                for patch in job.get("spec", {}).get("runtimePatches") or []
+                for rj in (((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}).get(
+                    "replicatedJobs") or []]
+    framework = by_kind(job["kind"])
+    return [spec.get("template", {}).get("spec") or {}
+            for spec in (job.get("spec", {}).get(framework.replica_spec_field) or {}).values()]
+
+
 def owner_exists(client: kube.Client, ref: dict, namespace: str) -> bool:
     try:
-        resource = job_resource(by_kind(ref.get("kind", "")))
+        resource = collection_of(ref.get("kind", ""))
     except (KeyError, UserError):
         return True  # an owner trainctl does not know: keep the ConfigMap for it
     try:
