@@ -83,6 +83,8 @@ def test_only_the_first_process_of_a_replica_reports(tmp_path):
     ("mpi", {"PMI_RANK": "3"}, False, False),
     ("paddle", {"PADDLE_TRAINER_ID": "0"}, True, True),
     ("jax", {"PROCESS_ID": "1"}, True, False),
+    ("jax", {"JAX_PROCESS_ID": "1"}, True, False),  # Trainer v2's jax plugin (a TrainJob's function, api="v2")
+    ("jax", {"JAX_PROCESS_ID": "0"}, True, True),
     ("tensorflow", {"TF_CONFIG": json.dumps({"cluster": {"chief": ["c:1"], "worker": ["w:1"]},
                                              "task": {"type": "chief", "index": 0}})}, True, True),
     ("tensorflow", {"TF_CONFIG": json.dumps({"cluster": {"chief": ["c:1"], "worker": ["w:1"]},

@@ -16,6 +16,9 @@ pod template gains, as plain kubeflow.org/v1 pod fields any operator honours:
 * with ``--pip``/``--requirements``: an emptyDir for the packages and the main container's
   command wrapped by :mod:`trainctl.code.pipwrap`.
 
+A TrainJob has no pod template: :func:`attach_trainjob` says the same in what its API lets a client say (a runtime
+patch with the volumes and mounts; the unpacker in front of the trainer's command; the env in ``trainer.env``).
+
 Scripts run as ``sh -c GUARD <name> <source> ARGS...``: the guard is a fixed text that
 says what is missing when the image has no ``python3``; the source and every value are
 positional arguments, never part of the shell text.
@@ -112,15 +115,20 @@ def script_command(module: str, name: str, args: list[str]) -> list[str]:
 
 
 def script_containers(resource: dict) -> Iterator[dict]:
-    """Every container of the job (init containers too) whose command is a :func:`script_command`."""
+    """Every container of the job (init containers too) whose command is a :func:`script_command`; of a TrainJob,
+    its ``trainer`` (whose command runs the unpacker)."""
+    for container in [*job_containers(resource), (resource.get("spec") or {}).get("trainer")]:
+        command = container.get("command") if isinstance(container, dict) else None
+        if isinstance(command, list) and len(command) > 4 and command[:3] == ["sh", "-c", GUARD]:
+            yield container
+
+
+def job_containers(resource: dict) -> Iterator[object]:
+    """The containers and init containers of a v1 job's replicas."""
     specs = next((value for key, value in (resource.get("spec") or {}).items() if key.endswith("ReplicaSpecs")), {})
-    trainer = (resource.get("spec") or {}).get("trainer")  # a TrainJob's: its command runs the unpacker
-    for pod in [((spec or {}).get("template") or {}).get("spec") or {} for spec in (specs or {}).values()] + [
-            {"containers": [trainer]} if isinstance(trainer, dict) else {}]:
-        for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
-            command = container.get("command") if isinstance(container, dict) else None
-            if isinstance(command, list) and len(command) > 4 and command[:3] == ["sh", "-c", GUARD]:
-                yield container
+    for spec in (specs or {}).values():
+        pod = ((spec or {}).get("template") or {}).get("spec") or {}
+        yield from [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]
 
 
 def abridged(resource: dict) -> dict:
