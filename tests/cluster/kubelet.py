@@ -197,8 +197,9 @@ class FakeNode:
                                    "startedAt": now(), "finishedAt": now(), **({"message": message} if message else {})}}
         return {"waiting": {"reason": waiting_reason or "ContainerCreating"}}
 
-    def restart(self, namespace: str, pod: str, exit_code: int, reason: str = "Error") -> None:
-        """The container died and kubelet restarted it in place: restartCount+1, lastState, fresh log."""
+    def restart(self, namespace: str, pod: str, exit_code: int, reason: str = "Error", message: str = "") -> None:
+        """The container died and kubelet restarted it in place: restartCount+1, lastState (``message``: the run's
+        termination message), fresh log."""
         obj = self.core.read_namespaced_pod(pod, namespace)
         statuses = []
         for container in obj.spec.containers:
@@ -207,7 +208,8 @@ class FakeNode:
                              "restartCount": (old.restart_count if old else 0) + 1,
                              "state": {"running": {"startedAt": now()}},
                              "lastState": {"terminated": {"exitCode": exit_code, "reason": reason,
-                                                          "startedAt": now(), "finishedAt": now()}}})
+                                                          "startedAt": now(), "finishedAt": now(),
+                                                          **({"message": message} if message else {})}}})
             key = (namespace, pod, container.name)
             with self.lock:
                 self.previous[key] = self.logs.pop(key, "")

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from tests.controller.test_trainjobs import TRAINJOBS, job_pods, ns  # noqa: F401  (ns: a fixture)
+from tests.controller.test_trainjobs import TRAINJOBS, condition, job_pods, ns  # noqa: F401  (ns: a fixture)
 from tests.controller.jobs import wait_for
 from trainctl import Client
 from trainctl.backends.kube.code import config_map_names
@@ -35,13 +35,16 @@ def train(x):
     import scales  # a sibling module: only the snapshot has it in the pod
 
     print(f"process {os.environ['JAX_PROCESS_ID']} of {os.environ['JAX_NUM_PROCESSES']}")
+    if x < 0:
+        raise ValueError(f"negative x on process {os.environ['JAX_PROCESS_ID']}")
     return {"value": x * scales.FACTOR, "process": os.environ["JAX_PROCESS_ID"], "cwd": os.getcwd()}
 '''
 
 
-def play_kubelet(rest, kube_node, namespace: str, pod: dict, scratch) -> str:
-    """Run the pod's node container as a local process; returns what it printed, which becomes its log."""
-    chunks, workspace = scratch / "chunks", scratch / "workspace"
+def run_node(rest, namespace: str, pod: dict, scratch) -> tuple[int, str, str]:
+    """Run the pod's node container as a local process: its exit code, what it printed (which becomes its log) and
+    its termination message (what it wrote to kubelet's /dev/termination-log)."""
+    chunks, workspace, termination = scratch / "chunks", scratch / "workspace", scratch / "termination-log"
     chunks.mkdir(parents=True)
     projected = next(v["projected"] for v in pod["spec"]["volumes"] if v["name"] == code_pods.CHUNKS_VOLUME)
     for source in projected["sources"]:
@@ -53,17 +56,25 @@ def play_kubelet(rest, kube_node, namespace: str, pod: dict, scratch) -> str:
             "python3": sys.executable}
     env = resolved(node["env"], pod["metadata"])
     env = {name: value.replace(mounts[code_pods.WORKSPACE_VOLUME], str(workspace)) for name, value in env.items()}
-    ran = subprocess.run([swap.get(word, word) for word in node["command"]], env={**env, "PATH": os.environ["PATH"]},
+    env.update(PATH=os.environ["PATH"], TRAINCTL_TERMINATION_LOG=str(termination))
+    ran = subprocess.run([swap.get(word, word) for word in node["command"]], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
-    printed = ran.stdout.decode()
-    assert ran.returncode == 0, printed
+    return ran.returncode, ran.stdout.decode(), termination.read_text() if termination.exists() else ""
+
+
+def play_kubelet(rest, kube_node, namespace: str, pod: dict, scratch) -> str:
+    """Run the pod's node container to its success; returns what it printed, now its log."""
+    code, printed, _ = run_node(rest, namespace, pod, scratch)
+    assert code == 0, printed
     kube_node.write_log(namespace, pod["metadata"]["name"], "node", printed)
     kube_node.set_phase(namespace, pod["metadata"]["name"], "Succeeded", exit_code=0)
     return printed
 
 
-def test_a_function_runs_from_the_snapshot_in_a_trainjobs_pods_and_returns_rank_0s_value(
-        rest, k8s_cluster, kube_node, ns, trainctl, tmp_path, monkeypatch):  # noqa: F811  (ns: the fixture)
+@pytest.fixture
+def run_v2(k8s_cluster, ns, trainctl, tmp_path, monkeypatch):  # noqa: F811  (ns: the fixture)
+    """``run_v2(x, name)``: Client.run(train, framework="jax", api="v2", workers=2) on the cluster, from a project
+    directory holding the function's module and its sibling."""
     installed = trainctl("runtimes", "install", "jax-distributed")
     assert installed.returncode == 0, installed.stderr
     project = tmp_path / "project"
@@ -75,7 +86,13 @@ def test_a_function_runs_from_the_snapshot_in_a_trainjobs_pods_and_returns_rank_
     import trainfn2
 
     client = Client("kubernetes", kubeconfig=str(k8s_cluster.kubeconfig("admin")))
-    job = client.run(trainfn2.train, framework="jax", api="v2", workers=2, args={"x": 3}, name="fnv2", namespace=ns)
+    return lambda x, name: client.run(trainfn2.train, framework="jax", api="v2", workers=2, args={"x": x},
+                                      name=name, namespace=ns)
+
+
+def test_a_function_runs_from_the_snapshot_in_a_trainjobs_pods_and_returns_rank_0s_value(
+        rest, kube_node, ns, run_v2, tmp_path):  # noqa: F811  (ns: the fixture)
+    job = run_v2(3, "fnv2")
     assert job.kind == "TrainJob"
     stored = rest.get(TRAINJOBS, "fnv2", ns)
     assert [patch["manager"] for patch in stored["spec"]["runtimePatches"]] == [code_pods.CODE_MANAGER]
@@ -111,4 +128,20 @@ def test_submit_api_v2_sends_the_working_directory_and_its_dry_run_says_so(rest,
     lines = shown.stdout.splitlines()
     assert lines[0] == "# dry run, nothing created: trainjob/wd (2 nodes x 1 process)", lines[:3]
     assert lines[2].startswith("#   travels   1 file, ") and "unpacked into /workspace before the command" in lines[2]
-    assert rest.list(TRAINJOBS, ns)["items"] == [] and rest.list(CONFIGMAPS, ns, code_pods.LABEL_SNAPSHOT)["items"] == []
+    assert rest.list(TRAINJOBS, ns)["items"] == []
+    assert rest.list(CONFIGMAPS, ns, code_pods.LABEL_SNAPSHOT)["items"] == []
+
+
+def test_a_function_that_raises_fails_the_trainjob_and_the_summary_names_the_rank_and_exception(
+        rest, kube_node, ns, run_v2, trainctl, tmp_path):  # noqa: F811  (ns: the fixture)
+    job = run_v2(-1, "fnbad")
+    wait_for(lambda: len(job_pods(rest, ns, "fnbad")) == 2, what="the 2 pods of TrainJob fnbad")
+    pod = rest.get(PODS, "fnbad-node-0-1", ns)
+    code, printed, message = run_node(rest, ns, pod, tmp_path / "rank1")
+    assert code != 0 and "ValueError: negative x on process 1" in printed, printed
+    kube_node.write_log(ns, "fnbad-node-0-1", "node", printed)
+    for _ in range(7):  # kubelet restarts it in place (OnFailure, JobSet's default) past the Job's backoffLimit 6
+        kube_node.restart(ns, "fnbad-node-0-1", exit_code=code, message=message)
+    wait_for(lambda: condition(rest, ns, "fnbad", "Failed"), what="TrainJob fnbad Failed")
+    shown = trainctl("status", "fnbad", "-n", ns)
+    assert "node-0-1" in shown.stdout and "ValueError: negative x on process 1" in shown.stdout, shown.stdout

@@ -100,7 +100,8 @@ def test_packages_cannot_travel_with_a_trainjob_nor_a_local_snapshot(tmp_path):
 def test_the_working_directory_travels_to_a_cluster_in_a_runtime_patch_and_runs_the_command_unpacked(tmp_path):
     """A TrainJob has no pod template: its snapshot's volumes reach the runtime's node pods through a runtime patch
     (what upstream's API lets a client say), and the node container's command unpacks it, then runs the command in
-    it (a patch can add no init container). jax keeps the command as given. Run here as the pod runs it, against the chunk files."""
+    it (a patch can add no init container); jax keeps the command as given. Run here as the pod runs it, against
+    the chunk files."""
     import base64
     import subprocess
     import sys
