@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -12,6 +13,19 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["tests.cluster.fixtures", "tests.tiers"]
+
+
+def _signals_as_in_a_terminal() -> None:
+    """Ctrl-C and a closed terminal reach the commands the tests start, as they reach a user's: a suite started in
+    the background (``cmd &`` ignores SIGINT) or under ``nohup`` (SIGHUP) would otherwise hand the ignoring on to
+    every process it starts, and the tests of what Ctrl-C and SIGHUP do would test nothing but that."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+_signals_as_in_a_terminal()
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = REPO.parent / "shared" / "kubeflow-v1"

@@ -99,13 +99,19 @@ def test_logs_follow_started_before_the_pods_exist(real_node, trainctl, namespac
 
 
 def test_logs_previous_after_a_real_restart(real_node, trainctl, namespace, python_image):
-    code = ("import sys, time\n"
+    # the first run fails after a second; the next runs long enough to be read while it runs (a 1 s run could end
+    # between the two reads on a busy machine, and both would then show it). /dev/shm is the pod's emptyDir
+    # (--shm-size): it outlives the container's restarts.
+    code = ("import os, signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+            "first = not os.path.exists('/dev/shm/ran')\n"
+            "open('/dev/shm/ran', 'w').close()\n"
             "print('run started at', time.time_ns(), flush=True)\n"
-            "time.sleep(1)\n"
+            "time.sleep(1 if first else 120)\n"
             "sys.exit(5)\n")
     submitted = trainctl("submit", "pytorch", "--name", "again", "-n", namespace, "--workers", "1",
                          "--restart-policy", "OnFailure", "--backoff-limit", "5", "--image", python_image,
-                         "--", "python3", "-c", code)
+                         "--shm-size", "16Mi", "--", "python3", "-c", code)
     assert submitted.returncode == 0, submitted.stderr
 
     def restarted_and_running():
