@@ -19,6 +19,7 @@ import pytest
 
 from tests.controller.test_trainjobs import TRAINJOBS, condition, job_pods, ns  # noqa: F401  (ns: a fixture)
 from tests.controller.jobs import wait_for
+from tests.k8s.test_kube_functions import function_project
 from trainctl import Client
 from trainctl.backends.kube.code import config_map_names
 from trainctl.code import pods as code_pods
@@ -77,14 +78,7 @@ def run_v2(k8s_cluster, ns, trainctl, tmp_path, monkeypatch):  # noqa: F811  (ns
     directory holding the function's module and its sibling."""
     installed = trainctl("runtimes", "install", "jax-distributed")
     assert installed.returncode == 0, installed.stderr
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "trainfn2.py").write_text(TRAIN)
-    (project / "scales.py").write_text("FACTOR = 7\n")
-    monkeypatch.chdir(project)
-    monkeypatch.syspath_prepend(str(project))
-    import trainfn2
-
+    trainfn2 = function_project(tmp_path, monkeypatch, "trainfn2", TRAIN)
     client = Client("kubernetes", kubeconfig=str(k8s_cluster.kubeconfig("admin")))
     return lambda x, name: client.run(trainfn2.train, framework="jax", api="v2", workers=2, args={"x": x},
                                       name=name, namespace=ns)

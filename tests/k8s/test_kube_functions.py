@@ -68,16 +68,23 @@ def play_kubelet(k8s_cluster, kube_node, namespace: str, pod_name: str, workspac
     return printed
 
 
-def test_a_function_runs_from_the_snapshot_and_returns_through_the_log(  # noqa: F811  (kube: the fixture)
-        k8s_cluster, kube_node, kube, tmp_path, monkeypatch):
+def function_project(tmp_path, monkeypatch, module: str, source: str):
+    """The working directory a notebook runs in: ``<module>.py`` holding ``source`` and its sibling ``scales.py``
+    (FACTOR = 7), which only the code snapshot brings to the pods; the module, imported from there."""
+    import importlib
+
     project = tmp_path / "project"
     project.mkdir()
-    (project / "trainfn.py").write_text(TRAIN)
+    (project / f"{module}.py").write_text(source)
     (project / "scales.py").write_text("FACTOR = 7\n")
     monkeypatch.chdir(project)
     monkeypatch.syspath_prepend(str(project))
-    import trainfn
+    return importlib.import_module(module)
 
+
+def test_a_function_runs_from_the_snapshot_and_returns_through_the_log(  # noqa: F811  (kube: the fixture)
+        k8s_cluster, kube_node, kube, tmp_path, monkeypatch):
+    trainfn = function_project(tmp_path, monkeypatch, "trainfn", TRAIN)
     client = Client("kubernetes", kubeconfig=str(k8s_cluster.kubeconfig("admin")))
     job = client.run(trainfn.train, args={"x": 3}, workers=1, name="fn-kube", namespace=kube.namespace)
     assert job.status in ("Pending", "Created")
