@@ -371,6 +371,17 @@ def test_a_runtimes_job_backoff_limit_is_the_trainjobs_restart_budget():
     assert Job(resource).run_policy["backoffLimit"] == 0
 
 
+@pytest.mark.parametrize("limit", ["x", -1, 1.5, True])
+def test_a_runtimes_backoff_limit_that_is_no_count_is_named_in_one_line(limit):
+    resource = trainjob("torch-distributed", numNodes=2).resource
+    odd = copy.deepcopy(runtime("torch-distributed"))
+    odd["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = limit
+    with pytest.raises(UserError) as refused:
+        with_runtime_snapshot(resource, odd)
+    assert str(refused.value) == (f"runtime 'torch-distributed': replicatedJob 'node' has template.spec.backoffLimit "
+                                  f"{limit!r}: give a whole number >= 0 (the restarts its pods may use)")
+
+
 def test_a_trainjob_pod_from_the_core_resolves_its_rank_and_reaches_rank_0_locally():
     from datetime import datetime, timezone
 

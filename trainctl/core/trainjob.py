@@ -321,14 +321,20 @@ def plan(job: TrainJob, runtime: dict, attempt: int = 0,
     return NodePlan(job.name, subdomain, policy.key, pods, files, templates,
                     {pod_set.name: pod_set.count for pod_set in info.pod_sets}, trainer,
                     (success.get("operator", "All"), tuple(success.get("targetReplicatedJobs") or templates)),
-                    policy.idle_jobs(info), backoff_limit(replicated_jobs, trainer))
+                    policy.idle_jobs(info), backoff_limit(replicated_jobs, trainer, name))
 
 
-def backoff_limit(replicated_jobs: list[dict], trainer: str | None) -> int:
-    """The ``backoffLimit`` of the trainer's Job template (else the first replicatedJob's), else the Job default."""
+def backoff_limit(replicated_jobs: list[dict], trainer: str | None, runtime_name: str) -> int:
+    """The ``backoffLimit`` of the trainer's Job template (else the first replicatedJob's), else the Job default;
+    one that is no whole number >= 0 (a runtime written by hand) is named in one line."""
     chosen = next((rj for rj in replicated_jobs if rj.get("name") == trainer), replicated_jobs[0])
     limit = ((chosen.get("template") or {}).get("spec") or {}).get("backoffLimit")
-    return JOB_BACKOFF_LIMIT if limit is None else int(limit)
+    if limit is None:
+        return JOB_BACKOFF_LIMIT
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise UserError(f"runtime {runtime_name!r}: replicatedJob {chosen.get('name')!r} has template.spec."
+                        f"backoffLimit {limit!r}: give a whole number >= 0 (the restarts its pods may use)")
+    return limit
 
 
 def shared_template(replicated_job: dict, pod_set: PodSet) -> dict:
