@@ -93,8 +93,13 @@ def test_packages_cannot_travel_with_a_trainjob_nor_a_local_snapshot(tmp_path):
         rendered("pytorch", pip=["einops"])
     with pytest.raises(UserError, match="^workdir cannot travel with api='v2' on the local backend: .*leave it out"):
         rendered("pytorch", workdir=str(tmp_path))
-    with pytest.raises(UserError, match=r"^nproc_per_node auto: api='v2' takes a number of processes per node"):
-        rendered("pytorch", nproc_per_node="auto")
+
+
+@pytest.mark.parametrize("procs", ["auto", "0", "\u00b2", "-1"])
+def test_processes_per_node_are_a_count_of_1_or_more(procs):
+    with pytest.raises(UserError, match=rf"^nproc_per_node {procs}: api='v2' takes a number of processes per node, "
+                                        "1 or more"):
+        rendered("pytorch", nproc_per_node=procs)
 
 
 def test_the_working_directory_travels_to_a_cluster_in_a_runtime_patch_and_runs_the_command_unpacked(tmp_path):

@@ -523,9 +523,14 @@ def check_v2(framework: Framework, values: dict) -> None:
                             f"leave one of them out")
     for kind_option in framework.options:
         value = values[kind_option.name]
-        if value is not None and (not is_v2_procs(framework, kind_option.name) or not str(value).isdigit()):
+        if value is not None and (not is_v2_procs(framework, kind_option.name) or not a_count(str(value))):
             raise UserError(f"{option(kind_option.name)} {value}: {setting('api', 'v2')} takes a number of processes "
-                            "per node (numProcPerNode), or nothing: one per GPU, else per CPU")
+                            "per node, 1 or more (numProcPerNode), or nothing: one per GPU, else per CPU")
+
+
+def a_count(text: str) -> bool:
+    """1 or more in ASCII digits (``"²".isdigit()`` holds, and int() refuses it)."""
+    return text.isascii() and text.isdigit() and int(text) >= 1
 
 
 def is_v2_procs(framework: Framework, name: str) -> bool:
