@@ -101,7 +101,10 @@ class FakeNode:
 
         metadata, spec = pod["metadata"], pod["spec"]
         namespace, name = metadata["namespace"], metadata["name"]
-        if event == "DELETED" or namespace not in self.managed:
+        # read once: a test's teardown releases its namespace from another thread meanwhile, and a KeyError here
+        # ended the informer's thread, so that no later test's pod ever ran
+        runs = self.managed.get(namespace)
+        if event == "DELETED" or runs is None:
             return
         try:
             if metadata.get("deletionTimestamp"):
@@ -113,7 +116,7 @@ class FakeNode:
                            "target": {"apiVersion": "v1", "kind": "Node", "name": self.name}}
                 self.rest.request(
                     "POST", PODS.path(namespace, name, "binding"), binding)
-                if self.managed[namespace]:
+                if runs:
                     self.rest.patch(PODS, name, {"status": self._status(pod, "Running")}, namespace, "status")
         except ApiError as error:
             if error.status not in (404, 409) and not namespace_terminating(error):
