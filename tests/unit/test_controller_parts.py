@@ -97,6 +97,26 @@ def test_a_late_copy_of_a_deleted_object_stays_out_of_the_cache():
     assert informer.get("ns", "race")["metadata"]["uid"] == "b"
 
 
+def test_a_handler_that_raises_does_not_end_the_informer_for_the_objects_after_it(caplog):
+    """A handler's bug on one event (the fake kubelet's KeyError, once) ended the watch thread: every later object
+    went unseen. The failure is logged and the next events still reach every handler."""
+    from trainctl.kube.client import PODS
+
+    informer = Informer(client=None, resource=PODS)
+    seen = []
+
+    def fragile(kind, obj):
+        if obj["metadata"]["name"] == "bad":
+            raise KeyError("bad")
+        seen.append(obj["metadata"]["name"])
+
+    informer.handlers.append(fragile)
+    for name in ("bad", "good"):
+        informer.apply("ADDED", {"metadata": {"namespace": "ns", "name": name, "uid": name, "resourceVersion": "1"}})
+    assert seen == ["good"] and informer.get("ns", "bad") is not None
+    assert "a handler failed on ADDED" in caplog.text
+
+
 @pytest.mark.parametrize("text, value", [("500m", "0.5"), ("1Gi", "1073741824"), ("2", "2"), ("1.5k", "1500")])
 def test_quantities(text, value):
     assert parse_quantity(text) == parse_quantity(value)

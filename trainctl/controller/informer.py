@@ -158,7 +158,10 @@ class Informer:
                 self.tombstones.pop(key, None)
             self._reindex(key, old, None if kind == "DELETED" else obj)
         for handler in self.handlers:
-            handler(kind, obj)
+            try:
+                handler(kind, obj)
+            except Exception:  # noqa: BLE001  one handler's bug must not end the watch for every object after it
+                log.exception("%r: a handler failed on %s %s; watching on", self, kind, "/".join(map(str, key)))
 
     def bury(self, key: Key, obj: dict) -> None:
         self.tombstones[key] = obj
