@@ -1,6 +1,7 @@
 """The env of every replica equals the contract's worked examples (section 2), in a cluster and locally."""
 
 import json
+import os
 
 import pytest
 
@@ -220,3 +221,32 @@ def test_local_paddle_workers_get_the_rank_a_cluster_gives_them():
     collective = Job(job("PaddleJob", "pd", {"Worker": 3}))
     assert [framework.local_env(collective, "Worker", index, "/state").get("PADDLE_RANK")
             for index in range(3)] == ["0", "1", "2"]
+
+
+def test_the_wait_for_master_script_ends_on_sigterm_as_its_containers_pid_1(tmp_path):
+    """A shell that is PID 1 ignores SIGTERM without a trap: a worker deleted while it waited for its master held
+    its pod for the whole grace period. Run as PID 1 of a PID namespace of its own, as in a container."""
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    if shutil.which("unshare") is None:
+        pytest.fail("util-linux's unshare is missing: scripts/test.sh installs it")
+    worker = created(job("PyTorchJob", "mnist", {"Master": 1, "Worker": 1}))["mnist-worker-0"]
+    (init,) = worker.pod["spec"]["initContainers"]
+    ready = tmp_path / "ready"
+    # PID 1 (the shell) starts once unshare has forked; the file says its pid in the new namespace is 1
+    command = ["unshare", "--pid", "--fork", "--kill-child", *(["--map-root-user"] if os.geteuid() else []),
+               "sh", "-c", f'echo $$ > {ready}; exec sh -c "$0"', init["command"][2]]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not (ready.exists() and ready.read_text().strip() == "1"):
+            assert time.monotonic() < deadline and process.poll() is None, "the script never started as PID 1"
+            time.sleep(0.05)
+        children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+        os.kill(int(children[0]), signal.SIGTERM)  # the namespace's PID 1, seen from here
+        assert process.wait(timeout=15) != 0  # without the trap it sleeps on through its 100 tries
+    finally:
+        process.kill()

@@ -135,7 +135,9 @@ class PyTorch(Framework):
         # [quirk] upstream's test is nslookup's exit status, which busybox >= 1.28 makes non-zero when
         # any search-domain candidate is NXDOMAIN, even once the master's own name resolves: wait for
         # an answer instead. (The master's name is a validated DNS label: safe in the script.)
-        script = (f"err=1;for i in $(seq 100); do if nslookup {master} 2>/dev/null | grep -q '^Name:'; "
+        # [deviation] the trap: a shell that is its container's PID 1 ignores SIGTERM without one, so a worker
+        # deleted while it waits (cleanPodPolicy, TTL, suspend, a restart) held its pod the 30 s grace period
+        script = (f"trap 'exit 143' TERM;err=1;for i in $(seq 100); do if nslookup {master} 2>/dev/null | grep -q '^Name:'; "
                   "then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err")
         return {"name": "init-pytorch", "image": network.image(INIT_IMAGE), "imagePullPolicy": "IfNotPresent",
                 "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
