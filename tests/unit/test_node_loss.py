@@ -119,6 +119,13 @@ def test_replica_scope_replaces_only_the_lost_replica_and_says_the_others_may_be
     assert [action.name for action in run.created[3:]] == ["pt-worker-1"]
 
 
+def test_in_replica_scope_too_the_job_fails_once_its_disruptions_are_spent_naming_the_node():
+    run = started(max_disruptions="0")
+    node_down(run, "n2", 0, down="gone")
+    run.step()
+    assert run.message("Failed").endswith("allows (0): node n2 is gone: worker-1 lost.")
+
+
 def test_a_node_that_is_gone_loses_its_replicas_at_once():
     run = started("job")
     node_down(run, "n2", 0, down="gone")
@@ -147,5 +154,7 @@ def test_the_job_fails_once_its_disruptions_are_spent():
     node_down(run, "n2", 61)
     plan = run.step(1)
     assert run.state() == "Failed"
-    assert "disrupted 1 time, as many as trainctl.io/max-disruptions allows (1)" in run.message("Failed")
+    assert run.message("Failed") == ("Job pt has failed because it was disrupted 1 time, as many as "
+                                     "trainctl.io/max-disruptions allows (1): node n2 became NotReady at "
+                                     f"{clock(stamp(run.now - timedelta(seconds=61)))}: worker-1 lost.")
     assert deletes(plan)["pt-worker-1"] is True  # a lost pod is deleted for good, with no grace period

@@ -188,6 +188,12 @@ class Reconciler:
         return (failure_class(None, "", what, self.job.restart_policy(lost[0].rtype), self.rules), cause,
                 lost[0].rtype)
 
+    def node_loss_of(self, replica: ObservedReplica) -> str:
+        """Replica scope: ``node n2 became NotReady at 14:02: worker-1 lost`` for a replica lost with its node; ''
+        for any other."""
+        what = self.lost.get(replica.name)
+        return lost_cause(what, [self.job.replica_id(replica.rtype, replica.index)]) if what else ""
+
     # ---- restarts and backoff, one replica at a time (1.3, 1.6) --------------------------------
     def handle_failed_replicas(self) -> bool:
         """Restart what the policy says; returns True when the job failed here."""
@@ -205,7 +211,7 @@ class Reconciler:
             if self.should_restart(replica, policy, code) or (replica.phase == "Failed" and listed):
                 kind = DISRUPTION if replica.phase == "Failed" and failure_class(
                     replica.exit_code, replica.reason, replica.disruption, policy, self.rules) == DISRUPTION else COUNTED
-                if self.budget_spent(kind):
+                if self.budget_spent(kind, self.node_loss_of(replica)):
                     return True
                 self.restart(replica, kind)
         return False
@@ -255,14 +261,16 @@ class Reconciler:
             return True
         return False
 
-    def budget_spent(self, kind: str) -> bool:
-        """Fail the job when a restart of class ``kind`` would pass its limit; True when it did."""
+    def budget_spent(self, kind: str, node_loss: str = "") -> bool:
+        """Fail the job when a restart of class ``kind`` would pass its limit; True when it did. ``node_loss``: the
+        cause, when replicas were lost with their node (which the message names: they have no exit code to tell)."""
         limit = self.job.run_policy.get("backoffLimit")
         if kind == COUNTED and limit is not None and self.record.counted >= limit:
             self.fail(f"Job {self.job.name} has failed because it has reached the specified backoff limit")
             return True
         if kind == DISRUPTION and self.record.disruptions >= self.rules.max_disruptions:
-            self.fail(self.disruption_limit_message())
+            message = self.disruption_limit_message()
+            self.fail(f"{message}: {node_loss}." if node_loss else message, replicas_caused_it=not node_loss)
             return True
         return False
 
@@ -277,7 +285,7 @@ class Reconciler:
         self.delete_replica(replica, "Restart")
         message = f"job {self.job.name} is restarting because {replica.rtype} replica(s) failed."
         if replica.name in self.lost:
-            cause = lost_cause(self.lost[replica.name], [self.job.replica_id(replica.rtype, replica.index)])
+            cause = self.node_loss_of(replica)
             self.record.replaced_after(cause, self.stamp)
             self.event("Warning", "NodeLost", cause)
             message = (f"job {self.job.name} is restarting because {cause}; the other replicas may be stuck in a "
@@ -300,7 +308,7 @@ class Reconciler:
             self.fail(f"{self.job.framework.kind} {self.job.name} is failed because {len(failed) or 1} {rtype} "
                       "replica(s) failed.")
             return True
-        if self.budget_spent(kind):
+        if self.budget_spent(kind, cause if self.lost else ""):
             return True
         self.restart_job(kind, cause)
         return False
