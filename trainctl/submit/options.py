@@ -271,7 +271,7 @@ def restart_scope(value: str | None, name: str = "restart_scope") -> str | None:
 
 
 def node_lost_after(text: str | None, name: str = "node_lost_after") -> int | None:
-    """``--node-lost-after 30``: whole seconds in ASCII digits, as the annotation takes them (trainctl/core/nodes.py)."""
+    """``--node-lost-after 30``: whole seconds in ASCII digits, as the annotation reads them (core/nodes.py)."""
     from trainctl.core.restarts import MAX_NODE_LOST_AFTER_S
 
     if text is None:
