@@ -35,6 +35,11 @@ KubeApiQps = Annotated[float | None, typer.Option("--kube-api-qps", help=(
     "default of 5; negative: no limit). Each client waits its turn for a token."))]
 KubeApiBurst = Annotated[int | None, typer.Option("--kube-api-burst", help=(
     "Requests the controller may send at once after a quiet spell (default 30, as upstream; 0: client-go's 10)."))]
+ProgressInterval = Annotated[str | None, typer.Option("--progress-interval", help=(
+    "How often running jobs' logs are read for progress and stalls, e.g. 10s (the default)."))]
+ProgressWriteInterval = Annotated[str | None, typer.Option("--progress-write-interval", help=(
+    "The least time between two writes of one job's progress annotation, e.g. 30s (the default); "
+    "see docs/progress.md."))]
 KINDS_HELP = (f"Job kinds to reconcile, comma-separated or repeated (default: all {len(ALL)}: "
               f"{', '.join(CLI_NAMES)}). Example: --kinds {DEFAULT.name}")
 
@@ -72,11 +77,14 @@ def run(
         "so they outlive the pods (docs/records.md)."))] = True,
     kube_api_qps: KubeApiQps = None,
     kube_api_burst: KubeApiBurst = None,
+    progress_interval: ProgressInterval = None,
+    progress_write_interval: ProgressWriteInterval = None,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
     **helper_images: str | None,
 ) -> None:
     from trainctl.controller.manager import KUBE_API_BURST, KUBE_API_QPS, Options, run_controller
+    from trainctl.submit.durations import parse_duration
 
     options = Options.from_flags(namespaces=namespace or [], kinds=kinds or [], concurrency=concurrency,
                                  leader_elect=leader_elect, lease_namespace=lease_namespace, lease_name=lease_name,
@@ -85,7 +93,10 @@ def run(
                                  helper_images=helper_images, log_format=log_format, keep_records=keep_records,
                                  context=context, kubeconfig=kubeconfig,
                                  kube_api_qps=KUBE_API_QPS if kube_api_qps is None else kube_api_qps,
-                                 kube_api_burst=KUBE_API_BURST if kube_api_burst is None else kube_api_burst)
+                                 kube_api_burst=KUBE_API_BURST if kube_api_burst is None else kube_api_burst,
+                                 progress_interval_s=parse_duration(progress_interval, "--progress-interval"),
+                                 progress_write_interval_s=parse_duration(progress_write_interval,
+                                                                          "--progress-write-interval"))
     raise typer.Exit(run_controller(options))
 
 
