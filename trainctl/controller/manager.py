@@ -54,6 +54,8 @@ class Options:
     # writes of one job's progress annotation (None: that module's defaults)
     progress_interval_s: int | None = None
     progress_write_interval_s: int | None = None
+    #: trainctl.controller.leader: the lease's duration, the renew deadline and the retry period, in seconds
+    lease_timing: tuple[int, int, int] | None = None
 
     @classmethod
     def from_flags(cls, *, kinds: list[str], log_format: str, helper_images: dict[str, str | None] | None = None,
@@ -76,6 +78,10 @@ class Options:
         for key, image in given.items():
             check_image(image, HELPER_IMAGES[key].flag)
         check_rate_limit(flags.get("kube_api_qps", KUBE_API_QPS), flags.get("kube_api_burst", KUBE_API_BURST))
+        if flags.get("lease_timing"):
+            from trainctl.controller.leader import check_timing
+
+            check_timing(*flags["lease_timing"])
         for flag in ("progress_interval_s", "progress_write_interval_s"):
             if flags.get(flag) == 0:
                 raise UserError(f"--{flag[:-2].replace('_', '-')} 0: give a duration of 1s or more, e.g. 10s")
@@ -266,7 +272,7 @@ class Manager:
         log.info("caches synced: %d jobs, %d pods", jobs, sum(len(i.items()) for i in self.controller.pods))
 
     def lead(self) -> threading.Event:
-        from trainctl.controller.leader import LeaderElector
+        from trainctl.controller.leader import LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_S, LeaderElector
 
         namespace = self.options.lease_namespace or os.environ.get("POD_NAMESPACE") or self.client.config.namespace
         from trainctl.kube.client import Client
@@ -274,7 +280,9 @@ class Manager:
         # a client of its own, as controller-runtime gives leader election: renewals never queue behind a burst
         # of the workers' writes for a token
         lease_client = Client(self.client.config, limiter=self.options.limiter())
-        self.elector = LeaderElector(lease_client, namespace, self.options.lease_name, self.controller.identity)
+        timing = self.options.lease_timing or (LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_S)
+        self.elector = LeaderElector(lease_client, namespace, self.options.lease_name, self.controller.identity,
+                                     timing)
 
         def elect() -> None:
             self.elector.run(self.stopping)
