@@ -103,7 +103,7 @@ def test_pods_progress_shows_in_status_the_api_and_list_and_the_controller_write
 def test_a_silent_job_is_called_stalled_and_the_controller_fails_it_at_its_stall_timeout(
         kube_node, start_controller, managed_namespace, trainctl):
     ns = managed_namespace
-    start_controller(ns, *PACING)
+    start_controller(ns)
     submit_running(trainctl, ns, "quiet", "--stall-after", "3s", "--stall-timeout", "12s", "--restart-policy", "Never")
     kube_node.write_log(ns, "quiet-master-0", "pytorch", report_lines(range(1, 6), 100))  # five reports, then nothing
     stalled = wait_for(lambda: re.search(r"stalled: no output or progress for \d+s",
