@@ -52,10 +52,11 @@ def parse_micro_time(text: str | None) -> datetime | None:
 
 class LeaderElector:
     def __init__(self, client: Client, namespace: str, name: str, identity: str,
-                 timing: tuple[int, int, int] = (LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_S)) -> None:
-        """``timing``: the lease's duration, the renew deadline and the retry period, in seconds."""
+                 timing: tuple[int, int, int] | None = None) -> None:
+        """``timing``: the lease's duration, the renew deadline and the retry period, in seconds (None: 15, 10, 2)."""
         self.client, self.namespace, self.name, self.identity = client, namespace, name, identity
-        self.lease_duration_s, self.renew_deadline_s, self.retry_s = timing
+        self.lease_duration_s, self.renew_deadline_s, self.retry_s = timing or (LEASE_DURATION_S, RENEW_DEADLINE_S,
+                                                                                RETRY_S)
         self.leading = threading.Event()
         self.lost = threading.Event()
         self.last_renewed = 0.0

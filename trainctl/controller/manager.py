@@ -272,7 +272,7 @@ class Manager:
         log.info("caches synced: %d jobs, %d pods", jobs, sum(len(i.items()) for i in self.controller.pods))
 
     def lead(self) -> threading.Event:
-        from trainctl.controller.leader import LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_S, LeaderElector
+        from trainctl.controller.leader import LeaderElector
 
         namespace = self.options.lease_namespace or os.environ.get("POD_NAMESPACE") or self.client.config.namespace
         from trainctl.kube.client import Client
@@ -280,9 +280,8 @@ class Manager:
         # a client of its own, as controller-runtime gives leader election: renewals never queue behind a burst
         # of the workers' writes for a token
         lease_client = Client(self.client.config, limiter=self.options.limiter())
-        timing = self.options.lease_timing or (LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_S)
         self.elector = LeaderElector(lease_client, namespace, self.options.lease_name, self.controller.identity,
-                                     timing)
+                                     self.options.lease_timing)
 
         def elect() -> None:
             self.elector.run(self.stopping)
