@@ -26,7 +26,8 @@ writes per job per phase change, its CPU seconds and peak RSS (/proc), and the s
 waited for --kube-api-qps tokens. Progress is printed to stderr every PROGRESS_S while a mode runs.
 
 Interrupting the benchmark (Ctrl-C, SIGTERM, SIGHUP, an error) stops everything it started: the
-API server and etcd (tests/cluster/server.py), the controller and the node process.
+API server and etcd (tests/cluster/server.py), the controller and the node process. ``--controller-only``
+runs the controller modes alone and records nothing (tests/k8s/test_cluster_cleanup.py interrupts one).
 """
 
 from __future__ import annotations
@@ -463,6 +464,9 @@ def main() -> None:
     parser.add_argument("--qps", default=DEFAULT_QPS, help="controller modes: QPS values or 'unthrottled'")
     parser.add_argument("--rate", type=float, help="create the jobs this many a second (default: all at once)")
     parser.add_argument("--profile", help="a directory: py-spy samples each controller mode into it")
+    parser.add_argument("--controller-only", action="store_true", help=(
+        "the controller modes alone, without the bare client and the same-writes bound: each mode's outcome is "
+        "printed and nothing is written to docs/benchmarks.md (a quick run, e.g. to interrupt one)"))
     parser.add_argument("--writer", help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
@@ -478,7 +482,10 @@ def main() -> None:
     settings = [qps_setting(text) for text in args.qps.split(",")]
     rows, notes = [], []
     for n in [int(size) for size in args.sizes.split(",")]:
-        rows += measure(binary, n, args.runs, args.concurrency, settings, notes, args.rate, args.profile)
+        rows += measure(binary, n, args.runs, args.concurrency, settings, notes, args.rate, args.profile,
+                        args.controller_only)
+    if args.controller_only:
+        return
     command = f"python -m benchmarks.controller_scale --sizes {args.sizes} --runs {args.runs} " \
               f"--concurrency {args.concurrency} --qps {args.qps}" + (f" --rate {args.rate:g}" if args.rate else "")
     # each set of controller modes is a section of its own: a throttled mode runs for most of an hour at 5,000
@@ -496,11 +503,11 @@ def main() -> None:
 
 
 def measure(binary: Path, n: int, runs: int, concurrency: int, settings: list, notes: list[str],
-            rate: float | None = None, profile_dir: str | None = None) -> list[Row]:
+            rate: float | None = None, profile_dir: str | None = None, controller_only: bool = False) -> list[Row]:
     results: dict[str, list[dict]] = {}
     # a paced run measures latency below the server's capacity: the bare client's all-at-once time says nothing there
-    modes = [] if rate else [("bare client", lambda bench: bench.bare_client(n))]
-    modes += [("same writes", lambda bench: bench.same_writes(n))]
+    modes = [] if rate or controller_only else [("bare client", lambda bench: bench.bare_client(n))]
+    modes += [] if controller_only else [("same writes", lambda bench: bench.same_writes(n))]
     modes += [(qps_label(qps), lambda bench, qps=qps: bench.controller(n, qps)) for qps in settings]
     loads = []
     for r in range(runs):  # alternating, so drift on a shared machine hits every mode alike
@@ -513,6 +520,8 @@ def measure(binary: Path, n: int, runs: int, concurrency: int, settings: list, n
             print(f"N={n} run {r + 1} {label}: " + ", ".join(f"{k} {v:.2f}" for k, v in outcome.items()
                                                             if isinstance(v, float)), file=sys.stderr, flush=True)
     notes.append(f"- N={n}: load average (1 min) before and after each mode: {'; '.join(loads)}")
+    if controller_only:  # no bound to compare with: each mode's line above is the outcome
+        return []
     return rows_for(n, results, [qps_label(qps) for qps in settings], notes, rate)
 
 

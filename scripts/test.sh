@@ -111,8 +111,14 @@ log "Images for the real node (built without a registry, then cached)"
 log "pytest"
 # Two processes (pytest-xdist): the real node's tests in one, one after another, the other modules spread over
 # both, each module whole (tests/tiers.py); every test's own time and each tier's sum are printed at the end.
+# pytest runs from the cached virtualenv's own path, not through the .venv link: torch builds JIT extensions
+# (DeepSpeed's CPU communication op, the fine-tuning tests' ZeRO-2 run) with the interpreter's site-packages
+# in the compiler's command line and rebuilds them when that line changes, which through .venv it did in every
+# new clone (45 to 175 s). Their builds are kept beside that virtualenv, so they go with it.
+VENV_DIR=$(readlink -f .venv)
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$VENV_DIR/torch-extensions}
 set +e
-"$VENV_PY" -m pytest -ra -n "${TRAINCTL_TEST_PROCESSES:-2}" --dist loadscope --durations=40 "$@"
+"$VENV_DIR/bin/python" -m pytest -ra -n "${TRAINCTL_TEST_PROCESSES:-2}" --dist loadscope --durations=40 "$@"
 status=$?
 set -e
 step_times

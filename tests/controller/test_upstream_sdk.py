@@ -44,10 +44,13 @@ def test_sdk_e2e_managed_by(k8s_cluster, rest, start_controller, managed_namespa
     assert '"field":"spec.runPolicy.managedBy"' in created["errors"][INVALID]
     assert created["listed"] == sorted([OURS, THEIRS])
 
-    master = f"{OURS}-master-0"
-    wait_for(lambda: (pods(rest, ns, OURS).get(master) or {}).get("status", {}).get("phase") == "Running",
-             what="the master pod running")
-    kube_node.set_phase(ns, master, "Succeeded", exit_code=0)
+    # both replicas run upstream's one epoch to its end, the master last: a master that succeeded while its
+    # worker still ran would hold the job's success up to its trainctl.io/success-wait (60 s, issue 40)
+    replicas = [f"{OURS}-worker-0", f"{OURS}-master-0"]
+    wait_for(lambda: all((pods(rest, ns, OURS).get(pod) or {}).get("status", {}).get("phase") == "Running"
+                         for pod in replicas), what="the master and worker pods running")
+    for pod in replicas:
+        kube_node.set_phase(ns, pod, "Succeeded", exit_code=0)
     seen = sdk(k8s_cluster, ns, "conditions")
     assert seen[OURS]["Created"] == seen[OURS]["Succeeded"] == "True"
     assert all(seen[OURS].get(c) != "True" for c in ("Running", "Restarting", "Failed"))

@@ -23,6 +23,7 @@ from pathlib import Path
 from tests.cluster.server import TestCluster, cached_apiserver
 cluster = TestCluster(Path(sys.argv[1]), cached_apiserver()).start()
 print("up", flush=True)
+sys.stdin.readline()  # the test has seen the cluster's processes (a raise would stop them at once)
 if sys.argv[2] == "raise":
     raise RuntimeError("a bug after the cluster started")
 time.sleep(600)
@@ -60,11 +61,13 @@ def apiserver(k8s_cluster):
 def test_a_process_that_started_a_cluster_stops_it_however_it_ends(apiserver, tmp_path, ending):
     workdir = tmp_path / "cluster"
     process = subprocess.Popen([sys.executable, "-c", STARTER, str(workdir), ending], cwd=REPO, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                env={**os.environ, "PYTHONPATH": str(REPO)})
     assert process.stdout.readline().strip() == "up", process.stderr.read()
     assert any("etcd" in line for line in processes_mentioning(str(workdir)))
     assert any("kube-apiserver" in line for line in processes_mentioning(str(workdir)))
+    process.stdin.write("seen\n")
+    process.stdin.flush()
     if ending != "raise":
         process.send_signal(getattr(signal, ending))
     process.wait(60)
@@ -74,9 +77,9 @@ def test_a_process_that_started_a_cluster_stops_it_however_it_ends(apiserver, tm
 def test_an_interrupted_scale_benchmark_leaves_nothing_running(apiserver):
     """SIGTERM while the controller mode runs: its API server, etcd, controller and node processes all stop."""
     # 40 jobs made 4 a second: the controller mode is still making them (10 s) when the signal comes, with no
-    # all-at-once modes of 300 jobs before it (the 77-96 s this test took)
+    # all-at-once modes of 300 jobs before it (the 77-96 s this test took) and no same-writes mode (some 28 s)
     process = subprocess.Popen([sys.executable, "-m", "benchmarks.controller_scale", "--sizes", "40", "--rate", "4",
-                                "--qps", "unthrottled"], cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                "--qps", "unthrottled", "--controller-only"], cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     workdir, deadline = None, time.monotonic() + 300
     while workdir is None:

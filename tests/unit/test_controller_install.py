@@ -134,3 +134,33 @@ def test_rate_limit_flags_reach_controller_run_and_bad_ones_are_one_line_errors(
                            (["--kube-api-qps", "fast"], "'--kube-api-qps'")):
         result = dry_run(*flags)
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and culprit in result.stderr
+
+
+def test_progress_pacing_flags_default_to_10s_and_30s_and_bad_ones_are_one_line_errors():
+    from trainctl.controller.manager import Options, progress_pacing
+
+    assert progress_pacing(Options()) == (10, 30)  # the watcher's round and the bound on a job's annotation writes
+    assert progress_pacing(Options(progress_interval_s=1, progress_write_interval_s=15)) == (1, 15)
+    for flags, culprit in ((["--progress-interval", "0"], "--progress-interval 0"),
+                           (["--progress-write-interval", "0s"], "--progress-write-interval 0"),
+                           (["--progress-write-interval", "soon"], "--progress-write-interval 'soon'")):
+        result = subprocess.run([sys.executable, "-m", "trainctl", "controller", "run", *flags], capture_output=True,
+                                text=True, timeout=60, cwd=REPO)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and culprit in result.stderr, \
+            result.stderr
+
+
+def test_leader_election_timing_flags_default_to_kube_controller_managers_and_bad_ones_are_one_line_errors():
+    from trainctl.cli.controller import lease_timing
+
+    assert lease_timing(None, None, None) is None  # the elector's defaults: 15 s, 10 s, 2 s
+    assert lease_timing("6s", "4s", "1s") == (6, 4, 1)
+    assert lease_timing("1m", None, None) == (60, 10, 2)
+    for flags, culprit in ((["--leader-elect-lease-duration", "10s"], "--leader-elect-lease-duration 10s"),
+                           (["--leader-elect-renew-deadline", "2s"], "--leader-elect-renew-deadline 2s"),
+                           (["--leader-elect-retry-period", "0"], "--leader-elect-retry-period 0s"),
+                           (["--leader-elect-retry-period", "often"], "--leader-elect-retry-period 'often'")):
+        result = subprocess.run([sys.executable, "-m", "trainctl", "controller", "run", *flags], capture_output=True,
+                                text=True, timeout=60, cwd=REPO)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and culprit in result.stderr, \
+            result.stderr

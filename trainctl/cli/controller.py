@@ -35,6 +35,17 @@ KubeApiQps = Annotated[float | None, typer.Option("--kube-api-qps", help=(
     "default of 5; negative: no limit). Each client waits its turn for a token."))]
 KubeApiBurst = Annotated[int | None, typer.Option("--kube-api-burst", help=(
     "Requests the controller may send at once after a quiet spell (default 30, as upstream; 0: client-go's 10)."))]
+ProgressInterval = Annotated[str | None, typer.Option("--progress-interval", help=(
+    "How often running jobs' logs are read for progress and stalls, e.g. 10s (the default)."))]
+ProgressWriteInterval = Annotated[str | None, typer.Option("--progress-write-interval", help=(
+    "The least time between two writes of one job's progress annotation, e.g. 30s (the default); "
+    "see docs/progress.md."))]
+LeaseDuration = Annotated[str | None, typer.Option("--leader-elect-lease-duration", help=(
+    "How long a standby waits after the leader's last renewal before it takes the Lease, e.g. 15s (the default)."))]
+RenewDeadline = Annotated[str | None, typer.Option("--leader-elect-renew-deadline", help=(
+    "How long the leader keeps trying to renew before it gives up and exits, e.g. 10s (the default)."))]
+RetryPeriod = Annotated[str | None, typer.Option("--leader-elect-retry-period", help=(
+    "How often candidates try to take, and the leader to renew, the Lease, e.g. 2s (the default)."))]
 KINDS_HELP = (f"Job kinds to reconcile, comma-separated or repeated (default: all {len(ALL)}: "
               f"{', '.join(CLI_NAMES)}). Example: --kinds {DEFAULT.name}")
 
@@ -58,6 +69,9 @@ def run(
     lease_namespace: Annotated[str | None, typer.Option("--lease-namespace", help=(
         "Namespace of the Lease (default: the controller's own namespace)."))] = None,
     lease_name: Annotated[str, typer.Option("--lease-name", help="Name of the Lease.")] = "trainctl-controller",
+    leader_elect_lease_duration: LeaseDuration = None,
+    leader_elect_renew_deadline: RenewDeadline = None,
+    leader_elect_retry_period: RetryPeriod = None,
     metrics_addr: Annotated[str, typer.Option("--metrics-addr", help=(
         "Serve Prometheus /metrics here (host:port; '0' turns it off)."))] = ":8080",
     health_addr: Annotated[str, typer.Option("--health-addr", help=(
@@ -72,11 +86,14 @@ def run(
         "so they outlive the pods (docs/records.md)."))] = True,
     kube_api_qps: KubeApiQps = None,
     kube_api_burst: KubeApiBurst = None,
+    progress_interval: ProgressInterval = None,
+    progress_write_interval: ProgressWriteInterval = None,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
     **helper_images: str | None,
 ) -> None:
     from trainctl.controller.manager import KUBE_API_BURST, KUBE_API_QPS, Options, run_controller
+    from trainctl.submit.durations import parse_duration
 
     options = Options.from_flags(namespaces=namespace or [], kinds=kinds or [], concurrency=concurrency,
                                  leader_elect=leader_elect, lease_namespace=lease_namespace, lease_name=lease_name,
@@ -85,8 +102,27 @@ def run(
                                  helper_images=helper_images, log_format=log_format, keep_records=keep_records,
                                  context=context, kubeconfig=kubeconfig,
                                  kube_api_qps=KUBE_API_QPS if kube_api_qps is None else kube_api_qps,
-                                 kube_api_burst=KUBE_API_BURST if kube_api_burst is None else kube_api_burst)
+                                 kube_api_burst=KUBE_API_BURST if kube_api_burst is None else kube_api_burst,
+                                 progress_interval_s=parse_duration(progress_interval, "--progress-interval"),
+                                 progress_write_interval_s=parse_duration(progress_write_interval,
+                                                                          "--progress-write-interval"),
+                                 lease_timing=lease_timing(leader_elect_lease_duration, leader_elect_renew_deadline,
+                                                           leader_elect_retry_period))
     raise typer.Exit(run_controller(options))
+
+
+def lease_timing(duration: str | None, renew_deadline: str | None,
+                 retry_period: str | None) -> tuple[int, int, int] | None:
+    """The --leader-elect-* durations in seconds, the defaults for those not given; None when none is given."""
+    from trainctl.controller.leader import LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_S
+    from trainctl.submit.durations import parse_duration
+
+    given = (duration, renew_deadline, retry_period)
+    if given == (None, None, None):
+        return None
+    flags = ("--leader-elect-lease-duration", "--leader-elect-renew-deadline", "--leader-elect-retry-period")
+    return tuple(default if text is None else parse_duration(text, flag)
+                 for text, flag, default in zip(given, flags, (LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_S)))
 
 
 def install(

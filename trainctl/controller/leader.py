@@ -4,6 +4,8 @@ Only the holder of the Lease acts. The holder renews it every ``RETRY_S``; a hol
 that cannot renew for ``RENEW_DEADLINE_S`` stops acting (the process exits) before the
 lease expires for the others (``LEASE_DURATION_S``), so two controllers never act at
 once. Updates carry the resourceVersion they read, so two candidates cannot both win.
+The three are ``trainctl controller run``'s ``--leader-elect-retry-period``, ``--leader-elect-renew-deadline``
+and ``--leader-elect-lease-duration`` (kube-controller-manager's names and defaults).
 """
 
 from __future__ import annotations
@@ -20,6 +22,21 @@ log = logging.getLogger("trainctl.controller")
 LEASE_DURATION_S = 15
 RENEW_DEADLINE_S = 10
 RETRY_S = 2
+JITTER_FACTOR = 1.2  # client-go's: the renew deadline must leave room for this many retry periods
+
+
+def check_timing(lease_duration_s: int, renew_deadline_s: int, retry_s: int) -> None:
+    """client-go's rules: the lease outlasts the renew deadline, which outlasts a retry period with its jitter."""
+    from trainctl.errors import UserError
+
+    if retry_s < 1:
+        raise UserError(f"--leader-elect-retry-period {retry_s}s: give 1s or more (default {RETRY_S}s)")
+    if renew_deadline_s <= JITTER_FACTOR * retry_s:
+        raise UserError(f"--leader-elect-renew-deadline {renew_deadline_s}s: give more than {JITTER_FACTOR:g} times "
+                        f"--leader-elect-retry-period ({retry_s}s)")
+    if lease_duration_s <= renew_deadline_s:
+        raise UserError(f"--leader-elect-lease-duration {lease_duration_s}s: give more than "
+                        f"--leader-elect-renew-deadline ({renew_deadline_s}s)")
 
 
 def micro_time(moment: datetime) -> str:
@@ -34,8 +51,12 @@ def parse_micro_time(text: str | None) -> datetime | None:
 
 
 class LeaderElector:
-    def __init__(self, client: Client, namespace: str, name: str, identity: str) -> None:
+    def __init__(self, client: Client, namespace: str, name: str, identity: str,
+                 timing: tuple[int, int, int] | None = None) -> None:
+        """``timing``: the lease's duration, the renew deadline and the retry period, in seconds (None: 15, 10, 2)."""
         self.client, self.namespace, self.name, self.identity = client, namespace, name, identity
+        self.lease_duration_s, self.renew_deadline_s, self.retry_s = timing or (LEASE_DURATION_S, RENEW_DEADLINE_S,
+                                                                                RETRY_S)
         self.leading = threading.Event()
         self.lost = threading.Event()
         self.last_renewed = 0.0
@@ -50,17 +71,17 @@ class LeaderElector:
                 if not self.leading.is_set():
                     log.info("became leader (lease %s/%s, identity %s)", self.namespace, self.name, self.identity)
                     self.leading.set()
-            elif self.leading.is_set() and now - self.last_renewed > RENEW_DEADLINE_S:
+            elif self.leading.is_set() and now - self.last_renewed > self.renew_deadline_s:
                 log.error("lost the lease %s/%s: could not renew for %ss", self.namespace, self.name,
-                          RENEW_DEADLINE_S)
+                          self.renew_deadline_s)
                 self.leading.clear()
                 self.lost.set()
                 return
-            stopping.wait(RETRY_S)
+            stopping.wait(self.retry_s)
 
     def try_acquire_or_renew(self) -> bool:
         now = datetime.now(timezone.utc)
-        spec = {"holderIdentity": self.identity, "leaseDurationSeconds": LEASE_DURATION_S,
+        spec = {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_duration_s,
                 "renewTime": micro_time(now)}
         try:
             lease = self.client.get(LEASES, self.name, self.namespace)

@@ -50,6 +50,12 @@ class Options:
     kubeconfig: str | None = None
     kube_api_qps: float = KUBE_API_QPS
     kube_api_burst: int = KUBE_API_BURST
+    # trainctl.controller.progress: how often running jobs' logs are read, and the least time between two
+    # writes of one job's progress annotation (None: that module's defaults)
+    progress_interval_s: int | None = None
+    progress_write_interval_s: int | None = None
+    #: trainctl.controller.leader: the lease's duration, the renew deadline and the retry period, in seconds
+    lease_timing: tuple[int, int, int] | None = None
 
     @classmethod
     def from_flags(cls, *, kinds: list[str], log_format: str, helper_images: dict[str, str | None] | None = None,
@@ -72,6 +78,13 @@ class Options:
         for key, image in given.items():
             check_image(image, HELPER_IMAGES[key].flag)
         check_rate_limit(flags.get("kube_api_qps", KUBE_API_QPS), flags.get("kube_api_burst", KUBE_API_BURST))
+        if flags.get("lease_timing"):
+            from trainctl.controller.leader import check_timing
+
+            check_timing(*flags["lease_timing"])
+        for flag in ("progress_interval_s", "progress_write_interval_s"):
+            if flags.get(flag) == 0:
+                raise UserError(f"--{flag[:-2].replace('_', '-')} 0: give a duration of 1s or more, e.g. 10s")
         return cls(kinds=frameworks, log_format=log_format, helper_images=given, **flags)
 
     def limiter(self):
@@ -79,6 +92,13 @@ class Options:
         from trainctl.kube.client import rate_limit
 
         return rate_limit(self.kube_api_qps, self.kube_api_burst)
+
+
+def progress_pacing(options: Options) -> tuple[int, int]:
+    """The progress watcher's round and least time between two writes of a job's annotation, in seconds."""
+    from trainctl.controller.progress import MIN_WRITE_INTERVAL_S, ROUND_S
+
+    return (options.progress_interval_s or ROUND_S, options.progress_write_interval_s or MIN_WRITE_INTERVAL_S)
 
 
 def check_rate_limit(qps: float, burst: int) -> None:
@@ -236,7 +256,7 @@ class Manager:
                    for n in range(options.concurrency)]
         for worker in workers:
             worker.start()
-        self.controller.progress.start(self.acting)
+        self.controller.progress.start(self.acting, *progress_pacing(options))
         self.controller.records.start(self.acting)
         self.stopping.wait()
         return self.drain(workers, lost=lost is not None and lost.is_set())
@@ -260,7 +280,8 @@ class Manager:
         # a client of its own, as controller-runtime gives leader election: renewals never queue behind a burst
         # of the workers' writes for a token
         lease_client = Client(self.client.config, limiter=self.options.limiter())
-        self.elector = LeaderElector(lease_client, namespace, self.options.lease_name, self.controller.identity)
+        self.elector = LeaderElector(lease_client, namespace, self.options.lease_name, self.controller.identity,
+                                     self.options.lease_timing)
 
         def elect() -> None:
             self.elector.run(self.stopping)

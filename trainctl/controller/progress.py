@@ -1,17 +1,18 @@
 """What the controller learns of running jobs from their pods' logs: progress for ``list``, activity for stalls.
 
 A pod reports with ``trainctl.report()`` to its own log (trainctl.reporting) and needs no permission on
-the API server. Every :data:`ROUND_S` seconds this watcher reads, for each running job, the last
-:data:`TAIL_LINES` lines of its leading pod's log (one request; the first replica in the kind's order,
-Master before Workers), and, only while that pod has been silent for half the job's stall time, the last
-line of each other running pod. From them:
+the API server. Every :data:`ROUND_S` seconds (``trainctl controller run --progress-interval``) this watcher
+reads, for each running job, the last :data:`TAIL_LINES` lines of its leading pod's log (one request; the first
+replica in the kind's order, Master before Workers), and, only while that pod has been silent for half the
+job's stall time, the last line of each other running pod. From them:
 
 * the job's progress summary (trainctl.backends.reported), stored in the job's annotation
-  ``trainctl.io/progress`` when it changed, at most once per job every :data:`MIN_WRITE_INTERVAL_S` by the
-  write time the annotation itself carries, so a restarted controller or a new leader keeps the bound (a
-  merge patch of the annotation; nothing else of the job is written; the last output in it to the minute,
-  so a job that prints but does not report is written about once a minute), which is what ``trainctl list``
-  shows on a cluster (reading every job's logs there would be a request per pod per job);
+  ``trainctl.io/progress`` when it changed, at most once per job every :data:`MIN_WRITE_INTERVAL_S` seconds
+  (``--progress-write-interval``) by the write time the annotation itself carries, so a restarted controller
+  or a new leader keeps the bound (a merge patch of the annotation; nothing else of the job is written; the
+  last output in it to the minute, so a job that prints but does not report is written about once a minute),
+  which is what ``trainctl list`` shows on a cluster (reading every job's logs there would be a request per
+  pod per job);
 * the job's last activity (its pods' last log line, or their start), which the reconcile core compares
   with the job's ``trainctl.io/stall-timeout`` (trainctl/core/reconcile.py). Activity that could not be
   read is unknown, never old: a kubelet that does not answer fails no job.
@@ -36,8 +37,9 @@ from trainctl.kube.pods import PodStatus
 
 log = logging.getLogger("trainctl.controller")
 
-ROUND_S = 10.0
-MIN_WRITE_INTERVAL_S = 30.0  # per job: the bound on the annotation's writes (the issue's: one per 10 s at most)
+# the defaults of `trainctl controller run --progress-interval` and `--progress-write-interval`
+ROUND_S = 10
+MIN_WRITE_INTERVAL_S = 30  # per job: the bound on the annotation's writes (the issue's: one per 10 s at most)
 LAST_OUTPUT_STEP_S = 60  # the stored last output is rounded down to this: a job that only prints is written rarely
 TAIL_LINES = 200
 MAX_READS_PER_S = 20.0
@@ -51,8 +53,12 @@ class ProgressWatcher:
         self.written: dict[JobKey, tuple[float, dict]] = {}  # per job: when this controller last wrote, and what
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
+        self.round_s, self.write_interval_s = ROUND_S, MIN_WRITE_INTERVAL_S
 
-    def start(self, acting: threading.Event) -> None:
+    def start(self, acting: threading.Event, round_s: float = ROUND_S,
+              write_interval_s: float = MIN_WRITE_INTERVAL_S) -> None:
+        """Read every ``round_s`` seconds; write a job's annotation at most once every ``write_interval_s``."""
+        self.round_s, self.write_interval_s = round_s, write_interval_s
         self.thread = threading.Thread(target=self.run, args=(acting,), name="progress", daemon=True)
         self.thread.start()
 
@@ -67,7 +73,7 @@ class ProgressWatcher:
                     if self.stopping.is_set():
                         return
                     self.watch(key, resource)
-            self.stopping.wait(max(0.0, ROUND_S - (time.monotonic() - started)))
+            self.stopping.wait(max(0.0, self.round_s - (time.monotonic() - started)))
 
     def running_jobs(self) -> list[tuple[JobKey, dict]]:
         found = []
@@ -159,7 +165,7 @@ class ProgressWatcher:
         return ReplicaReports(name, texts, last)
 
     def store(self, key: JobKey, resource: dict, fields: dict | None) -> None:
-        """The job's annotation, when it changed and its last write is :data:`MIN_WRITE_INTERVAL_S` old.
+        """The job's annotation, when it changed and its last write is ``write_interval_s`` old.
 
         The last write's time is the one the stored annotation carries, so a restarted controller or a new
         leader keeps the bound; the time this controller wrote is remembered too, because its informer may
@@ -170,7 +176,9 @@ class ProgressWatcher:
         stored, stored_when = stored_fields(resource)
         when, last = self.written.get(key, (None, None))
         now = time.time()
-        if fields is None or fields in (stored, last) or too_soon(now, stored_when) or too_soon(now, when):
+        interval = self.write_interval_s
+        if fields is None or fields in (stored, last) or too_soon(now, stored_when, interval) \
+                or too_soon(now, when, interval):
             return
         patch = {"metadata": {"annotations": {PROGRESS_ANNOTATION: stamped(fields, now)}}}
         try:
@@ -182,10 +190,10 @@ class ProgressWatcher:
         self.controller.metrics.progress_writes.inc(key[0])
 
 
-def too_soon(now: float, written: float | None) -> bool:
+def too_soon(now: float, written: float | None, interval: float) -> bool:
     """Whether a write at ``written`` (Unix time) forbids one now. A time further ahead than the interval is
     another clock gone wrong, not a reason never to write again."""
-    return written is not None and abs(now - written) < MIN_WRITE_INTERVAL_S
+    return written is not None and abs(now - written) < interval
 
 def started_at(pod: dict) -> float | None:
     from trainctl.backends.reported import unix_time
