@@ -21,7 +21,7 @@ def _ctr_listing(cache: containerd_cache.ContainerdCache, scratch) -> dict[str, 
 
 def test_a_closed_root_keeps_its_images_and_nothing_of_the_session(tmp_path):
     busybox, pause = images.build_busybox(), images.build_pause()
-    kept = realnode._archive_image_name(busybox)
+    kept = realnode.archive_image_name(busybox)
     cache = containerd_cache.ContainerdCache(tmp_path / "key")
     assert cache.open(tmp_path / "scratch", {kept}) is False  # nothing kept yet: a cold start
     with cache.serving(tmp_path / "scratch") as ctr:
