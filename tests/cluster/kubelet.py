@@ -14,7 +14,9 @@ kubelet would: it registers a Node whose kubelet endpoint is an HTTPS server on
 For a controller under test, ``node.manage("ns")`` does this for every pod of a
 namespace as it appears: binds it (a new pod starts with an empty log, as a new container
 does), marks it Running, and completes deletions (a pod on a node stays Terminating until
-its kubelet confirms; its containers stop first, which ends the log streams that follow it).
+its kubelet confirms; its containers stop first, which ends the log streams that follow it; a pod bound to another
+node is that node's to confirm, so one bound to a node with no kubelet stays Terminating unless deleted with no grace
+period, as on a lost node).
 """
 
 from __future__ import annotations
@@ -108,6 +110,8 @@ class FakeNode:
             return
         try:
             if metadata.get("deletionTimestamp"):
+                if spec.get("nodeName") != self.name:
+                    return  # another node's pod: only its kubelet confirms its deletion (a lost node's never does)
                 self.stop_containers(namespace, name)
                 self.rest.delete(PODS, name, namespace, grace_period=0, uid=metadata["uid"])
             elif not spec.get("nodeName"):

@@ -121,6 +121,8 @@ def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8
     assert allowed(controller, "update", "trainjobs", "trainer.kubeflow.org", "team-a", "status")
     assert allowed(controller, "get", "trainingruntimes", "trainer.kubeflow.org", "team-a")
     assert allowed(controller, "get", "clustertrainingruntimes", "trainer.kubeflow.org")
+    for verb in ("get", "list", "watch"):  # which nodes are Ready: a lost node's replicas restart (issue 42)
+        assert allowed(controller, verb, "nodes")
     assert allowed(controller, "create", "secrets", namespace="team-a")  # an MPI TrainJob's SSH keys, never read
     assert allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name=NAME)
     assert not allowed(controller, "update", "leases", "coordination.k8s.io", namespace, name="someone-elses")
@@ -129,7 +131,8 @@ def test_the_service_account_may_do_what_the_controller_does_and_nothing_more(k8
               ("update", "pytorchjobs", "kubeflow.org"), ("update", "pods", ""), ("create", "deployments", "apps"),
               ("create", "trainjobs", "trainer.kubeflow.org"), ("delete", "trainjobs", "trainer.kubeflow.org"),
               ("list", "clustertrainingruntimes", "trainer.kubeflow.org"),
-              ("list", "nodes", ""), ("create", "clusterroles", "rbac.authorization.k8s.io"),
+              ("update", "nodes", ""), ("patch", "nodes", ""), ("delete", "nodes", ""),
+              ("create", "clusterroles", "rbac.authorization.k8s.io"),
               ("delete", "namespaces", ""), ("escalate", "roles", "rbac.authorization.k8s.io"),
               ("bind", "roles", "rbac.authorization.k8s.io")]
     assert [d for d in denied if allowed(controller, d[0], d[1], d[2], "team-a")] == []

@@ -9,7 +9,7 @@ import sys
 import yaml
 
 from tests.conftest import REPO
-from trainctl.controller.install import NAME, manifests
+from trainctl.controller.install import NAME, READ, manifests
 from trainctl.core.trainer_crds import TRAINER_KINDS
 from trainctl.frameworks import ALL
 
@@ -48,7 +48,9 @@ def test_rbac_has_no_wildcards_no_secret_reads_and_leases_only_by_name():
     cluster_rules = kinds["ClusterRole"][0]["rules"]
     for rule in cluster_rules + kinds["Role"][0]["rules"]:
         assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
-        assert not {"nodes", "namespaces", "clusterroles"} & set(rule["resources"]), rule
+        assert not {"namespaces", "clusterroles"} & set(rule["resources"]), rule
+        # nodes: read only, whether the nodes that run replicas are Ready (trainctl/core/nodes.py)
+        assert "nodes" not in rule["resources"] or (rule["resources"], rule["verbs"]) == (["nodes"], READ), rule
         # Secrets: only created (an MPI TrainJob's SSH key pair), never read, listed or changed
         assert "secrets" not in rule["resources"] or (rule["resources"], rule["verbs"]) == (["secrets"], ["create"]), rule
         assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), rule

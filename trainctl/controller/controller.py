@@ -53,7 +53,7 @@ from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR
 from trainctl import TRAINER_API_VERSION
 from trainctl.frameworks import by_kind
 from trainctl.kube import job_resource, trainer_resource
-from trainctl.kube.client import PODS, SERVICES, ApiError, Client, Resource
+from trainctl.kube.client import NODES, PODS, SERVICES, ApiError, Client, Resource
 from trainctl.kube.pods import PodStatus
 
 log = logging.getLogger("trainctl.controller")
@@ -91,6 +91,9 @@ class Controller:
                      for ns in scopes]
         self.services = [Informer(client, SERVICES, ns, children, pod_objects.job_index, pod_objects.cached_service)
                          for ns in scopes]
+        # the nodes' readiness (trainctl/core/nodes.py): a cluster-scoped cache of each Node's Ready condition alone
+        self.nodes = Informer(client, NODES, None, transform=pod_objects.cached_node)
+        self.node_states: dict[str, tuple[str, str | None]] = {}  # node -> what the core was last told of it
         self.pod_groups = PodGroups(gang, client, self.executor, [Informer(client, gang.resource, ns) for ns in scopes]) \
             if gang and gang.resource else None
         self.progress = ProgressWatcher(self)  # started by the manager: its log reads are no reconcile's
@@ -102,7 +105,7 @@ class Controller:
     @property
     def informers(self) -> list[Informer]:
         every = [i for group in self.jobs.values() for i in group]
-        return every + self.pods + self.services + (self.pod_groups.informers if self.pod_groups else [])
+        return every + self.pods + self.services + [self.nodes] + (self.pod_groups.informers if self.pod_groups else [])
 
     @property
     def hpa(self) -> Resource:
@@ -124,6 +127,7 @@ class Controller:
             informer.handlers.append(lambda event, obj: self.on_child(SERVICES, event, obj))
         for informer in self.pod_groups.informers if self.pod_groups else []:
             informer.handlers.append(self.on_pod_group)
+        self.nodes.handlers.append(self.on_node)
 
     def on_job(self, kind: str, event: str, obj: dict) -> None:
         if event == "ADDED" and not cond.conditions_of(obj):
@@ -137,6 +141,29 @@ class Controller:
             return
         self.wake((kind, index[1], index[2]), resource, event, obj,
                   delay=POD_UPDATE_BATCH_S if event == "MODIFIED" else 0)
+
+    def on_node(self, event: str, node: dict) -> None:
+        """A node's readiness changed, or the node is gone: reconcile every job with a pod bound to it (the core
+        decides whether its replicas there are lost now, or when they would be). A heartbeat changes nothing."""
+        name = node["metadata"]["name"]
+        state = pod_objects.node_down(None if event == "DELETED" else node)
+        if self.node_states.get(name, ("", None)) == state:
+            return
+        if event == "DELETED":
+            self.node_states.pop(name, None)
+        else:
+            self.node_states[name] = state
+        for informer in self.pods:
+            for pod in informer.items():
+                index = pod_objects.job_index(pod) if (pod.get("spec") or {}).get("nodeName") == name else None
+                if index and (kind := self.by_operator.get(index[0])):
+                    self.queue.add((kind, index[1], index[2]))
+
+    def node_of(self, name: str) -> dict | None:
+        """The cached Node of that name (None: there is none); one that is Ready while the nodes are not listed yet."""
+        if not self.nodes.synced.is_set():
+            return {"metadata": {"name": name}, "status": {"conditions": []}}
+        return self.nodes.get("", name)
 
     def on_pod_group(self, event: str, obj: dict) -> None:
         for reference in obj["metadata"].get("ownerReferences") or []:
@@ -274,7 +301,7 @@ class Controller:
         claim = checkpoint_volume.claim(job.resource)  # the job's checkpoint storage, when it owns one
         self.owned.sync(key, job, [*job.framework.cluster_objects(job, pods), *([claim] if claim else [])],
                         job.framework.pruned_kinds)
-        observed = [o for o in (pod_objects.observe(job, p) for p in pods) if o is not None]
+        observed = [o for o in (pod_objects.observe(job, p, self.node_of) for p in pods) if o is not None]
         plan = reconcile(job.resource, observed, datetime.now(timezone.utc), self.executor.network, services,
                          last_activity=self.progress.activity.get(key))
         if plan.annotations is not None:  # the restart record, before the pods it decides about are touched

@@ -59,11 +59,13 @@ class Executor:
         elif isinstance(action, CreateService):
             self.create(key, SERVICES, pod_objects.service_body(job, action), job.namespace)
         elif isinstance(action, DeleteReplica):
-            if not self.may_delete(key, job, action.name):
+            # a pod on a lost node is deleted at once: its log cannot be read (the kubelet that has it is gone), and
+            # the record keeps what its last status said (trainctl.controller.records)
+            if not action.force and not self.may_delete(key, job, action.name):
                 self.held_back.add((key, action.name))
                 return  # its record first: the job is reconciled again once it is kept
             self.held_back.discard((key, action.name))
-            self.delete(key, PODS, action.name, job.namespace)
+            self.delete(key, PODS, action.name, job.namespace, grace_period=0 if action.force else None)
             if action.reason == "Restart":
                 self.metrics.restarted.inc(job.namespace, job.framework.name)
         elif isinstance(action, DeleteService):
@@ -96,10 +98,12 @@ class Executor:
             if error.status != 409:  # already exists: what we wanted
                 raise
 
-    def delete(self, key: JobKey, resource: Resource, name: str, namespace: str, uid: str | None = None) -> None:
+    def delete(self, key: JobKey, resource: Resource, name: str, namespace: str, uid: str | None = None,
+               grace_period: int | None = None) -> None:
+        """``grace_period=0``: force it (a pod on a lost node, whose kubelet would never confirm a graceful delete)."""
         self.expectations.expect(key, "delete", resource.plural, name)
         try:
-            self.client.delete(resource, name, namespace, uid=uid)
+            self.client.delete(resource, name, namespace, uid=uid, grace_period=grace_period)
         except ApiError as error:
             self.expectations.observe(key, "delete", resource.plural, name)
             if error.status not in (404, 409):  # gone already, or a newer object of that name

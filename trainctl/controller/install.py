@@ -58,6 +58,9 @@ def cluster_rules() -> list[dict]:
         rule("", ["pods/log"], ["get"]),  # progress reports and last output; the kept records of ended runs
         rule("", ["services"], ["list", "watch", "create", "delete"]),
         rule("", ["events"], ["create"]),
+        # which nodes are Ready: a lost node's replicas restart (trainctl/core/nodes.py); read only, and cluster-scoped,
+        # so a ClusterRole even for an install that watches one namespace
+        rule("", ["nodes"], READ),
         # MPIJob wiring; deleted with the job by its owner reference, never by the controller
         rule("", ["configmaps", "serviceaccounts"], ["get", "create", "update"]),
         # an MPI TrainJob's SSH key pair: created only, never read (one of that name is used as it is), deleted with the

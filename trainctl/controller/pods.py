@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from trainctl.core.actions import CreateReplica, CreateService
 from trainctl.core.job import Job
+from trainctl.core.nodes import GONE, NOT_READY
 from trainctl.core.observed import PHASES, ObservedReplica
 from trainctl.core.restarts import ATTEMPT_LABEL
 from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_OPERATOR, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
@@ -70,6 +73,28 @@ def cached_service(service: dict) -> dict:
     return {**service, "spec": {key: spec[key] for key in CACHED_SERVICE_SPEC if key in spec}}
 
 
+def cached_node(node: dict) -> dict:
+    """The node as the controller's cache keeps it: its name, uid and version, and its Ready condition's status and
+    last transition (the heartbeat times that change every few seconds, images, capacity ... are never read)."""
+    metadata = node.get("metadata") or {}
+    ready = [{"type": "Ready", "status": condition.get("status"), "lastTransitionTime": condition.get("lastTransitionTime")}
+             for condition in (node.get("status") or {}).get("conditions") or []
+             if isinstance(condition, dict) and condition.get("type") == "Ready"]
+    return {"metadata": {key: metadata[key] for key in ("name", "uid", "resourceVersion") if key in metadata},
+            "status": {"conditions": ready[:1]}}
+
+
+def node_down(node: dict | None) -> tuple[str, str | None]:
+    """What the core is told of a pod's node (trainctl/core/nodes.py): ('', None) while it is Ready or says nothing
+    yet, (NotReady, since when) once its Ready condition is False or Unknown, (gone, None) when there is no such Node."""
+    if node is None:
+        return GONE, None
+    ready = next(iter(node["status"]["conditions"]), None)
+    if ready is None or ready.get("status") == "True":
+        return "", None
+    return NOT_READY, ready.get("lastTransitionTime")
+
+
 def job_index(obj: dict) -> tuple[str, str, str] | None:
     """(operator name, namespace, job name) of a pod or service trainctl's operator labels name."""
     labels = obj["metadata"].get("labels") or {}
@@ -105,8 +130,9 @@ def disruption(pod: dict) -> str:
     return ""
 
 
-def observe(job: Job, pod: dict) -> ObservedReplica | None:
-    """The pod in the core's terms; None when its labels do not name one of the job's replicas."""
+def observe(job: Job, pod: dict, nodes: Callable[[str], dict | None] | None = None) -> ObservedReplica | None:
+    """The pod in the core's terms; None when its labels do not name one of the job's replicas. ``nodes``: the
+    cached Node of a name (:func:`cached_node`; None for none), when the controller watches nodes."""
     metadata, status = pod["metadata"], PodStatus.of(pod)
     labels = metadata.get("labels") or {}
     rtype = job.framework.canonical_replica_type(labels.get(LABEL_REPLICA_TYPE, ""))
@@ -115,6 +141,8 @@ def observe(job: Job, pod: dict) -> ObservedReplica | None:
         return None
     main = status.container((job.main_container(pod["spec"].get("containers") or []) or {}).get("name"))
     ended, last = terminated(main), terminated(main, previous=True)
+    node = pod["spec"].get("nodeName") or ""
+    down, since = node_down(nodes(node)) if node and nodes is not None else ("", None)
     return ObservedReplica(rtype=rtype, index=int(index_text), name=metadata["name"],
                            phase=status.phase if status.phase in PHASES else "Pending",
                            exit_code=ended.get("exitCode"), deleting=status.deleting,
@@ -123,4 +151,5 @@ def observe(job: Job, pod: dict) -> ObservedReplica | None:
                            message=ended.get("message") or "", last_exit_code=last.get("exitCode"),
                            last_reason=last.get("reason") or "", last_finished_at=last.get("finishedAt"),
                            last_message=last.get("message") or "", disruption=disruption(pod),
+                           node=node, node_down=down, node_down_since=since,
                            attempt=int(attempt) if (attempt := labels.get(ATTEMPT_LABEL, "0")).isdigit() else 0)

@@ -19,7 +19,9 @@ a function's result line, and the replica's progress reports. :class:`RecordKeep
   is never read again. A new leader lists what is kept, then looks at every pod it caches (and does
   again every :data:`RESYNC_S`), so a restart re-derives what is missing. A pod gone before its run
   could be read (a lost node, a forced delete) leaves what its last status said, and that its log
-  could not be kept.
+  could not be kept. A pod whose node is not Ready is not followed (its kubelet does not answer); the lines a
+  follow had read when its node went away are kept, and a run of a lost node's pod kept without them says
+  ``node NAME unreachable (NotReady): its last lines not kept`` (trainctl/core/nodes.py).
 * **Ownership.** A record is written only with the job as its controlling owner; one of an earlier job
   of the same name is replaced, a ConfigMap of that name that is no record is left alone (and said in
   an event). When a job is gone its records are deleted too (the garbage collector does the same, where
@@ -263,7 +265,8 @@ class RecordKeeper:
         key, job = found
         for due in due_runs(job, pod, stopping=bool(pod["metadata"].get("deletionTimestamp"))):
             if due.live:
-                self.follow(key, job, pod, due)
+                if not self.unreachable(pod):
+                    self.follow(key, job, pod, due)
             elif not self.is_kept(job, replica_of(job, pod), due.key) and due.key not in self.in_flight:
                 self.tasks.add(("pod", key, pod["metadata"]["name"]))
 
@@ -355,11 +358,17 @@ class RecordKeeper:
         dues = [due for due in due_runs(job, pod, stopping=True) if not self.is_kept(job, replica_of(job, pod), due.key)]
         claimed = [due for due in dues if self.claim(due.key)]
         try:
-            lost = [Captured(kept_run(due, pod, None, b"", "its pod was removed before its log could be read"),
-                             None, [], None, None) for due in claimed]
+            why = self.unreachable(pod) or "its pod was removed before its log could be read"
+            lost = [Captured(kept_run(due, pod, None, b"", why), None, [], None, None) for due in claimed]
             self.store(key, job, pod_name, replica_of(job, pod), lost)
         finally:
             self.release([due.key for due in claimed])
+
+    def unreachable(self, pod: dict) -> str:
+        """Why the pod's log cannot be read, when its node is not Ready or gone (trainctl/core/nodes.py); else ''."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        down = pod_objects.node_down(self.controller.node_of(node))[0] if node else ""
+        return f"node {node} unreachable ({down}): its last lines not kept" if down else ""
 
     def do_sweep(self, key: JobKey) -> None:
         """Delete the records of a job that is gone (those of a newer job of that name stay)."""

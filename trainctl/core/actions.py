@@ -40,6 +40,9 @@ class DeleteReplica:
     #: Restart (the core recreates it: at once locally, on a later pass in a cluster),
     #: ScaleDown, Suspend, or Cleanup (job finished or failed: stop it for good)
     reason: str
+    #: delete with no grace period: its node is lost (trainctl/core/nodes.py), and the kubelet that would confirm a
+    #: graceful delete is gone, so the pod would stay Terminating, its name taken, for ever
+    force: bool = False
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,11 @@ class ObservedReplica:
     # what befell the pod rather than the program (trainctl/core/restarts.py): a DisruptionTarget condition, an
     # eviction, a lost or shut-down node ('' for nothing); a replica being deleted says so with ``deleting``
     disruption: str = ""
+    # its node (trainctl/core/nodes.py): the node's name ('' before it is bound); '' while the node is Ready, else
+    # NotReady (its Ready condition False or Unknown, since node_down_since) or gone (no such Node object)
+    node: str = ""
+    node_down: str = ""
+    node_down_since: str | None = None
     attempt: int = 0  # the job's attempt it was started for (its trainctl.io/restart-attempt label; 0 without)
 
     @property

@@ -27,6 +27,7 @@ Deviations from upstream (docs/compatibility.md) are deliberate fixes:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -44,6 +45,7 @@ from trainctl.core.actions import (
 )
 from trainctl.core.attribution import Judged, Run, attribute, failed_runs_of
 from trainctl.core.job import Job
+from trainctl.core.nodes import lost_cause, lost_in, what_befell
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.restarts import (ATTEMPT_ENV, ATTEMPT_LABEL, COUNTED, DISRUPTION, MISSING_EXIT_CODE, PERMANENT,
                                     RECORD_ANNOTATION, RETRYABLE_FROM, USAGE_EXIT_CODE, Record, Rules, annotations_of,
@@ -118,6 +120,10 @@ class Reconciler:
         # happens), but one whose counts are still in status (before the record existed) moves them into it
         self.recorded = annotations_of(job.resource).get(RECORD_ANNOTATION) or Record().text()
         self.old_attempt_left = False  # job scope: replicas of an earlier attempt are still there
+        # replicas on a lost node (trainctl/core/nodes.py): their pods are deleted with no grace period
+        self.on_lost_node = {r.name for r in self.observed if (left := lost_in(r, self.rules, now)) is not None
+                             and left <= 0}
+        self.lost: dict[str, str] = {}  # replicas of this pass lost with their node: what befell the node
 
     def _order(self, replica: ObservedReplica) -> tuple:
         types = self.job.replica_types
@@ -136,6 +142,7 @@ class Reconciler:
             if cond.is_true(self.conditions, "Suspended"):
                 self.resume()
             self.status.setdefault("startTime", self.stamp)
+            self.take_lost_replicas()
             handled = self.handle_job_failures() if self.rules.job_scope else self.handle_failed_replicas()
             if not handled and not self.enforce_deadline() and not self.enforce_stall_timeout():
                 self.create_and_scale()
@@ -155,6 +162,38 @@ class Reconciler:
     def requeue(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
+    # ---- lost nodes (trainctl/core/nodes.py) ------------------------------------------------------
+    def take_lost_replicas(self) -> None:
+        """A replica starting or running on a lost node is a run lost to a disruption: seen as failed (its pod, being
+        deleted or not, is deleted again with no grace period). One on a node not Ready, not lost yet: the job is
+        looked at again when the node would be lost."""
+        for position, replica in enumerate(self.observed):
+            left = None if replica.finished else lost_in(replica, self.rules, self.now)
+            if left is not None and left > 0:
+                self.requeue(left)
+            elif left is not None:
+                self.lost[replica.name] = what_befell(replica)
+                self.observed[position] = dataclasses.replace(replica, phase="Failed", deleting=False, exit_code=None,
+                                                              reason="", disruption=self.lost[replica.name])
+
+    def node_loss_decision(self) -> tuple[str, str, str] | None:
+        """Job scope: replicas of this attempt lost with their node restart the job; the cause names the node and
+        every replica of this attempt lost with it (``node n2 became NotReady at 14:02: master-0, worker-1 lost``)."""
+        lost = [r for r in self.observed if r.name in self.lost]
+        if not lost:
+            return None
+        what = self.lost[lost[0].name]
+        cause = lost_cause(what, [self.job.replica_id(r.rtype, r.index) for r in lost if self.lost[r.name] == what])
+        self.event("Warning", "NodeLost", cause)
+        return (failure_class(None, "", what, self.job.restart_policy(lost[0].rtype), self.rules), cause,
+                lost[0].rtype)
+
+    def node_loss_of(self, replica: ObservedReplica) -> str:
+        """Replica scope: ``node n2 became NotReady at 14:02: worker-1 lost`` for a replica lost with its node; ''
+        for any other."""
+        what = self.lost.get(replica.name)
+        return lost_cause(what, [self.job.replica_id(replica.rtype, replica.index)]) if what else ""
+
     # ---- restarts and backoff, one replica at a time (1.3, 1.6) --------------------------------
     def handle_failed_replicas(self) -> bool:
         """Restart what the policy says; returns True when the job failed here."""
@@ -172,7 +211,7 @@ class Reconciler:
             if self.should_restart(replica, policy, code) or (replica.phase == "Failed" and listed):
                 kind = DISRUPTION if replica.phase == "Failed" and failure_class(
                     replica.exit_code, replica.reason, replica.disruption, policy, self.rules) == DISRUPTION else COUNTED
-                if self.budget_spent(kind):
+                if self.budget_spent(kind, self.node_loss_of(replica)):
                     return True
                 self.restart(replica, kind)
         return False
@@ -222,14 +261,16 @@ class Reconciler:
             return True
         return False
 
-    def budget_spent(self, kind: str) -> bool:
-        """Fail the job when a restart of class ``kind`` would pass its limit; True when it did."""
+    def budget_spent(self, kind: str, node_loss: str = "") -> bool:
+        """Fail the job when a restart of class ``kind`` would pass its limit; True when it did. ``node_loss``: the
+        cause, when replicas were lost with their node (which the message names: they have no exit code to tell)."""
         limit = self.job.run_policy.get("backoffLimit")
         if kind == COUNTED and limit is not None and self.record.counted >= limit:
             self.fail(f"Job {self.job.name} has failed because it has reached the specified backoff limit")
             return True
         if kind == DISRUPTION and self.record.disruptions >= self.rules.max_disruptions:
-            self.fail(self.disruption_limit_message())
+            message = self.disruption_limit_message()
+            self.fail(f"{message}: {node_loss}." if node_loss else message, replicas_caused_it=not node_loss)
             return True
         return False
 
@@ -243,6 +284,12 @@ class Reconciler:
         self.record.spend(kind)
         self.delete_replica(replica, "Restart")
         message = f"job {self.job.name} is restarting because {replica.rtype} replica(s) failed."
+        if replica.name in self.lost:
+            cause = self.node_loss_of(replica)
+            self.record.replaced_after(cause, self.stamp)
+            self.event("Warning", "NodeLost", cause)
+            message = (f"job {self.job.name} is restarting because {cause}; the other replicas may be stuck in a "
+                       "collective (--restart-scope job restarts every replica together).")
         self.set_condition("Restarting", "True", "Restarting", message)
         self.event("Warning", self.reason("Restarting"), message)
 
@@ -253,7 +300,7 @@ class Reconciler:
         self.stop_old_attempts()
         self.note_all_started()
         failed = [r for r in self.observed if r.phase == "Failed" and not r.deleting]
-        decision = self.infrastructure_decision() or (self.failure_decision(failed) if failed else None)
+        decision = self.node_loss_decision() or self.infrastructure_decision() or (self.failure_decision(failed) if failed else None)
         if decision is None:
             return False  # nothing failed, or waiting for the cause to show
         kind, cause, rtype = decision
@@ -261,7 +308,7 @@ class Reconciler:
             self.fail(f"{self.job.framework.kind} {self.job.name} is failed because {len(failed) or 1} {rtype} "
                       "replica(s) failed.")
             return True
-        if self.budget_spent(kind):
+        if self.budget_spent(kind, cause if self.lost else ""):
             return True
         self.restart_job(kind, cause)
         return False
@@ -358,7 +405,7 @@ class Reconciler:
             return False
         remaining = seconds_left(start, deadline, self.now)
         if remaining > 0:
-            self.requeue_after = remaining
+            self.requeue(remaining)
             return False
         self.fail(f"Job {self.job.name} has failed because it was active longer than specified deadline",
                   replicas_caused_it=False)
@@ -390,7 +437,8 @@ class Reconciler:
         self.event("Warning", self.reason("Failed"), message)
         everything = self.job.run_policy["cleanPodPolicy"] == "All"
         for replica in self.observed:
-            if not replica.deleting and replica.name not in self.restarting and (everything or not replica.finished):
+            if not replica.deleting and replica.name not in self.restarting and (everything or not replica.finished
+                                                                                 or replica.name in self.lost):
                 self.delete_replica(replica, "Cleanup")
 
     def cause_pending(self) -> bool:
@@ -541,7 +589,8 @@ class Reconciler:
                 *self.job.framework.restart_env(self.record.attempt)]
 
     def delete_replica(self, replica: ObservedReplica, reason: str) -> None:
-        self.actions.append(DeleteReplica(replica.name, replica.rtype, replica.index, reason))
+        self.actions.append(DeleteReplica(replica.name, replica.rtype, replica.index, reason,
+                                          force=replica.name in self.on_lost_node))
         if self.network.cluster and self.job.framework.services:
             self.actions.append(DeleteService(replica.name))
 
@@ -611,7 +660,7 @@ class Reconciler:
     def cleanup(self) -> None:
         policy = self.job.run_policy["cleanPodPolicy"]
         for replica in self.observed:
-            if replica.deleting or replica.name in self.restarting:
+            if self.stopping(replica) or replica.name in self.restarting:
                 continue
             # a replica that only hosts what another started has nothing left to host
             idle = self.job.framework.idle_command(replica.rtype) is not None and not replica.finished
@@ -621,7 +670,7 @@ class Reconciler:
     def suspend(self) -> None:
         kind, name = self.job.framework.kind, self.job.name
         for replica in self.observed:
-            if not replica.deleting:
+            if not self.stopping(replica):
                 self.delete_replica(replica, "Suspend")
         message = f"{kind} {name} is suspended."
         if cond.is_true(self.conditions, "Running"):
@@ -684,6 +733,11 @@ class Reconciler:
                 LABEL_REPLICA_TYPE: rtype.lower()}
 
     # ---- helpers ---------------------------------------------------------------------------
+    def stopping(self, replica: ObservedReplica) -> bool:
+        """Whether the replica's pod is on its way out: being deleted, and not on a lost node (where a graceful
+        delete never completes: it is deleted again, with no grace period)."""
+        return replica.deleting and replica.name not in self.on_lost_node
+
     def reason(self, suffix: str) -> str:
         return f"{self.job.framework.kind}{suffix}"
 

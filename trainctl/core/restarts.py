@@ -8,7 +8,8 @@ back as the job's annotation :data:`RECORD_ANNOTATION` (docs/fault-tolerance.md 
 resource stays valid ``kubeflow.org/v1`` (upstream's CRD prunes status fields it does not know, so a
 count kept there would vanish on the first write under its schema), and the upstream operator ignores
 annotations. The job asks with ``trainctl.io/restart-scope`` (``job`` or ``replica``),
-``trainctl.io/retry-on-exit-codes`` (``3,42``) and ``trainctl.io/max-disruptions``; the runtime keeps
+``trainctl.io/retry-on-exit-codes`` (``3,42``), ``trainctl.io/max-disruptions`` and
+``trainctl.io/node-lost-after`` (seconds, trainctl/core/nodes.py); the runtime keeps
 :data:`RECORD_ANNOTATION`, a small JSON object. Pods carry the attempt they belong to in
 :data:`ATTEMPT_LABEL`, so a pass that finds a pod of an older attempt knows it is to be stopped, whatever
 pass decided the restart: the decision is written once, everything else follows from it.
@@ -58,6 +59,11 @@ ATTEMPT_ENV = "TRAINCTL_RESTART_ATTEMPT"
 SCOPES = ("replica", "job")
 REPLICA_SCOPE, JOB_SCOPE = SCOPES
 DEFAULT_MAX_DISRUPTIONS = 10
+#: how long (whole seconds) a node's Ready condition may be other than True before its replicas count as lost
+#: (trainctl/core/nodes.py)
+NODE_LOST_AFTER_ANNOTATION = "trainctl.io/node-lost-after"
+DEFAULT_NODE_LOST_AFTER_S = 60
+MAX_NODE_LOST_AFTER_S = 24 * 3600
 
 COUNTED, DISRUPTION, PREEMPTION, PERMANENT = "counted", "disruption", "preemption", "permanent"
 RETRYABLE_FROM = 128  # exit codes >= 128 (signals) are worth a retry under ExitCode
@@ -83,6 +89,7 @@ class Rules:
     retry_codes: frozenset[int] = frozenset()
     max_disruptions: int = DEFAULT_MAX_DISRUPTIONS
     success_wait: int = DEFAULT_SUCCESS_WAIT_S
+    node_lost_after: int = DEFAULT_NODE_LOST_AFTER_S
 
     @classmethod
     def of(cls, resource: dict) -> Rules:
@@ -91,7 +98,9 @@ class Rules:
         return cls(scope if scope in SCOPES else REPLICA_SCOPE,
                    frozenset(exit_codes(annotations.get(RETRY_EXIT_CODES_ANNOTATION)) or ()),
                    whole_number(annotations.get(MAX_DISRUPTIONS_ANNOTATION), MAX_COUNT, DEFAULT_MAX_DISRUPTIONS),
-                   whole_number(annotations.get(SUCCESS_WAIT_ANNOTATION), MAX_SUCCESS_WAIT_S, DEFAULT_SUCCESS_WAIT_S))
+                   whole_number(annotations.get(SUCCESS_WAIT_ANNOTATION), MAX_SUCCESS_WAIT_S, DEFAULT_SUCCESS_WAIT_S),
+                   whole_number(annotations.get(NODE_LOST_AFTER_ANNOTATION), MAX_NODE_LOST_AFTER_S,
+                                DEFAULT_NODE_LOST_AFTER_S))
 
     @property
     def job_scope(self) -> bool:
@@ -165,6 +174,9 @@ class Record:
     #: job scope: replicas of each type seen all together in this attempt; one of them missing since is gone
     #: (a pod deleted before a pass saw it terminating, a lost node's pod removed)
     seen: dict[str, int] = field(default_factory=dict)
+    #: replica scope: the last HISTORY replicas replaced after their node was lost, why and when (``cause``, ``at``):
+    #: ``status`` says that the others may be stuck in a collective
+    replaced: list[dict] = field(default_factory=list)
 
     @classmethod
     def of(cls, resource: dict) -> Record:
@@ -179,7 +191,7 @@ class Record:
             return cls(counted=legacy_restarts(resource))
         return cls(count(data.get("attempt")), count(data.get("counted")), count(data.get("disruptions")),
                    count(data.get("preemptions")), history_of(data.get("history")), in_place_of(data.get("inPlace")),
-                   in_place_of(data.get("seen")))
+                   in_place_of(data.get("seen")), replaced_of(data.get("replaced")))
 
     def text(self) -> str:
         data = {"attempt": self.attempt, "counted": self.counted, "disruptions": self.disruptions,
@@ -187,6 +199,8 @@ class Record:
         for key, counts in (("inPlace", self.in_place), ("seen", self.seen)):
             if counts:
                 data[key] = dict(sorted(counts.items()))
+        if self.replaced:
+            data["replaced"] = self.replaced
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
     def restarted(self, kind: str, cause: str, now: str) -> None:
@@ -201,6 +215,10 @@ class Record:
             self.disruptions += 1
         else:
             self.counted += 1
+
+    def replaced_after(self, cause: str, now: str) -> None:
+        """Replica scope: a replica lost with its node is replaced (its disruption spent by :meth:`spend`)."""
+        self.replaced = [*self.replaced, {"cause": cause[:MAX_TEXT], "at": now}][-HISTORY:]
 
     def preempted(self, at: str, resumed: str) -> None:
         """The job was suspended at ``at`` after it had run, and resumed at ``resumed``: its next attempt."""
@@ -230,7 +248,10 @@ class Record:
         limit = "no limit" if backoff_limit is None else f"backoffLimit {backoff_limit}"
         budget = (f"restarts: {self.counted} counted ({limit}), {self.disruptions} after disruptions (at most "
                   f"{rules.max_disruptions}), {self.preemptions} after preemptions; {rules.scope} scope")
-        return [*(self.describe(entry) for entry in self.history), budget]
+        replaced = [f"{entry['cause']}: replaced at {clock(entry['at'])}: a disruption, not counted; the other "
+                    "replicas may be stuck in a collective (--restart-scope job restarts every replica together)"
+                    for entry in self.replaced]
+        return [*(self.describe(entry) for entry in self.history), *replaced, budget]
 
 
 def count(value: object) -> int:
@@ -246,6 +267,13 @@ def history_of(value: object) -> list[dict]:
             entries.append({key: entry[key] if key == "attempt" else entry[key][:MAX_TEXT]
                             for key in ("attempt", "class", "cause", "at", "resumed") if key in entry})
     return entries[-HISTORY:]
+
+
+def replaced_of(value: object) -> list[dict]:
+    """The kept replacements that read as what :meth:`Record.replaced_after` writes; others are left out."""
+    return [{key: entry[key][:MAX_TEXT] for key in ("cause", "at")} for entry in value if isinstance(entry, dict)
+            and all(isinstance(entry.get(key), str) for key in ("cause", "at"))][-HISTORY:] \
+        if isinstance(value, list) else []
 
 
 def in_place_of(value: object) -> dict[str, int]:
