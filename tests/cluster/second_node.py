@@ -35,7 +35,6 @@ node's ``down``) clean up after a join killed half-way.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import tempfile
@@ -45,6 +44,7 @@ from pathlib import Path
 
 from tests.cluster import containerd_cache, images, realnode
 from tests.cluster.realnode import API_PORT, REPO, READY_TIMEOUT_S
+from trainctl.frameworks.base import LABEL_JOB_NAME, LABEL_REPLICA_TYPE
 
 NETNS = "trainctl-node-2"
 NODE_NAME = "trainctl-node-2"
@@ -290,6 +290,19 @@ class SecondNode:
             if cgroup.exists():
                 subprocess.run(["find", str(cgroup), "-depth", "-type", "d", "-delete"], check=True)
         subprocess.run(["rm", "-rf", str(self.workdir)], check=True)
+
+
+def spread(job: str, replica_types: dict[str, str], when_unsatisfiable: str) -> list[str]:
+    """``submit --set`` options: the pods of ``replica_types`` ({spec key: replica-type label, in lower case as the
+    controller writes it}) spread evenly over the nodes (maxSkew 1 per kubernetes.io/hostname), with
+    ``when_unsatisfiable`` DoNotSchedule or ScheduleAnyway."""
+    rule = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": when_unsatisfiable,
+            "labelSelector": {"matchLabels": {LABEL_JOB_NAME: job},
+                              "matchExpressions": [{"key": LABEL_REPLICA_TYPE, "operator": "In",
+                                                    "values": sorted(replica_types.values())}]}}
+    specs = "pytorchReplicaSpecs" if "Master" in replica_types else "mpiReplicaSpecs"
+    return [option for key in replica_types
+            for option in ("--set", f"spec.{specs}.{key}.template.spec.topologySpreadConstraints={json.dumps([rule])}")]
 
 
 def join(first: realnode.RealNode) -> SecondNode:

@@ -20,28 +20,13 @@ from tests.checkpointed import SCRIPT, saved
 from tests.cluster import realnode
 from tests.cluster.images import EXAMPLES_IN_IMAGE
 from tests.cluster.second_node import NODE_NAME as SECOND
+from tests.cluster.second_node import spread
 from tests.realnode.conftest import JOB_TIMEOUT_S
 from tests.realnode.test_restarts import assert_resumed_from_the_last_complete_checkpoint, events, finished, wait_until
 from tests.realnode.test_training import results
 from trainctl.core.restarts import Record
 
 pytestmark = pytest.mark.realnode
-
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
-
-
-def spread(job: str, replica_types: dict[str, str], when_unsatisfiable: str) -> list[str]:
-    """``--set`` options: the pods of ``replica_types`` ({spec key: label value}) spread one by one over the nodes."""
-    rule = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": when_unsatisfiable,
-            "labelSelector": {"matchLabels": {JOB_NAME_LABEL: job},
-                              "matchExpressions": [{"key": REPLICA_TYPE_LABEL, "operator": "In",
-                                                    "values": sorted({*replica_types.values(),
-                                                                      *map(str.lower, replica_types.values())})}]}}
-    specs = "pytorchReplicaSpecs" if "Master" in replica_types else "mpiReplicaSpecs"
-    return [option for key in replica_types
-            for option in ("--set", f"spec.{specs}.{key}.template.spec.topologySpreadConstraints={json.dumps([rule])}")]
-
 
 def pods(real_node, namespace: str) -> list[dict]:
     return json.loads(real_node.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
