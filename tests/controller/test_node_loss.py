@@ -9,10 +9,13 @@ One test, one controller, both jobs at once: the controller tier is over its tim
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.cluster.kubelet import now
 from tests.controller.jobs import create, get_job, job, pods, wait_for
+from tests.controller.test_records import kept, runs_of
 from trainctl.core.restarts import ATTEMPT_LABEL, Record
 from trainctl.kube.client import EVENTS, NODES
 
@@ -109,6 +112,13 @@ def test_a_lost_node_restarts_a_job_scope_job_whole_and_replaces_a_replica_scope
     whole = trainctl("status", "whole", "-n", namespace)
     assert whole.returncode == 0, whole.stderr
     assert f"attempt 2 (restarted after {cause}) at " in whole.stdout and ": a disruption, not counted" in whole.stdout
+    # the kept record of a lost replica says its last lines could not be kept (its kubelet is gone), and how it was
+    record = wait_for(lambda: kept(rest, namespace, "whole").get("whole-worker-1.trainctl-record"),
+                      what="whole-worker-1's run kept")
+    assert [run["lost"] for run in runs_of(record)] == [
+        f"node {second_node} unreachable (NotReady): its last lines not kept"]
+    as_json = json.loads(trainctl("status", "whole", "-n", namespace, "-o", "json").stdout)
+    assert Record.of(as_json).history[-1]["cause"] == cause  # the record, in the job's trainctl.io/restarts
     one = trainctl("status", "one", "-n", namespace).stdout
     assert f"node {second_node} became NotReady at " in one and "may be stuck in a collective" in one, one
     assert "--restart-scope job" in one

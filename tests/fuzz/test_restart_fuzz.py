@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from tests.fuzz.harness import fuzz, json_documents, run, text_values
 from trainctl import checkpoints
 from trainctl.core import checkpoint_volume
-from trainctl.core.actions import CreateReplica
+from trainctl.core.actions import CreateReplica, DeleteReplica
 from trainctl.core.network import ClusterNetwork, LocalNetwork
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile
-from trainctl.core.restarts import (DEFAULT_SUCCESS_WAIT_S, MAX_COUNT, MAX_DISRUPTIONS_ANNOTATION,
-                                    MAX_SUCCESS_WAIT_S, RECORD_ANNOTATION, RESTART_SCOPE_ANNOTATION,
+from trainctl.core.restarts import (DEFAULT_NODE_LOST_AFTER_S, DEFAULT_SUCCESS_WAIT_S, MAX_COUNT,
+                                    MAX_DISRUPTIONS_ANNOTATION, MAX_NODE_LOST_AFTER_S, MAX_SUCCESS_WAIT_S,
+                                    NODE_LOST_AFTER_ANNOTATION, RECORD_ANNOTATION, RESTART_SCOPE_ANNOTATION,
                                     RETRY_EXIT_CODES_ANNOTATION, SUCCESS_WAIT_ANNOTATION, Record, Rules)
 from trainctl.errors import InvalidArgument
 from tests.unit.test_env_contract import job
@@ -108,7 +109,7 @@ records = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2
                        lambda children: st.one_of(st.lists(children, max_size=4),
                                                   st.dictionaries(text_values, children, max_size=4)), max_leaves=12)
 record_objects = st.fixed_dictionaries({}, optional={
-    key: records for key in ("attempt", "counted", "disruptions", "preemptions", "history", "inPlace")})
+    key: records for key in ("attempt", "counted", "disruptions", "preemptions", "history", "inPlace", "replaced")})
 
 
 @fuzz(400)
@@ -181,3 +182,51 @@ def test_latest_checkpoint_is_the_newest_one_every_rank_of_one_world_marked(tmp_
     finally:
         del os.environ[checkpoints.CHECKPOINT_DIR_ENV]
 
+
+
+seconds_texts = st.one_of(st.integers(-5, 90000).map(str), text_values,
+                          st.sampled_from(["0", "2", "60", "86400", "86401", "1.5", "1e3", "²", "٣", " 30", "30s"]))
+
+
+def whole_seconds(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and int(text) <= MAX_NODE_LOST_AFTER_S else None
+
+
+@fuzz(200)
+@given(value=seconds_texts)
+def test_node_lost_after_is_accepted_exactly_when_whole_seconds(value):
+    result = run("submit", "pytorch", "--dry-run", "--no-preflight", "-o", "json", "--node-lost-after", value, "--",
+                 "python", "t.py")
+    expected = whole_seconds(value)
+    if expected is None:
+        assert result.code == 2 and result.stderr.count("\n") == 1, result.stderr
+        return
+    assert result.code == 0, result.stderr
+    (document,) = json_documents(result)
+    assert document["metadata"]["annotations"][NODE_LOST_AFTER_ANNOTATION] == str(expected)
+    assert Rules.of(document).node_lost_after == expected
+
+
+@fuzz(300)
+@given(grace=seconds_texts, down=st.one_of(st.sampled_from(["", "NotReady", "gone"]), text_values),
+       ago=st.one_of(st.none(), st.integers(-100, 100_000), text_values.map(lambda t: t[:30])), scope=st.booleans())
+def test_a_replica_is_lost_with_its_node_exactly_once_its_grace_is_over(grace, down, ago, scope):
+    """``trainctl.io/node-lost-after`` anyone may write, and whatever the runtime says of a node: a whole number up to a
+    day is the grace, anything else 60 s; a running replica's pod is deleted with no grace period exactly when its
+    node is gone, or not Ready since a time that does not read or is at least the grace ago."""
+    resource = job("PyTorchJob", "pt", {"Master": 1, "Worker": 1})
+    resource["metadata"]["annotations"] = {NODE_LOST_AFTER_ANNOTATION: grace,
+                                           RESTART_SCOPE_ANNOTATION: "job" if scope else "replica"}
+    since = ago if not isinstance(ago, int) else datetime.fromtimestamp(T0.timestamp() - ago, timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    observed = [ObservedReplica("Master", 0, "pt-master-0", "Running", attempt=0),
+                ObservedReplica("Worker", 0, "pt-worker-0", "Running", node="n2", node_down=down, node_down_since=since,
+                                attempt=0)]
+    plan = reconcile(resource, observed, T0, ClusterNetwork())
+    bound = whole_seconds(grace)
+    wait = DEFAULT_NODE_LOST_AFTER_S if bound is None else bound
+    lost = bool(down) and (down == "gone" or not isinstance(ago, int) or ago >= wait)
+    forced = [a.name for a in plan.actions if isinstance(a, DeleteReplica) and a.force]
+    assert forced == (["pt-worker-0"] if lost else []), (grace, down, ago)
+    if down and not lost:
+        assert plan.requeue_after == wait - ago

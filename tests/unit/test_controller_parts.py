@@ -262,3 +262,39 @@ def test_a_cached_pod_reads_as_the_whole_pod_reads():
             assert observe(job, cached) == observe(job, pod)
             assert job_index(cached) == job_index(pod) and failed_init(cached["status"]) == failed_init(pod["status"])
             assert "env" not in str(cached) and "Ready" not in str(cached["status"].get("conditions"))
+
+
+def test_a_cached_node_keeps_its_ready_condition_alone_and_tells_the_core_what_befell_it():
+    """Nodes (issue 42): the controller caches each Node's Ready condition and name (not its images, capacity,
+    heartbeats: a heartbeat changes nothing), and tells the core of each pod's node: Ready, NotReady since when,
+    or gone."""
+    from trainctl.controller.pods import cached_node, node_down, observe
+
+    def node(status, heartbeat="2026-01-01T00:00:30Z"):
+        return {"metadata": {"name": "n2", "uid": "u", "resourceVersion": "7", "labels": {"a": "b"}},
+                "status": {"images": [{"names": ["x" * 100]}], "capacity": {"cpu": "8"}, "conditions": [
+                    {"type": "MemoryPressure", "status": "False"},
+                    {"type": "Ready", "status": status, "reason": "NodeStatusUnknown", "lastHeartbeatTime": heartbeat,
+                     "lastTransitionTime": "2026-01-01T00:00:05Z"}]}}
+
+    cached = cached_node(node("Unknown"))
+    assert cached == {"metadata": {"name": "n2", "uid": "u", "resourceVersion": "7"}, "status": {"conditions": [
+        {"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-01-01T00:00:05Z"}]}}
+    assert cached_node(node("Unknown", heartbeat="2026-01-01T00:09:00Z")) == cached  # a heartbeat is no change
+    assert node_down(cached) == ("NotReady", "2026-01-01T00:00:05Z")
+    assert node_down(cached_node(node("False")))[0] == "NotReady"
+    assert node_down(cached_node(node("True"))) == ("", None)
+    assert node_down(cached_node({"metadata": {"name": "new"}})) == ("", None)  # says nothing yet: Ready
+    assert node_down(None) == ("gone", None)
+
+    resource = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "ns"},
+                "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {"containers": [
+                    {"name": "pytorch", "image": "img"}]}}}}}}
+    pod = {"metadata": {"name": "j-master-0", "labels": {"training.kubeflow.org/replica-type": "master",
+                                                         "training.kubeflow.org/replica-index": "0"}},
+           "spec": {"nodeName": "n2", "containers": [{"name": "pytorch"}]}, "status": {"phase": "Running"}}
+    nodes = {"n2": cached}
+    seen = observe(Job(resource), pod, nodes.get)
+    assert (seen.node, seen.node_down, seen.node_down_since) == ("n2", "NotReady", "2026-01-01T00:00:05Z")
+    assert observe(Job(resource), {**pod, "spec": {**pod["spec"], "nodeName": "n3"}}, nodes.get).node_down == "gone"
+    assert observe(Job(resource), pod).node_down == ""  # no nodes watched: nothing known

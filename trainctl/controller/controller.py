@@ -165,6 +165,12 @@ class Controller:
             return {"metadata": {"name": name}, "status": {"conditions": []}}
         return self.nodes.get("", name)
 
+    def node_down(self, pod: dict) -> str:
+        """'' while the pod's node is Ready (or it is bound to none); else NotReady or gone (trainctl/core/nodes.py):
+        its kubelet does not answer, so its log is not asked for."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        return pod_objects.node_down(self.node_of(node))[0] if node else ""
+
     def on_pod_group(self, event: str, obj: dict) -> None:
         for reference in obj["metadata"].get("ownerReferences") or []:
             if reference.get("controller") and reference.get("kind") in self.jobs:

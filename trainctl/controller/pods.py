@@ -77,16 +77,17 @@ def cached_node(node: dict) -> dict:
     """The node as the controller's cache keeps it: its name, uid and version, and its Ready condition's status and
     last transition (the heartbeat times that change every few seconds, images, capacity ... are never read)."""
     metadata = node.get("metadata") or {}
-    ready = [{"type": "Ready", "status": condition.get("status"), "lastTransitionTime": condition.get("lastTransitionTime")}
-             for condition in (node.get("status") or {}).get("conditions") or []
-             if isinstance(condition, dict) and condition.get("type") == "Ready"]
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = [{"type": "Ready", "status": c.get("status"), "lastTransitionTime": c.get("lastTransitionTime")}
+             for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"]
     return {"metadata": {key: metadata[key] for key in ("name", "uid", "resourceVersion") if key in metadata},
             "status": {"conditions": ready[:1]}}
 
 
 def node_down(node: dict | None) -> tuple[str, str | None]:
     """What the core is told of a pod's node (trainctl/core/nodes.py): ('', None) while it is Ready or says nothing
-    yet, (NotReady, since when) once its Ready condition is False or Unknown, (gone, None) when there is no such Node."""
+    yet, (NotReady, since when) once its Ready condition is False or Unknown, (gone, None) when there is no such
+    Node."""
     if node is None:
         return GONE, None
     ready = next(iter(node["status"]["conditions"]), None)

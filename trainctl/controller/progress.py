@@ -132,7 +132,10 @@ class ProgressWatcher:
         return sorted(running, key=place)
 
     def tail(self, job: Job, pod: dict, lines: int) -> ReplicaReports | None:
-        """The pod's last ``lines`` lines as reports with their last time; None when its log cannot be read."""
+        """The pod's last ``lines`` lines as reports with their last time; None when its log cannot be read (also when
+        its node is not Ready: its kubelet does not answer, and the read would wait for it)."""
+        if self.controller.node_down(pod):
+            return None
         from trainctl.backends.kube import logs as pod_logs
         from trainctl.backends.kube.backend import KubeBackend
         from trainctl.frameworks.base import LABEL_REPLICA_TYPE

@@ -366,9 +366,8 @@ class RecordKeeper:
 
     def unreachable(self, pod: dict) -> str:
         """Why the pod's log cannot be read, when its node is not Ready or gone (trainctl/core/nodes.py); else ''."""
-        node = (pod.get("spec") or {}).get("nodeName")
-        down = pod_objects.node_down(self.controller.node_of(node))[0] if node else ""
-        return f"node {node} unreachable ({down}): its last lines not kept" if down else ""
+        down = self.controller.node_down(pod)
+        return f"node {pod['spec']['nodeName']} unreachable ({down}): its last lines not kept" if down else ""
 
     def do_sweep(self, key: JobKey) -> None:
         """Delete the records of a job that is gone (those of a newer job of that name stay)."""

@@ -300,7 +300,8 @@ class Reconciler:
         self.stop_old_attempts()
         self.note_all_started()
         failed = [r for r in self.observed if r.phase == "Failed" and not r.deleting]
-        decision = self.node_loss_decision() or self.infrastructure_decision() or (self.failure_decision(failed) if failed else None)
+        decision = self.node_loss_decision() or self.infrastructure_decision() or \
+            (self.failure_decision(failed) if failed else None)
         if decision is None:
             return False  # nothing failed, or waiting for the cause to show
         kind, cause, rtype = decision

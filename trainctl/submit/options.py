@@ -270,6 +270,18 @@ def restart_scope(value: str | None, name: str = "restart_scope") -> str | None:
     return choice(value, name, SCOPES)
 
 
+def node_lost_after(text: str | None, name: str = "node_lost_after") -> int | None:
+    """``--node-lost-after 30``: whole seconds in ASCII digits, as the annotation reads them (core/nodes.py)."""
+    from trainctl.core.restarts import MAX_NODE_LOST_AFTER_S
+
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_NODE_LOST_AFTER_S:
+        raise UserError(f"{option(name)} {text!r}: give whole seconds from 0 to {MAX_NODE_LOST_AFTER_S} (e.g. 30: "
+                        "a replica whose node is not Ready for 30 s is lost and restarts)")
+    return int(text)
+
+
 def retryable_exit_codes(items: list[str], name: str = "retry_on_exit_codes") -> list[int]:
     """``--retry-on-exit-codes 3,42`` (repeatable): exit codes 1-255, sorted, each once."""
     from trainctl.core.restarts import exit_codes
@@ -338,6 +350,9 @@ OPTIONS: tuple[Option, ...] = (
     # restarts and checkpoints (trainctl/core/restarts.py, docs/fault-tolerance.md): annotations the operator ignores
     Option("restart_scope", str, "What a retried failure restarts: replica (the failed one, as the Training "
            "Operator does; default) or job (every replica together, as the job's next attempt).", restart_scope),
+    Option("node_lost_after", str, "Seconds a node may be NotReady or unreachable before its replicas count as lost "
+           "and restart, a disruption (default 60; e.g. --node-lost-after 30 --restart-scope job). See "
+           "docs/fault-tolerance.md.", node_lost_after, flags=("--node-lost-after",), local=False),
     Option("retry_on_exit_codes", list, "Exit codes retried whatever the restart policy, each counted against "
            f"--backoff-limit, e.g. 3,42 {REPEAT}.", retryable_exit_codes, flags=("--retry-on-exit-codes",)),
     Option("checkpoints", str, "Storage behind trainctl.checkpoint_dir() that outlives the replicas: SIZE (a claim "

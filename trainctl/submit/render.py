@@ -210,13 +210,15 @@ def stall_annotations(checked: Checked) -> dict[str, str]:
 
 
 def restart_annotations(checked: Checked) -> dict[str, str]:
-    """``--restart-scope``, ``--retry-on-exit-codes`` and ``--checkpoints`` as the job's annotations
-    (trainctl.core.restarts, trainctl.core.checkpoint_volume)."""
+    """``--restart-scope``, ``--retry-on-exit-codes``, ``--node-lost-after`` and ``--checkpoints`` as the job's
+    annotations (trainctl.core.restarts, trainctl.core.checkpoint_volume)."""
     from trainctl.core.checkpoint_volume import ANNOTATION as CHECKPOINTS
-    from trainctl.core.restarts import RESTART_SCOPE_ANNOTATION, RETRY_EXIT_CODES_ANNOTATION
+    from trainctl.core.restarts import NODE_LOST_AFTER_ANNOTATION, RESTART_SCOPE_ANNOTATION, RETRY_EXIT_CODES_ANNOTATION
 
+    lost_after = checked.node_lost_after
     given = ((RESTART_SCOPE_ANNOTATION, checked.restart_scope), (CHECKPOINTS, checked.checkpoints),
-             (RETRY_EXIT_CODES_ANNOTATION, ",".join(map(str, checked.retry_on_exit_codes)) or None))
+             (RETRY_EXIT_CODES_ANNOTATION, ",".join(map(str, checked.retry_on_exit_codes)) or None),
+             (NODE_LOST_AFTER_ANNOTATION, None if lost_after is None else str(lost_after)))
     return {key: value for key, value in given if value is not None}
 
 
