@@ -51,14 +51,15 @@ def _containerd_version() -> str:
     return images.run_step("containerd --version", ["containerd", "--version"]).stdout.strip()
 
 
-def current() -> ContainerdCache:
-    """The kept root for this machine's containerd; the roots of other keys are removed."""
+def current(node: str = "") -> ContainerdCache:
+    """The kept root for this machine's containerd, for the first node or another ``node`` of the cluster
+    (``<key>-<node>``: each containerd needs a root of its own); the roots of other keys are removed."""
     key = hashlib.sha256(json.dumps([LAYOUT_VERSION, _containerd_version()]).encode()).hexdigest()[:16]
     if CACHE.exists():
         for other in CACHE.iterdir():
-            if other.name != key:
+            if other.name.split("-", 1)[0] != key:
                 ContainerdCache(other).discard()
-    return ContainerdCache(CACHE / key)
+    return ContainerdCache(CACHE / "-".join(filter(None, [key, node])))
 
 
 class ContainerdCache:

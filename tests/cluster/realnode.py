@@ -54,6 +54,11 @@ NETNS = "trainctl-node"
 BRIDGE = "trainctl0"
 BRIDGE_ADDRESS = "10.88.0.1"
 POD_SUBNET = "10.88.0.0/24"
+# Every node's pod subnet is in it (a second node has 10.88.1.0/24: tests/cluster/second_node.py)
+CLUSTER_CIDR = "10.88.0.0/16"
+# When the node controller calls a node that stopped reporting NotReady (upstream's default 40 s): the kubelets
+# report every second, so 20 s is still 20 missed reports; the node-loss tests wait for it (tests/realnode)
+NODE_MONITOR_GRACE_PERIOD = "20s"
 # Host-wide (not per-namespace) sysctls the kubelet sets: recorded before, restored after.
 HOST_SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops",
                 "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes")
@@ -82,6 +87,7 @@ CLONE_NEWNET = 0x40000000
 # a /proc path to a thread's namespace would follow the thread into the node's.
 MACHINE_NETNS = f"/proc/self/fd/{os.open('/proc/thread-self/ns/net', os.O_RDONLY)}"
 DRAIN_TIMEOUT_S = 60
+EC_KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 NODE_BINARIES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainctl" / "node" / SOURCE_VERSION
 
 
@@ -149,7 +155,7 @@ class RealNode:
         try:
             self._network()
             archives = {kind: build() for kind, build in images.BUILDERS.items()}
-            self.images = {kind: _archive_image_name(archive) for kind, archive in archives.items()}
+            self.images = {kind: archive_image_name(archive) for kind, archive in archives.items()}
             self._containerd()
             self._control_plane()
             self._dns()
@@ -178,33 +184,13 @@ class RealNode:
     def _containerd(self) -> None:
         directory = self.workdir / "containerd"
         cni = self.workdir / "cni"
-        cni.mkdir(parents=True)
-        (cni / "10-trainctl.conflist").write_text(json.dumps({
-            "cniVersion": "0.4.0", "name": "trainctl", "plugins": [
-                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False,
-                 # leases in the node's directory, not the machine's /var/lib/cni
-                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]],
-                          "dataDir": str(self.workdir / "cni" / "leases"),
-                          "routes": [{"dst": "0.0.0.0/0"}]}},
-                {"type": "portmap", "capabilities": {"portMappings": True}},
-            ]}, indent=2))
-        cri = {
-            "sandbox_image": self.images["pause"],
-            # the VM lacks CAP_SYS_RESOURCE: a negative oom_score_adj would fail every sandbox
-            "restrict_oom_score_adj": True,
-            "cni": {"bin_dir": "/usr/lib/cni", "conf_dir": str(cni)},
-            "containerd": {"runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
-                                                 "options": {"SystemdCgroup": False}}}},
-        }
+        write_cni_config(cni, BRIDGE, POD_SUBNET)
         cache = containerd_cache.current()
         self.containerd_cache = str(cache.directory)
         self._save()  # before the root is opened: a start killed from here on closes it at its teardown
-        self._kept_root().open(directory / "clean", _current_images())
-        config = {"version": 2, "root": str(cache.root), "state": str(directory / "state"),
-                  "grpc": {"address": str(self.containerd_socket)},
-                  "plugins": {"io.containerd.grpc.v1.cri": cri}}
+        self._kept_root().open(directory / "clean", current_images())
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "config.toml").write_text(toml(config))
+        (directory / "config.toml").write_text(containerd_config(self.images["pause"], cni, cache.root, directory))
         self._daemon("containerd", ["containerd", "--config", str(directory / "config.toml")])
         self._wait_cri_ready()
 
@@ -260,15 +246,7 @@ class RealNode:
         return (self.workdir / f"{name}.log").read_text(errors="replace")[-2000:]
 
     def _write_kubeconfig(self, path: Path, certificate: str) -> None:
-        pki = self.workdir / "pki"
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "node",
-            "clusters": [{"name": "node", "cluster": {"server": f"https://127.0.0.1:{API_PORT}",
-                                                      "certificate-authority": str(pki / "ca.crt")}}],
-            "users": [{"name": certificate, "user": {"client-certificate": str(pki / f"{certificate}.crt"),
-                                                     "client-key": str(pki / f"{certificate}.key")}}],
-            "contexts": [{"name": "node", "context": {"cluster": "node", "user": certificate}}],
-        }, indent=2))
+        write_kubeconfig(path, self.workdir / "pki", certificate, f"https://127.0.0.1:{API_PORT}")
 
     def _node_daemons(self) -> None:
         """kube-scheduler and kube-controller-manager (admin credentials, no leader election) and the
@@ -279,40 +257,14 @@ class RealNode:
         self._daemon("kube-controller-manager", [
             str(NODE_BINARIES / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
             "--use-service-account-credentials", f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}", "--port=0"])
+            f"--root-ca-file={pki / 'ca.crt'}", "--port=0",
+            f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}"])
         kubelet_dir = self.workdir / "kubelet"
         kubelet_dir.mkdir()
         self._write_kubeconfig(kubelet_dir / "kubeconfig", "node")
-        (kubelet_dir / "resolv.conf").write_text(f"nameserver {BRIDGE_ADDRESS}\n")
-        (kubelet_dir / "config.json").write_text(json.dumps({
-            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-            "cgroupDriver": "cgroupfs", "failSwapOn": False, "address": BRIDGE_ADDRESS,
-            "tlsCertFile": str(pki / "kubelet.crt"), "tlsPrivateKeyFile": str(pki / "kubelet.key"),
-            "authentication": {"x509": {"clientCAFile": str(pki / "ca.crt")}, "webhook": {"enabled": True},
-                               "anonymous": {"enabled": False}},
-            "authorization": {"mode": "Webhook"},
-            "clusterDNS": [BRIDGE_ADDRESS], "clusterDomain": "cluster.local",
-            "resolvConf": str(kubelet_dir / "resolv.conf"),
-            # a test machine's disk is often fuller than the defaults allow; images are never pulled again
-            "evictionHard": {"memory.available": "1%", "nodefs.available": "1%", "imagefs.available": "1%"},
-            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-            "nodeStatusUpdateFrequency": "1s",  # Ready in about a second instead of 10-23
-        }, indent=2))
-        # ClusterIP Services (the in-cluster controller reaches kubernetes.default.svc through one).
-        # --masquerade-all: without br_netfilter a reply between two pods on the bridge skips the
-        # namespace's conntrack; SNAT makes it come back through it. The conntrack values of 0 leave
-        # the machine-wide nf_conntrack sysctls as they are.
-        self._daemon("kube-proxy", [
-            str(NODE_BINARIES / "kube-proxy"), f"--kubeconfig={self.kubeconfig}", f"--hostname-override={NODE_NAME}",
-            "--proxy-mode=iptables", f"--cluster-cidr={POD_SUBNET}", "--masquerade-all",
-            "--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0",
-            "--conntrack-tcp-timeout-close-wait=0", "--metrics-bind-address=127.0.0.1:10249",
-            "--healthz-bind-address=127.0.0.1:10256"])
-        self._daemon("kubelet", [
-            str(NODE_BINARIES / "kubelet"), f"--config={kubelet_dir / 'config.json'}",
-            f"--kubeconfig={kubelet_dir / 'kubeconfig'}", f"--root-dir={kubelet_dir / 'root'}",
-            "--container-runtime=remote", f"--container-runtime-endpoint=unix://{self.containerd_socket}",
-            f"--hostname-override={NODE_NAME}", f"--node-ip={BRIDGE_ADDRESS}"])
+        write_kubelet_config(kubelet_dir, pki, "kubelet", BRIDGE_ADDRESS)
+        self._daemon("kube-proxy", kube_proxy_argv(self.kubeconfig, NODE_NAME))
+        self._daemon("kubelet", kubelet_argv(kubelet_dir, self.containerd_socket, NODE_NAME, BRIDGE_ADDRESS))
         ready = ["kubectl", "--kubeconfig", str(self.kubeconfig), "wait", "--for=condition=Ready",
                  f"node/{NODE_NAME}", "--timeout=5s"]
         self._wait_until(in_netns(ready), "the kubelet's node did not become Ready", self.workdir / "kubelet.log")
@@ -323,7 +275,7 @@ class RealNode:
         by hand may be older than the tree."""
         with outside():
             archive = images.ALL_BUILDERS[kind]()
-        name = _archive_image_name(archive)
+        name = archive_image_name(archive)
         ctr = in_netns(["ctr", "-a", str(self.containerd_socket), "-n", "k8s.io", "images"])
         if name not in _run([*ctr, "ls", "-q"]).split():
             with self._kept_root().importing():
@@ -359,16 +311,7 @@ class RealNode:
         raise RuntimeError(f"{failure}:\n{log.read_text(errors='replace')[-2000:]}")
 
     def _wait_cri_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        plugins = ["ctr", "-a", str(self.containerd_socket), "plugins", "ls"]
-        while time.monotonic() < deadline:
-            listing = subprocess.run(plugins, capture_output=True, text=True).stdout
-            if any(line.split()[:2] == ["io.containerd.grpc.v1", "cri"] and line.split()[-1] == "ok"
-                   for line in listing.splitlines()):
-                return
-            time.sleep(0.5)
-        log = (self.workdir / "containerd.log").read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"containerd's CRI plugin did not start:\n{log}")
+        wait_cri_ready(self.containerd_socket, self.workdir / "containerd.log")
 
     def alive(self) -> bool:
         return bool(self.daemons) and all(Path(f"/proc/{pid}").exists() for pid in self.daemons.values())
@@ -410,10 +353,10 @@ class RealNode:
     def _stop_processes(self) -> None:
         for pid in self.daemons.values():
             _signal_group(pid, signal.SIGTERM)
-        _kill_namespace_processes()
+        kill_namespace_processes(NETNS)
         # Containers live in their pods' own namespaces, not the node's: kill them by cgroup, and
         # remove the pod network namespaces CNI made (no kubelet is left to tear them down).
-        _kill_cgroup_processes([Path(cgroup) for cgroup in self.made_cgroups])
+        kill_cgroup_processes([Path(cgroup) for cgroup in self.made_cgroups])
         for name in set(_run(["ip", "netns", "list"]).split()) - set(self.netns_before):
             if name.startswith("cni-"):
                 _run(["ip", "netns", "delete", name])
@@ -427,7 +370,7 @@ class RealNode:
         if not self.containerd_cache or NETNS not in _run(["ip", "netns", "list"]).split():
             return  # not started so far (an unsealed root is discarded by the next start)
         unmount_under(self.workdir)  # the containers' root filesystems, on the kept root's snapshots
-        self._kept_root().close(self.workdir / "containerd-close", _current_images())
+        self._kept_root().close(self.workdir / "containerd-close", current_images())
 
     def _restore_machine(self) -> None:
         unmount_under(self.workdir)
@@ -445,16 +388,30 @@ class RealNode:
         subprocess.run(["rm", "-rf", *self.made_paths], check=True)
 
 
+def cgroup_hierarchies() -> list[Path]:
+    return [path for path in Path("/sys/fs/cgroup").iterdir() if path.is_dir() and not path.is_symlink()]
+
+
 def _cgroup_parents() -> list[Path]:
-    hierarchies = [path for path in Path("/sys/fs/cgroup").iterdir() if path.is_dir() and not path.is_symlink()]
-    return [hierarchy / parent for hierarchy in hierarchies for parent in CGROUP_PARENTS]
+    return [hierarchy / parent for hierarchy in cgroup_hierarchies() for parent in CGROUP_PARENTS]
+
+
+def wait_cri_ready(socket: Path, log: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    plugins = ["ctr", "-a", str(socket), "plugins", "ls"]
+    while time.monotonic() < deadline:
+        listing = subprocess.run(plugins, capture_output=True, text=True).stdout
+        if any(line.split()[:2] == ["io.containerd.grpc.v1", "cri"] and line.split()[-1] == "ok"
+               for line in listing.splitlines()):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"containerd's CRI plugin did not start:\n{log.read_text(errors='replace')[-2000:]}")
 
 
 def _certificates(pki: Path) -> None:
     """A CA and the certificates the control plane needs, by openssl (EC keys: fast to make)."""
     pki.mkdir(parents=True)
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _run(["openssl", "req", "-x509", *ec, "-keyout", str(pki / "ca.key"), "-out", str(pki / "ca.crt"),
+    _run(["openssl", "req", "-x509", *EC_KEY, "-keyout", str(pki / "ca.key"), "-out", str(pki / "ca.crt"),
           "-days", "7", "-subj", "/CN=trainctl-real-node-ca"])
     service_names = ["kubernetes", "kubernetes.default", "kubernetes.default.svc",
                      "kubernetes.default.svc.cluster.local"]
@@ -468,25 +425,108 @@ def _certificates(pki: Path) -> None:
         "kubelet": (f"/CN={NODE_NAME}", f"subjectAltName=IP:{BRIDGE_ADDRESS}\nextendedKeyUsage=serverAuth"),
     }
     for name, (subject, extensions) in leaves.items():
-        (pki / f"{name}.ext").write_text(extensions + "\n")
-        _run(["openssl", "req", "-new", *ec, "-keyout", str(pki / f"{name}.key"), "-out", str(pki / f"{name}.csr"),
-              "-subj", subject])
-        _run(["openssl", "x509", "-req", "-in", str(pki / f"{name}.csr"), "-CA", str(pki / "ca.crt"),
-              "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "7", "-out", str(pki / f"{name}.crt"),
-              "-extfile", str(pki / f"{name}.ext")])
+        issue_certificate(pki, name, subject, extensions)
     # service account tokens: RSA, the algorithm every client library verifies
     _run(["openssl", "genrsa", "-out", str(pki / "sa.key"), "2048"])
     _run(["openssl", "rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub")])
 
 
-def _archive_image_name(archive: Path) -> str:
+def issue_certificate(pki: Path, name: str, subject: str, extensions: str) -> None:
+    """``pki/NAME.crt`` and ``.key``, signed by the node's CA in ``pki`` (EC keys: fast to make)."""
+    (pki / f"{name}.ext").write_text(extensions + "\n")
+    _run(["openssl", "req", "-new", *EC_KEY, "-keyout", str(pki / f"{name}.key"), "-out", str(pki / f"{name}.csr"),
+          "-subj", subject])
+    _run(["openssl", "x509", "-req", "-in", str(pki / f"{name}.csr"), "-CA", str(pki / "ca.crt"),
+          "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "7", "-out", str(pki / f"{name}.crt"),
+          "-extfile", str(pki / f"{name}.ext")])
+
+
+def write_kubeconfig(path: Path, pki: Path, certificate: str, server: str) -> None:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "node",
+        "clusters": [{"name": "node", "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}],
+        "users": [{"name": certificate, "user": {"client-certificate": str(pki / f"{certificate}.crt"),
+                                                 "client-key": str(pki / f"{certificate}.key")}}],
+        "contexts": [{"name": "node", "context": {"cluster": "node", "user": certificate}}],
+    }, indent=2))
+
+
+def write_cni_config(directory: Path, bridge: str, subnet: str) -> None:
+    """A bridge + portmap CNI config in ``directory``, IP masquerading off, leases in ``directory/leases``."""
+    directory.mkdir(parents=True)
+    (directory / "10-trainctl.conflist").write_text(json.dumps({
+        "cniVersion": "0.4.0", "name": "trainctl", "plugins": [
+            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": False,
+             # leases in the node's directory, not the machine's /var/lib/cni
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": subnet}]], "dataDir": str(directory / "leases"),
+                      "routes": [{"dst": "0.0.0.0/0"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ]}, indent=2))
+
+
+def containerd_config(pause_image: str, cni: Path, root: Path, directory: Path) -> str:
+    """containerd's config: ``root`` (a kept one), its state and socket in ``directory``, the CRI settings."""
+    cri = {
+        "sandbox_image": pause_image,
+        # the VM lacks CAP_SYS_RESOURCE: a negative oom_score_adj would fail every sandbox
+        "restrict_oom_score_adj": True,
+        "cni": {"bin_dir": "/usr/lib/cni", "conf_dir": str(cni)},
+        "containerd": {"runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
+                                             "options": {"SystemdCgroup": False}}}},
+    }
+    return toml({"version": 2, "root": str(root), "state": str(directory / "state"),
+                 "grpc": {"address": str(directory / "containerd.sock")},
+                 "plugins": {"io.containerd.grpc.v1.cri": cri}})
+
+
+def write_kubelet_config(directory: Path, pki: Path, certificate: str, address: str, **more) -> None:
+    """The kubelet's config.json and resolv.conf in ``directory``: serving on ``address`` with ``pki/CERTIFICATE``,
+    the cluster's DNS on the first node's bridge address; ``more``: other fields (a second node's cgroupRoot)."""
+    (directory / "resolv.conf").write_text(f"nameserver {BRIDGE_ADDRESS}\n")
+    (directory / "config.json").write_text(json.dumps({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "cgroupDriver": "cgroupfs", "failSwapOn": False, "address": address,
+        "tlsCertFile": str(pki / f"{certificate}.crt"), "tlsPrivateKeyFile": str(pki / f"{certificate}.key"),
+        "authentication": {"x509": {"clientCAFile": str(pki / "ca.crt")}, "webhook": {"enabled": True},
+                           "anonymous": {"enabled": False}},
+        "authorization": {"mode": "Webhook"},
+        "clusterDNS": [BRIDGE_ADDRESS], "clusterDomain": "cluster.local",
+        "resolvConf": str(directory / "resolv.conf"),
+        # a test machine's disk is often fuller than the defaults allow; images are never pulled again
+        "evictionHard": {"memory.available": "1%", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "nodeStatusUpdateFrequency": "1s",  # Ready in about a second instead of 10-23
+        **more,
+    }, indent=2))
+
+
+def kubelet_argv(directory: Path, containerd_socket: Path, node_name: str, node_ip: str) -> list[str]:
+    return [str(NODE_BINARIES / "kubelet"), f"--config={directory / 'config.json'}",
+            f"--kubeconfig={directory / 'kubeconfig'}", f"--root-dir={directory / 'root'}",
+            "--container-runtime=remote", f"--container-runtime-endpoint=unix://{containerd_socket}",
+            f"--hostname-override={node_name}", f"--node-ip={node_ip}"]
+
+
+def kube_proxy_argv(kubeconfig: Path, node_name: str) -> list[str]:
+    """ClusterIP Services (the in-cluster controller reaches kubernetes.default.svc through one).
+    --masquerade-all: without br_netfilter a reply between two pods on the bridge skips the
+    namespace's conntrack; SNAT makes it come back through it. --cluster-cidr: every node's pod subnet.
+    The conntrack values of 0 leave the machine-wide nf_conntrack sysctls as they are."""
+    return [str(NODE_BINARIES / "kube-proxy"), f"--kubeconfig={kubeconfig}", f"--hostname-override={node_name}",
+            "--proxy-mode=iptables", f"--cluster-cidr={CLUSTER_CIDR}", "--masquerade-all",
+            "--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0",
+            "--conntrack-tcp-timeout-close-wait=0", "--metrics-bind-address=127.0.0.1:10249",
+            "--healthz-bind-address=127.0.0.1:10256"]
+
+
+def archive_image_name(archive: Path) -> str:
     kind, key = archive.name.removesuffix(".oci.tar").rsplit("-", 1)
     return images.image_name(kind, key)
 
 
-def _current_images() -> set[str]:
+def current_images() -> set[str]:
     """The names of the image archives cached now (one per kind): the images a kept containerd root keeps."""
-    return {_archive_image_name(archive) for kind in images.ALL_BUILDERS for archive in images.archives_of(kind)}
+    return {archive_image_name(archive) for kind in images.ALL_BUILDERS for archive in images.archives_of(kind)}
 
 
 def _signal_group(pid: int, signum: int) -> None:
@@ -496,11 +536,11 @@ def _signal_group(pid: int, signum: int) -> None:
         pass
 
 
-def _kill_namespace_processes() -> None:
-    """TERM, then KILL, every process left in the node's namespace (containerd's shims included)."""
-    listing = subprocess.run(["ip", "netns", "pids", NETNS], capture_output=True, text=True).stdout
+def kill_namespace_processes(netns: str, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGKILL)) -> None:
+    """TERM, then KILL, every process left in a node's namespace (containerd's shims included)."""
+    listing = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout
     pids = [int(pid) for pid in listing.split()]
-    for signum in (signal.SIGTERM, signal.SIGKILL):
+    for signum in signals:
         for pid in pids:
             try:
                 os.kill(pid, signum)
@@ -512,7 +552,7 @@ def _kill_namespace_processes() -> None:
             time.sleep(0.2)
 
 
-def _kill_cgroup_processes(cgroups: list[Path]) -> None:
+def kill_cgroup_processes(cgroups: list[Path]) -> None:
     """SIGKILL every process in these cgroups (all controllers' copies) until none is left."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -601,6 +641,9 @@ def up(detached: bool = False) -> RealNode:
 
 
 def down() -> None:
+    from tests.cluster import second_node  # a second node joined to this one goes first
+
+    second_node.down()
     if not STATE.exists():
         return
     state = json.loads(STATE.read_text())

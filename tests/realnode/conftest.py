@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,3 +143,21 @@ def python_image(real_node) -> str:
 def frameworks_image(real_node) -> str:
     """XGBoost, Paddle and JAX (issue 33): imported into the node by the first test that asks for it."""
     return real_node.image("python-frameworks")
+
+
+@pytest.fixture(scope="module")
+def second_node(real_node, in_cluster_controller):
+    """A second kubelet joined to the real node's cluster for the module's tests (tests/cluster/second_node.py),
+    removed afterwards. The controller is installed (and running on the first node) before it joins, so losing
+    the second node never takes the controller with it."""
+    from tests.cluster import second_node as joining
+
+    started = time.monotonic()
+    node = joining.join(real_node)
+    print(f"\nsecond node joined in {time.monotonic() - started:.1f} s")
+    try:
+        yield node
+    finally:
+        started = time.monotonic()
+        joining.down()
+        print(f"\nsecond node removed in {time.monotonic() - started:.1f} s")

@@ -21,7 +21,7 @@ def _ctr_listing(cache: containerd_cache.ContainerdCache, scratch) -> dict[str, 
 
 def test_a_closed_root_keeps_its_images_and_nothing_of_the_session(tmp_path):
     busybox, pause = images.build_busybox(), images.build_pause()
-    kept = realnode._archive_image_name(busybox)
+    kept = realnode.archive_image_name(busybox)
     cache = containerd_cache.ContainerdCache(tmp_path / "key")
     assert cache.open(tmp_path / "scratch", {kept}) is False  # nothing kept yet: a cold start
     with cache.serving(tmp_path / "scratch") as ctr:
@@ -58,3 +58,18 @@ def test_a_root_whose_import_failed_is_not_sealed_and_the_next_start_discards_it
     assert not cache.sealed()
     assert cache.open(tmp_path / "scratch", set()) is False
     assert not cache.root.exists()
+
+
+def test_each_node_has_a_kept_root_of_its_own_and_other_containerd_versions_roots_go(tmp_path, monkeypatch):
+    monkeypatch.setattr(containerd_cache, "CACHE", tmp_path)
+    first = containerd_cache.current().directory
+    older = [tmp_path / "0123456789abcdef", tmp_path / "0123456789abcdef-trainctl-node-2"]
+    for directory in [first, *older]:
+        (directory / "root").mkdir(parents=True)
+
+    second = containerd_cache.current("trainctl-node-2").directory
+
+    assert second == tmp_path / f"{first.name}-trainctl-node-2"
+    (second / "root").mkdir(parents=True)
+    assert containerd_cache.current().directory == first
+    assert sorted(path.name for path in tmp_path.iterdir()) == [first.name, second.name]  # each node's start keeps both

@@ -57,15 +57,16 @@ def finished(trainctl, namespace: str, name: str, directory: Path) -> dict:
     return json.loads(trainctl("status", name, "-n", namespace, "-o", "json").stdout)
 
 
-def assert_resumed_from_the_last_complete_checkpoint(directory: Path) -> int:
+def assert_resumed_from_the_last_complete_checkpoint(directory: Path, ranks: int = 2) -> int:
     text = events(directory)
     first_saved = saved(text, attempt=0)
     assert first_saved and min(first_saved) == 10, text
-    last_complete = max(step for step in set(first_saved) if saved(text, 0).count(step) == 2)  # both ranks saved
-    assert sorted(started(text)) == [(0, 0, 0), (0, 1, last_complete), (1, 0, 0), (1, 1, last_complete)], text
-    assert "rank 0 attempt 1 done step 60" in text and "rank 1 attempt 1 done step 60" in text, text
+    last_complete = max(step for step in set(first_saved) if saved(text, 0).count(step) == ranks)  # all ranks saved
+    assert sorted(started(text)) == sorted([(rank, 0, 0) for rank in range(ranks)]
+                                           + [(rank, 1, last_complete) for rank in range(ranks)]), text
+    assert all(f"rank {rank} attempt 1 done step 60" in text for rank in range(ranks)), text
     markers = directory / f"step-{last_complete}" / ".trainctl-complete"
-    assert {path.name.split("-", 1)[1] for path in markers.iterdir()} == {"0-of-2", "1-of-2"}
+    assert {path.name.split("-", 1)[1] for path in markers.iterdir()} == {f"{rank}-of-{ranks}" for rank in range(ranks)}
     return last_complete
 
 
