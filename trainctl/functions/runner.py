@@ -44,6 +44,7 @@ import linecache
 import math
 import os
 import pickle
+import signal
 import sys
 import time
 import traceback
@@ -250,8 +251,19 @@ def whole_lines() -> None:
             stream.reconfigure(line_buffering=True, write_through=False)
 
 
+def end_on_sigterm() -> None:
+    """As its container's PID 1 (a pod of one process per replica runs the runner itself), a Python without a
+    handler ignores SIGTERM, and every delete of the pod (``trainctl delete``, cleanPodPolicy, a restart, a
+    suspend) waited out its grace period for the kubelet's SIGKILL. End as the signal would, with 128 + 15, after
+    the function's ``finally`` blocks; a function that sets a handler of its own (to save a checkpoint) replaces
+    this one. Elsewhere (a local process, a launcher's child) SIGTERM already ends it."""
+    if os.getpid() == 1 and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def main(directory: Path) -> int:
     whole_lines()
+    end_on_sigterm()
     call = json.loads((directory / CALL_FILE).read_text())
     sys.path.insert(0, os.getcwd())  # the job's working directory: the user's sibling modules
     launcher_env(call["launch"], os.environ)
