@@ -3,7 +3,9 @@
 The runtime tells each replica its node and since when that node is not Ready (or that it is gone); the core
 waits ``trainctl.io/node-lost-after`` seconds (default 60), then treats the replicas still running there as runs
 lost to a disruption: in job scope the whole job restarts as its next attempt, in replica scope the lost one is
-replaced; their pods are deleted with no grace period, backoffLimit is not spent.
+replaced; their pods are deleted with no grace period, backoffLimit is not spent. In job scope the replicas the
+restart stops on healthy nodes get a short grace period (SURVIVOR_GRACE_S): stuck in a collective with the lost
+ranks, they can save nothing in the pod's own (30 s by default).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import pytest
 
 from trainctl.core.actions import DeleteReplica, RecordEvent
 from trainctl.core.network import ClusterNetwork
-from trainctl.core.restarts import DEFAULT_NODE_LOST_AFTER_S, NODE_LOST_AFTER_ANNOTATION, Rules, clock
+from trainctl.core.nodes import SURVIVOR_GRACE_S
+from trainctl.core.restarts import (DEFAULT_NODE_LOST_AFTER_S, DISRUPTION, NODE_LOST_AFTER_ANNOTATION,
+                                    RECORD_ANNOTATION, Record, Rules, clock)
 from tests.unit.test_restarts import Runtime, pytorch, stamp
 
 
@@ -39,7 +43,7 @@ def node_down(run, node, seconds_ago, down="NotReady"):
 
 
 def deletes(plan):
-    return {action.name: action.force for action in plan.actions if isinstance(action, DeleteReplica)}
+    return {action.name: action.grace_period for action in plan.actions if isinstance(action, DeleteReplica)}
 
 
 def events(plan, reason="NodeLost"):
@@ -80,8 +84,9 @@ def test_job_scope_restarts_the_whole_job_as_its_next_attempt_and_force_deletes_
     run.replicas["pt-master-0"] = run.with_("pt-master-0", node="n2")
     since = node_down(run, "n2", 61)
     plan = run.step()
-    # every replica stopped; those on the lost node with no grace period (their kubelet is gone)
-    assert deletes(plan) == {"pt-master-0": True, "pt-worker-0": False, "pt-worker-1": True}
+    # every replica stopped; those on the lost node with no grace period (their kubelet is gone), the survivor with a
+    # short one
+    assert deletes(plan) == {"pt-master-0": 0, "pt-worker-0": SURVIVOR_GRACE_S, "pt-worker-1": 0}
     cause = f"node n2 became NotReady at {clock(since)}: master-0, worker-1 lost"
     assert events(plan) == [cause]
     record = run.record()
@@ -105,7 +110,7 @@ def test_replica_scope_replaces_only_the_lost_replica_and_says_the_others_may_be
     run = started(lost_after="2", backoffLimit=0)
     since = node_down(run, "n2", 2)
     plan = run.step()
-    assert deletes(plan) == {"pt-worker-1": True}
+    assert deletes(plan) == {"pt-worker-1": 0}
     cause = f"node n2 became NotReady at {clock(since)}: worker-1 lost"
     assert events(plan) == [cause]
     record = run.record()
@@ -130,7 +135,7 @@ def test_a_node_that_is_gone_loses_its_replicas_at_once():
     run = started("job")
     node_down(run, "n2", 0, down="gone")
     plan = run.step()
-    assert deletes(plan)["pt-worker-1"] is True
+    assert deletes(plan)["pt-worker-1"] == 0
     assert events(plan) == ["node n2 is gone: worker-1 lost"]
 
 
@@ -157,4 +162,45 @@ def test_the_job_fails_once_its_disruptions_are_spent():
     assert run.message("Failed") == ("Job pt has failed because it was disrupted 1 time, as many as "
                                      "trainctl.io/max-disruptions allows (1): node n2 became NotReady at "
                                      f"{clock(stamp(run.now - timedelta(seconds=61)))}: worker-1 lost.")
-    assert deletes(plan)["pt-worker-1"] is True  # a lost pod is deleted for good, with no grace period
+    assert deletes(plan)["pt-worker-1"] == 0  # a lost pod is deleted for good, with no grace period
+
+
+def survivors_left(run):
+    """A pass that restarted the job and died after writing the record: the survivors' pods were never deleted."""
+    for name in ("pt-master-0", "pt-worker-0"):
+        run.replicas[name] = run.with_(name, deleting=False)
+
+
+@pytest.mark.parametrize("own, grace", [(None, SURVIVOR_GRACE_S), (30, SURVIVOR_GRACE_S), (2, 2), (0, 0)])
+def test_the_survivors_of_a_node_loss_restart_stop_with_a_short_grace_on_that_pass_and_any_later_one(own, grace):
+    run = started("job")
+    if own is not None:
+        for spec in run.resource["spec"]["pytorchReplicaSpecs"].values():
+            spec["template"]["spec"]["terminationGracePeriodSeconds"] = own
+    node_down(run, "n2", 61)
+    plan = run.step()
+    assert deletes(plan) == {"pt-master-0": grace, "pt-worker-0": grace, "pt-worker-1": 0}
+    assert run.record().history[-1]["node"] == "n2"  # said by the record, not read from its cause's text
+    run.gone("pt-worker-1")
+    survivors_left(run)
+    assert deletes(run.step(1)) == {"pt-master-0": grace, "pt-worker-0": grace}
+
+
+def test_the_survivors_of_any_other_job_scope_restart_keep_their_pods_own_grace():
+    run = started("job")
+    run.exit("pt-worker-1", 137)  # SIGKILLed: a disruption too, but no node was lost
+    plan = run.step()
+    assert deletes(plan) == {"pt-master-0": None, "pt-worker-0": None, "pt-worker-1": None}
+    assert "node" not in run.record().history[-1]
+    run.gone("pt-worker-1")
+    survivors_left(run)
+    assert deletes(run.step(1)) == {"pt-master-0": None, "pt-worker-0": None}
+
+
+def test_the_record_keeps_the_lost_node_and_drops_an_entry_whose_node_is_damaged():
+    record = Record()
+    record.restarted(DISRUPTION, "node n2 is gone: worker-1 lost", "2026-11-29T10:00:00Z", node="n2")
+    kept = Record.of({"metadata": {"annotations": {RECORD_ANNOTATION: record.text()}}})
+    assert kept.history == record.history and kept.history[-1]["node"] == "n2"
+    damaged = record.text().replace('"node":"n2"', '"node":42')
+    assert Record.of({"metadata": {"annotations": {RECORD_ANNOTATION: damaged}}}).history == []

@@ -65,7 +65,7 @@ class Executor:
                 self.held_back.add((key, action.name))
                 return  # its record first: the job is reconciled again once it is kept
             self.held_back.discard((key, action.name))
-            self.delete(key, PODS, action.name, job.namespace, grace_period=0 if action.force else None)
+            self.delete(key, PODS, action.name, job.namespace, grace_period=action.grace_period)
             if action.reason == "Restart":
                 self.metrics.restarted.inc(job.namespace, job.framework.name)
         elif isinstance(action, DeleteService):
@@ -100,7 +100,8 @@ class Executor:
 
     def delete(self, key: JobKey, resource: Resource, name: str, namespace: str, uid: str | None = None,
                grace_period: int | None = None) -> None:
-        """``grace_period=0``: force it (a pod on a lost node, whose kubelet would never confirm a graceful delete)."""
+        """``grace_period``: seconds to SIGKILL (None: the pod's own); 0 forces it (a pod on a lost node, whose kubelet
+        would never confirm a graceful delete)."""
         self.expectations.expect(key, "delete", resource.plural, name)
         try:
             self.client.delete(resource, name, namespace, uid=uid, grace_period=grace_period)

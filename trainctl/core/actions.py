@@ -40,9 +40,15 @@ class DeleteReplica:
     #: Restart (the core recreates it: at once locally, on a later pass in a cluster),
     #: ScaleDown, Suspend, or Cleanup (job finished or failed: stop it for good)
     reason: str
-    #: delete with no grace period: its node is lost (trainctl/core/nodes.py), and the kubelet that would confirm a
-    #: graceful delete is gone, so the pod would stay Terminating, its name taken, for ever
-    force: bool = False
+    #: seconds between SIGTERM and SIGKILL; None: the pod's own terminationGracePeriodSeconds. 0 (forced): its node
+    #: is lost (trainctl/core/nodes.py), and the kubelet that would confirm a graceful delete is gone, so the pod would
+    #: stay Terminating, its name taken, for ever. Short (nodes.SURVIVOR_GRACE_S): a survivor of a node loss, stuck in
+    #: a collective with the ranks that are gone, whose SIGTERM handler never runs
+    grace_period: int | None = None
+
+    @property
+    def force(self) -> bool:
+        return self.grace_period == 0
 
 
 @dataclass(frozen=True)

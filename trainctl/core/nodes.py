@@ -12,7 +12,9 @@ its node and, when that node's ``Ready`` condition is not ``True``, since when (
   that no longer exists, is *lost*: each replica still starting or running on it is a run lost to a disruption
   (trainctl/core/restarts.py: it spends none of ``backoffLimit``), and its pod is deleted with no grace period;
 * a node not Ready for less than that is looked at again when it would be lost (``requeue_after``); a node Ready
-  again before then changes nothing.
+  again before then changes nothing;
+* in job scope, the replicas the restart stops on healthy nodes (the survivors) are deleted with a short grace period
+  (:func:`survivor_grace`), on whatever pass deletes them: the record's entry of the attempt names the lost node.
 
 docs/fault-tolerance.md, "Node loss", has the whole story and what upstream does instead.
 """
@@ -27,6 +29,10 @@ from trainctl.core.times import parse_time
 
 NOT_READY = "NotReady"  # what kubectl says of a node whose Ready condition is False or Unknown
 GONE = "gone"  # the Node object no longer exists while a pod is still bound to it
+#: [deviation] the grace period (seconds) of the survivors of a node loss: they hang in a collective with the ranks
+#: that are gone, so their SIGTERM handler never runs (Python runs handlers between bytecodes; the collective blocks
+#: in C) and the pod's own grace (30 s by default) only delays the next attempt; it can save nothing
+SURVIVOR_GRACE_S = 5
 
 
 def lost_in(replica: ObservedReplica, rules: Rules, now: datetime) -> float | None:
@@ -41,6 +47,12 @@ def lost_in(replica: ObservedReplica, rules: Rules, now: datetime) -> float | No
     if replica.node_down == GONE or since is None:
         return 0.0
     return rules.node_lost_after - (now - since).total_seconds()
+
+
+def survivor_grace(own: object) -> int:
+    """The grace period of a survivor of a node loss: :data:`SURVIVOR_GRACE_S`, or the pod template's own
+    ``terminationGracePeriodSeconds`` (``own``) when that is shorter."""
+    return own if type(own) is int and 0 <= own < SURVIVOR_GRACE_S else SURVIVOR_GRACE_S
 
 
 def what_befell(replica: ObservedReplica) -> str:

@@ -45,7 +45,7 @@ from trainctl.core.actions import (
 )
 from trainctl.core.attribution import Judged, Run, attribute, failed_runs_of
 from trainctl.core.job import Job
-from trainctl.core.nodes import lost_cause, lost_in, what_befell
+from trainctl.core.nodes import lost_cause, lost_in, survivor_grace, what_befell
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.restarts import (ATTEMPT_ENV, ATTEMPT_LABEL, COUNTED, DISRUPTION, MISSING_EXIT_CODE, PERMANENT,
                                     RECORD_ANNOTATION, RETRYABLE_FROM, USAGE_EXIT_CODE, Record, Rules, annotations_of,
@@ -179,7 +179,7 @@ class Reconciler:
     def node_loss_decision(self) -> tuple[str, str, str] | None:
         """Job scope: replicas of this attempt lost with their node restart the job; the cause names the node and
         every replica of this attempt lost with it (``node n2 became NotReady at 14:02: master-0, worker-1 lost``)."""
-        lost = [r for r in self.observed if r.name in self.lost]
+        lost = self.lost_now()
         if not lost:
             return None
         what = self.lost[lost[0].name]
@@ -187,6 +187,18 @@ class Reconciler:
         self.event("Warning", "NodeLost", cause)
         return (failure_class(None, "", what, self.job.restart_policy(lost[0].rtype), self.rules), cause,
                 lost[0].rtype)
+
+    def lost_now(self) -> list[ObservedReplica]:
+        """The replicas of this attempt lost with their node in this pass."""
+        return [r for r in self.observed if r.name in self.lost]
+
+    def stop_grace(self, replica: ObservedReplica) -> int | None:
+        """The grace period a job-scope restart stops ``replica`` with: short when the restart that ended its attempt
+        was a node's loss (a survivor, stuck in a collective: trainctl/core/nodes.py), else None (the pod's own)."""
+        if not self.record.node_lost_before(replica.attempt + 1):
+            return None
+        spec = self.job.template(replica.rtype)["spec"] if replica.rtype in self.job.replica_types else {}
+        return survivor_grace(spec.get("terminationGracePeriodSeconds"))
 
     def node_loss_of(self, replica: ObservedReplica) -> str:
         """Replica scope: ``node n2 became NotReady at 14:02: worker-1 lost`` for a replica lost with its node; ''
@@ -311,7 +323,8 @@ class Reconciler:
             return True
         if self.budget_spent(kind, cause if self.lost else ""):
             return True
-        self.restart_job(kind, cause)
+        lost = self.lost_now()
+        self.restart_job(kind, cause, lost[0].node if lost else "")
         return False
 
     def disrupted(self, replica: ObservedReplica) -> bool:
@@ -328,7 +341,7 @@ class Reconciler:
         old = [r for r in self.observed if r.attempt != self.record.attempt]
         for replica in old:
             if not replica.deleting:
-                self.delete_replica(replica, "Restart")
+                self.delete_replica(replica, "Restart", self.stop_grace(replica))
         self.old_attempt_left = bool(old)
         self.observed = [r for r in self.observed if r.attempt == self.record.attempt]
 
@@ -385,13 +398,14 @@ class Reconciler:
         moment = parse_time(stamp) if stamp else None
         return (self.now - moment).total_seconds() if moment else 0.0
 
-    def restart_job(self, kind: str, cause: str) -> None:
-        """Every replica of this attempt is stopped; the next attempt starts once none is left."""
-        self.record.restarted(kind, cause, self.stamp)
+    def restart_job(self, kind: str, cause: str, node: str) -> None:
+        """Every replica of this attempt is stopped; the next attempt starts once none is left. ``node``: the node
+        whose loss caused the restart ('' for another cause)."""
+        self.record.restarted(kind, cause, self.stamp, node)
         for replica in self.observed:
             self.restarting.add(replica.name)
             if not replica.deleting:
-                self.delete_replica(replica, "Restart")
+                self.delete_replica(replica, "Restart", self.stop_grace(replica))
         self.old_attempt_left = bool(self.observed)
         message = (f"{self.job.framework.kind} {self.job.name} is restarting: attempt {self.record.attempt + 1} "
                    f"(restarted after {cause})")
@@ -589,9 +603,10 @@ class Reconciler:
         return [{"name": ATTEMPT_ENV, "value": str(self.record.attempt)},
                 *self.job.framework.restart_env(self.record.attempt)]
 
-    def delete_replica(self, replica: ObservedReplica, reason: str) -> None:
+    def delete_replica(self, replica: ObservedReplica, reason: str, grace_period: int | None = None) -> None:
+        """Stop it with ``grace_period`` (None: the pod's own); with none on a lost node."""
         self.actions.append(DeleteReplica(replica.name, replica.rtype, replica.index, reason,
-                                          force=replica.name in self.on_lost_node))
+                                          0 if replica.name in self.on_lost_node else grace_period))
         if self.network.cluster and self.job.framework.services:
             self.actions.append(DeleteService(replica.name))
 

@@ -78,6 +78,8 @@ MAX_COUNT = 2**31 - 1
 MAX_TEXT = 300
 MAX_PODS = 1000
 EXIT_CODES = range(1, 256)
+#: the texts an attempt's entry in the record may hold (:meth:`Record.restarted`, :meth:`Record.preempted`)
+ENTRY_TEXTS = ("class", "cause", "at", "resumed", "node")
 
 
 @dataclass(frozen=True)
@@ -203,11 +205,18 @@ class Record:
             data["replaced"] = self.replaced
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
-    def restarted(self, kind: str, cause: str, now: str) -> None:
-        """The job starts its next attempt after a failure of class ``kind`` (COUNTED or DISRUPTION)."""
+    def restarted(self, kind: str, cause: str, now: str, node: str = "") -> None:
+        """The job starts its next attempt after a failure of class ``kind`` (COUNTED or DISRUPTION); ``node``: the
+        node whose loss caused it, if one did (its survivors are stopped with a short grace: trainctl/core/nodes.py)."""
         self.attempt += 1
         self.spend(kind)
-        self.remember({"attempt": self.attempt, "class": kind, "cause": cause[:MAX_TEXT], "at": now})
+        entry = {"attempt": self.attempt, "class": kind, "cause": cause[:MAX_TEXT], "at": now}
+        self.remember({**entry, "node": node[:MAX_TEXT]} if node else entry)
+
+    def node_lost_before(self, attempt: int) -> str:
+        """The node whose loss ended the attempt before ``attempt``; '' when something else did, or its entry is no
+        longer kept."""
+        return next((entry.get("node", "") for entry in self.history if entry["attempt"] == attempt), "")
 
     def spend(self, kind: str) -> None:
         """One restart of class ``kind`` (COUNTED or DISRUPTION), of the job or of one replica."""
@@ -263,9 +272,9 @@ def history_of(value: object) -> list[dict]:
     entries = []
     for entry in value if isinstance(value, list) else []:
         if isinstance(entry, dict) and count(entry.get("attempt")) and \
-                all(isinstance(entry.get(key, ""), str) for key in ("class", "cause", "at", "resumed")):
+                all(isinstance(entry.get(key, ""), str) for key in ENTRY_TEXTS):
             entries.append({key: entry[key] if key == "attempt" else entry[key][:MAX_TEXT]
-                            for key in ("attempt", "class", "cause", "at", "resumed") if key in entry})
+                            for key in ("attempt", *ENTRY_TEXTS) if key in entry})
     return entries[-HISTORY:]
 
 

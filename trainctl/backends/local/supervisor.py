@@ -334,7 +334,10 @@ class Supervisor:
             with contextlib.suppress(OSError):
                 self.dir.preempting_file(replica.replica_id).write_text(f"{action.reason}\n")
             processes.terminate(replica.process)
-            self.stop_by[action.name] = time.monotonic() + grace_seconds(resource, action.rtype)
+            # the action's grace when it has one (a survivor of a node loss; no local replica has a node, so none
+            # gets it today), else the pod template's
+            grace = grace_seconds(resource, action.rtype) if action.grace_period is None else action.grace_period
+            self.stop_by[action.name] = time.monotonic() + grace
 
     def create(self, action: CreateReplica, resource: dict) -> None:
         if time.monotonic() < self.not_before.get(action.name, 0.0):
