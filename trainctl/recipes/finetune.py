@@ -556,6 +556,14 @@ def finetune(options: argparse.Namespace, plan: ResumePlan) -> int:
     return 0
 
 
+def without_unasked_deepspeed(deepspeed: str | None, modules: dict = sys.modules) -> None:
+    """Without --deepspeed, Accelerate and Transformers are told DeepSpeed is not installed (importlib's
+    find_spec says None for a module set to None): installed, they import it anyway, and MLflow with it, some
+    2 s of CPU in every replica for nothing."""
+    if not deepspeed:
+        modules.setdefault("deepspeed", None)
+
+
 def replica_environment(environ, deepspeed: str | None) -> bool:
     """Whether this process joins a process group, and if so, give the Trainer the LOCAL_RANK it wants (one
     process per replica, as the operator runs a pod; torchrun sets its own). A job of one replica (WORLD_SIZE 1)
@@ -599,6 +607,7 @@ def save_results(trainer, model, tokenizer, output_dir: Path, merge: bool) -> No
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
+    without_unasked_deepspeed(options.deepspeed)
     try:
         check_sources(options)  # before the seconds that importing transformers takes
         return finetune(options, resume_plan(options))
