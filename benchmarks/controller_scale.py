@@ -441,11 +441,21 @@ def fresh_cluster(binary: Path, prefix: str) -> Iterator[TestCluster]:
         subprocess.run([sys.executable, "-m", "trainctl", "crds", "install", "--kubeconfig",
                         str(cluster.kubeconfig("admin"))], check=True, capture_output=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
-        time.sleep(2)  # new CRDs take a moment to be served
+        crds_established(cluster)
         yield cluster
     finally:
         cluster.stop()
         shutil.rmtree(cluster.workdir, ignore_errors=True)
+
+
+def crds_established(cluster: TestCluster) -> None:
+    """New CRDs take a moment to be served: wait for each to be Established (up to a bound)."""
+    from trainctl.controller.install import wait_established
+    from trainctl.core.trainer_crds import project_crds
+    from trainctl.kube.client import connect
+
+    client = connect(kubeconfig=str(cluster.kubeconfig("admin")))
+    wait_established(client, [crd["metadata"]["name"] for crd in project_crds("all")])
 
 
 def qps_setting(text: str) -> float | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from trainctl.backends.local import processes
-from trainctl.backends.local.backend import LocalBackend
+from trainctl.backends.local.backend import SUPERVISOR_START_GRACE_ENV, LocalBackend
 from trainctl.backends.local.store import JobDir
 from trainctl.errors import UserError
 from trainctl.sdk.client import Client
@@ -89,6 +89,13 @@ def wait_until(predicate, timeout: float = 20.0, what: str = "condition") -> Non
     while not predicate():
         assert time.monotonic() < deadline, f"{what} not reached in {timeout}s"
         time.sleep(0.1)
+
+
+def job_age(cli, name: str) -> float:
+    """Seconds since the job's creationTimestamp (whole seconds, as the backend reads it)."""
+    stamp = json.loads((job_dir(cli, name) / "job.json").read_text())["metadata"]["creationTimestamp"]
+    created = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    return (datetime.datetime.now(datetime.timezone.utc) - created).total_seconds()
 
 
 def start_long_job(cli, name: str, *args: str) -> str:
@@ -292,8 +299,10 @@ def test_more_replicas_than_a_machine_can_run_is_refused_before_anything_starts(
 
 
 def test_a_damaged_runtime_table_never_fails_a_healthy_job(cli, scripts):
+    cli.env[SUPERVISOR_START_GRACE_ENV] = "1"  # the default 10 s proves the same, slower
     uid = start_long_job(cli, "healthy")
-    time.sleep(10)  # past the grace a just-started supervisor gets before it can be called lost
+    # past the grace a just-started supervisor gets before it can be called lost: the table alone saves it
+    wait_until(lambda: job_age(cli, "healthy") > 1, what="the supervisor's start grace over")
     supervisor = running(processes.SUPERVISOR_MARKER, uid)[0]
     job_file, runtime_file = job_dir(cli, "healthy") / "job.json", job_dir(cli, "healthy") / "runtime.json"
     os.kill(supervisor, signal.SIGSTOP)  # so it cannot rewrite the table before status reads it

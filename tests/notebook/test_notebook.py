@@ -6,12 +6,14 @@ another interpreter. It reaches the local backend with a private TRAINCTL_HOME a
 ``Client()`` picks local and says so. What the cells show is read from the executed notebook: the
 HTML a handle and ``client.jobs()`` render, the text of ``job.logs()``, the live line ``job.wait()``
 keeps updating in one output, a value returned through noisy output and packages=, the keyword (not
-the flag) in an error, and Ctrl-C (nbclient interrupts the kernel when a cell runs past its timeout,
-as Jupyter's stop button does) ending ``job.wait()`` with a message while the job keeps running.
+the flag) in an error, and Ctrl-C (the kernel interrupted, as Jupyter's stop button does, once the live
+line shows the job running and its first log line) ending ``job.wait()`` with a message while the job
+keeps running.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import subprocess
@@ -21,12 +23,15 @@ from pathlib import Path
 import nbclient
 import nbformat
 import pytest
+from jupyter_core.utils import ensure_async
 
 from tests.conftest import REPO
 from tests.local.test_code_local import WHEEL, build_wheel
 
 pytestmark = pytest.mark.timeout(420)
-INTERRUPT_AFTER_S = 20  # the cell that waits for a job that never ends: the "stop button" then
+# the cell that waits for a job that never ends: the "stop button" once its live line shows the job running and
+# its first log line; nbclient's own interrupt at this bound if that never comes (and the test fails)
+INTERRUPT_BY_S = 60
 
 CELLS = [
     # 0: the client, and which backend it chose
@@ -136,15 +141,31 @@ def executed(tmp_path_factory, monkeypatch) -> list:
     path = work / "first-hour.ipynb"
     nbformat.write(notebook, path)
     notebook = nbformat.read(path, as_version=4)
-    runner = nbclient.NotebookClient(notebook, kernel_name="python3", interrupt_on_timeout=True,
-                                     timeout_func=lambda cell: INTERRUPT_AFTER_S if "nap.wait()" in cell.source else 180,
-                                     resources={"metadata": {"path": str(work)}})
+    runner = StopButton(notebook, kernel_name="python3", interrupt_on_timeout=True,
+                        timeout_func=lambda cell: INTERRUPT_BY_S if STOPPED in cell.source else 180,
+                        resources={"metadata": {"path": str(work)}})
     try:
         runner.execute()
     finally:
         subprocess.run([sys.executable, "-m", "trainctl", "delete", "--all", "--local"], env=os.environ, cwd=work,
                        capture_output=True, timeout=60)
     return notebook.cells
+
+
+STOPPED = "nap.wait()"
+
+
+class StopButton(nbclient.NotebookClient):
+    """Interrupts the kernel, once, when the live line of the cell waiting on ``nap`` shows it running and napping."""
+
+    pressed: asyncio.Task | None = None
+
+    def process_message(self, msg, cell, cell_index):
+        output = super().process_message(msg, cell, cell_index)
+        live = STOPPED in cell.source and "napping" in shown(cell) and "Running" in shown(cell)
+        if live and self.pressed is None:
+            self.pressed = asyncio.ensure_future(ensure_async(self.km.interrupt_kernel()))
+        return output
 
 
 def text(output) -> str:

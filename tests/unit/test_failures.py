@@ -385,3 +385,22 @@ def test_a_missing_environment_variable_is_explained_by_what_the_kind_sets(excep
 
     hint = env_hint(exception, kind)
     assert hint == expected if expected is None else expected in hint
+
+
+def test_a_just_started_supervisor_has_its_grace_which_a_test_may_shorten(monkeypatch):
+    """10 s before a job without a recorded supervisor is called lost; $TRAINCTL_SUPERVISOR_START_GRACE (seconds)
+    shortens it, so that a test need not wait the 10 s out; anything but a number is a one-line error."""
+    from datetime import timedelta
+
+    from trainctl.backends.local import backend
+
+    created = (datetime.now(timezone.utc) - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    resource = {"metadata": {"creationTimestamp": created}}
+    monkeypatch.delenv(backend.SUPERVISOR_START_GRACE_ENV, raising=False)
+    assert backend.supervisor_starting(resource, {})
+    assert not backend.supervisor_starting(resource, {"supervisor_pid": 4242})  # recorded: no grace needed
+    monkeypatch.setenv(backend.SUPERVISOR_START_GRACE_ENV, "1")
+    assert not backend.supervisor_starting(resource, {})
+    monkeypatch.setenv(backend.SUPERVISOR_START_GRACE_ENV, "soon")
+    with pytest.raises(UserError, match="TRAINCTL_SUPERVISOR_START_GRACE='soon' is not a number of seconds"):
+        backend.supervisor_starting(resource, {})

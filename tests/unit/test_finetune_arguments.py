@@ -302,3 +302,23 @@ def test_a_job_of_one_replica_runs_the_recipe_as_the_same_command_run_directly(e
     env = dict(environ)
     assert recipe_module.replica_environment(env, deepspeed) == joins
     assert ("LOCAL_RANK" in env) == joins
+
+
+@pytest.mark.parametrize("deepspeed, hidden", [(None, True), ("ds.json", False)])
+def test_deepspeed_is_found_by_the_libraries_only_when_the_recipe_was_given_a_config(deepspeed, hidden):
+    """Accelerate and Transformers import DeepSpeed (and MLflow with it) whenever importlib finds it: some 2 s of
+    CPU in every replica of a job that never asked for it."""
+    import importlib.util
+
+    modules = {}
+    recipe_module.without_unasked_deepspeed(deepspeed, modules)
+    assert (modules.get("deepspeed", "absent") is None) == hidden
+    if hidden:  # what the libraries ask: find_spec answers None for a module set to None
+        real = sys.modules.pop("deepspeed", "absent")
+        sys.modules["deepspeed"] = None
+        try:
+            assert importlib.util.find_spec("deepspeed") is None
+        finally:
+            del sys.modules["deepspeed"]
+            if real != "absent":
+                sys.modules["deepspeed"] = real

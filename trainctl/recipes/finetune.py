@@ -166,7 +166,8 @@ def did_you_mean(path: Path) -> str:
 
 
 def check_sources(options: argparse.Namespace) -> None:
-    """A mistyped path fails here, in one line, not as a Hub download error after the imports."""
+    """A mistyped path fails here, in one line, not as a Hub download error after the imports; so does a
+    --training-args field that a flag of the recipe sets."""
     for flag, value, kind in (("--model", options.model, "directory"), ("--dataset", options.dataset, "file")):
         problem = source_problem(value, kind)
         if problem:
@@ -176,6 +177,9 @@ def check_sources(options: argparse.Namespace) -> None:
                           "wrote (the model's config, weights and tokenizer)")
     if Path(options.dataset).is_file():
         data_builder(Path(options.dataset))
+    for key, flag in RESERVED_TRAINING.items():  # before the imports too
+        if key in options.training_args:
+            raise RecipeError(f"--training-args: {key!r} is set by {flag}; leave it out")
 
 
 def loaded(what: str, load, name: str):
@@ -483,12 +487,8 @@ def gathered(value) -> list:
 # ---- the job ---------------------------------------------------------------------------------
 
 def training_arguments(options: argparse.Namespace):
-    from transformers import TrainingArguments
-
-    for key, flag in RESERVED_TRAINING.items():
-        if key in options.training_args:
-            raise RecipeError(f"--training-args: {key!r} is set by {flag}; leave it out")
     import torch
+    from transformers import TrainingArguments
 
     # Accelerate treats WORLD_SIZE > 1 as distributed CPU training only when told it is on CPU
     on_cpu = {"use_cpu": True} if not torch.cuda.is_available() else {}
@@ -556,6 +556,14 @@ def finetune(options: argparse.Namespace, plan: ResumePlan) -> int:
     return 0
 
 
+def without_unasked_deepspeed(deepspeed: str | None, modules: dict = sys.modules) -> None:
+    """Without --deepspeed, Accelerate and Transformers are told DeepSpeed is not installed (importlib's
+    find_spec says None for a module set to None): installed, they import it anyway, and MLflow with it, some
+    2 s of CPU in every replica for nothing."""
+    if not deepspeed:
+        modules.setdefault("deepspeed", None)
+
+
 def replica_environment(environ, deepspeed: str | None) -> bool:
     """Whether this process joins a process group, and if so, give the Trainer the LOCAL_RANK it wants (one
     process per replica, as the operator runs a pod; torchrun sets its own). A job of one replica (WORLD_SIZE 1)
@@ -599,6 +607,7 @@ def save_results(trainer, model, tokenizer, output_dir: Path, merge: bool) -> No
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
+    without_unasked_deepspeed(options.deepspeed)
     try:
         check_sources(options)  # before the seconds that importing transformers takes
         return finetune(options, resume_plan(options))

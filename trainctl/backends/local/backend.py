@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from trainctl.code.snapshot import Snapshot
 
 SUPERVISOR_START_GRACE_SECONDS = 10.0
+SUPERVISOR_START_GRACE_ENV = "TRAINCTL_SUPERVISOR_START_GRACE"  # seconds; tests shorten it
 DELETE_LOCK_WAIT_SECONDS = 5.0
 # Every local replica is a process on this one machine; past this a job is a typo (or a generator's
 # int32), not a plan, and would only fork until the machine stops answering.
@@ -365,7 +366,19 @@ def supervisor_starting(resource: dict, runtime: dict) -> bool:
         return False
     created = datetime.strptime(resource["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
     age = datetime.now(timezone.utc) - created.replace(tzinfo=timezone.utc)
-    return age.total_seconds() < SUPERVISOR_START_GRACE_SECONDS
+    return age.total_seconds() < supervisor_start_grace()
+
+
+def supervisor_start_grace() -> float:
+    """Seconds a just-spawned supervisor has to record itself: 10, or $TRAINCTL_SUPERVISOR_START_GRACE."""
+    given = os.environ.get(SUPERVISOR_START_GRACE_ENV)
+    if not given:
+        return SUPERVISOR_START_GRACE_SECONDS
+    try:
+        return float(given)
+    except ValueError:
+        raise UserError(f"{SUPERVISOR_START_GRACE_ENV}={given!r} is not a number of seconds: "
+                        f"give one (e.g. 10), or unset it for the default of 10") from None
 
 
 def supervisor_lost(resource: dict, runtime: dict) -> bool:
