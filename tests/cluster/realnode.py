@@ -321,16 +321,7 @@ class RealNode:
                               capture_output=True, text=True, timeout=timeout)
 
     def stop(self) -> None:
-        """Every step runs even if one before it failed (a half-stopped node is the worst outcome);
-        the first failure is raised at the end."""
-        errors = []
-        for step in (self._drain_pods, self._stop_processes, self._close_kept_root, self._restore_machine):
-            try:
-                step()
-            except (OSError, subprocess.SubprocessError, images.SetupStepError) as error:
-                errors.append(error)
-        if errors:
-            raise errors[0]
+        every_step(self._drain_pods, self._stop_processes, self._close_kept_root, self._restore_machine)
 
     def _drain_pods(self) -> None:
         """Delete every pod through the API while the kubelet still runs: it stops the containers and
@@ -390,6 +381,19 @@ class RealNode:
 
 def cgroup_hierarchies() -> list[Path]:
     return [path for path in Path("/sys/fs/cgroup").iterdir() if path.is_dir() and not path.is_symlink()]
+
+
+def every_step(*steps) -> None:
+    """A node's teardown: every step runs even if one before it failed (a half-stopped node is the worst
+    outcome); the first failure is raised at the end."""
+    errors = []
+    for step in steps:
+        try:
+            step()
+        except (OSError, subprocess.SubprocessError, images.SetupStepError) as error:
+            errors.append(error)
+    if errors:
+        raise errors[0]
 
 
 def _cgroup_parents() -> list[Path]:

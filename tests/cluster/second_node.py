@@ -244,15 +244,7 @@ class SecondNode:
         return Path(f"/proc/{self.daemons.get('kubelet', 0)}").exists()
 
     def stop(self) -> None:
-        """Every step runs even if one before it failed; the first failure is raised at the end."""
-        errors = []
-        for step in (self._drain_pods, self._stop_processes, self._close_kept_root, self._restore_machine):
-            try:
-                step()
-            except (OSError, subprocess.SubprocessError, images.SetupStepError) as error:
-                errors.append(error)
-        if errors:
-            raise errors[0]
+        realnode.every_step(self._drain_pods, self._stop_processes, self._close_kept_root, self._restore_machine)
 
     def _drain_pods(self) -> None:
         """Cordoned (no pod lands on it meanwhile), its pods deleted while its kubelet runs (or force-deleted

@@ -161,3 +161,14 @@ def second_node(real_node, in_cluster_controller):
         started = time.monotonic()
         joining.down()
         print(f"\nsecond node removed in {time.monotonic() - started:.1f} s")
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A project directory with tests/checkpointed.py's DDP script as ddp.py (the restart and node-loss tests)."""
+    from tests.checkpointed import SCRIPT
+
+    directory = tmp_path / "project"
+    directory.mkdir()
+    (directory / "ddp.py").write_text(SCRIPT)
+    return directory

@@ -15,19 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpointed import SCRIPT, saved, started
+from tests.checkpointed import saved, started
 from tests.realnode.conftest import JOB_TIMEOUT_S
 from trainctl.core.restarts import Record
 
 pytestmark = pytest.mark.realnode
-
-
-@pytest.fixture
-def project(tmp_path) -> Path:
-    directory = tmp_path / "project"
-    directory.mkdir()
-    (directory / "ddp.py").write_text(SCRIPT)
-    return directory
 
 
 def submit(trainctl, namespace: str, name: str, image: str, project: Path, storage: Path) -> Path:

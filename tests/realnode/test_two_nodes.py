@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from tests.checkpointed import SCRIPT, saved
+from tests.checkpointed import saved
 from tests.cluster import realnode
 from tests.cluster.images import EXAMPLES_IN_IMAGE
 from tests.cluster.second_node import NODE_NAME as SECOND
@@ -72,14 +71,6 @@ def test_mpijob_with_a_worker_on_each_node_all_reduces_across_them(real_node, se
     assert [record["allreduce_sum"] for record in found] == [3.0, 3.0]
     assert len({record["model_hash"] for record in found}) == 1
     assert both_nodes(nodes_of(pods(real_node, namespace), "mpi-worker-"), 1)
-
-
-@pytest.fixture
-def project(tmp_path) -> Path:
-    directory = tmp_path / "project"
-    directory.mkdir()
-    (directory / "ddp.py").write_text(SCRIPT)
-    return directory
 
 
 def test_a_node_lost_mid_run_restarts_the_job_on_the_survivor_from_its_last_complete_checkpoint(

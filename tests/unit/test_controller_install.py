@@ -141,13 +141,9 @@ def test_progress_pacing_flags_default_to_10s_and_30s_and_bad_ones_are_one_line_
 
     assert progress_pacing(Options()) == (10, 30)  # the watcher's round and the bound on a job's annotation writes
     assert progress_pacing(Options(progress_interval_s=1, progress_write_interval_s=15)) == (1, 15)
-    for flags, culprit in ((["--progress-interval", "0"], "--progress-interval 0"),
-                           (["--progress-write-interval", "0s"], "--progress-write-interval 0"),
-                           (["--progress-write-interval", "soon"], "--progress-write-interval 'soon'")):
-        result = subprocess.run([sys.executable, "-m", "trainctl", "controller", "run", *flags], capture_output=True,
-                                text=True, timeout=60, cwd=REPO)
-        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and culprit in result.stderr, \
-            result.stderr
+    assert_one_line_errors(((["--progress-interval", "0"], "--progress-interval 0"),
+                            (["--progress-write-interval", "0s"], "--progress-write-interval 0"),
+                            (["--progress-write-interval", "soon"], "--progress-write-interval 'soon'")))
 
 
 def test_leader_election_timing_flags_default_to_kube_controller_managers_and_bad_ones_are_one_line_errors():
@@ -156,10 +152,15 @@ def test_leader_election_timing_flags_default_to_kube_controller_managers_and_ba
     assert lease_timing(None, None, None) is None  # the elector's defaults: 15 s, 10 s, 2 s
     assert lease_timing("6s", "4s", "1s") == (6, 4, 1)
     assert lease_timing("1m", None, None) == (60, 10, 2)
-    for flags, culprit in ((["--leader-elect-lease-duration", "10s"], "--leader-elect-lease-duration 10s"),
-                           (["--leader-elect-renew-deadline", "2s"], "--leader-elect-renew-deadline 2s"),
-                           (["--leader-elect-retry-period", "0"], "--leader-elect-retry-period 0s"),
-                           (["--leader-elect-retry-period", "often"], "--leader-elect-retry-period 'often'")):
+    assert_one_line_errors(((["--leader-elect-lease-duration", "10s"], "--leader-elect-lease-duration 10s"),
+                            (["--leader-elect-renew-deadline", "2s"], "--leader-elect-renew-deadline 2s"),
+                            (["--leader-elect-retry-period", "0"], "--leader-elect-retry-period 0s"),
+                            (["--leader-elect-retry-period", "often"], "--leader-elect-retry-period 'often'")))
+
+
+def assert_one_line_errors(cases) -> None:
+    """Each ``controller run`` with these flags refused in one line naming the culprit, with exit 2."""
+    for flags, culprit in cases:
         result = subprocess.run([sys.executable, "-m", "trainctl", "controller", "run", *flags], capture_output=True,
                                 text=True, timeout=60, cwd=REPO)
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and culprit in result.stderr, \
