@@ -77,22 +77,34 @@ def pytest_terminal_summary(terminalreporter):
 #: the tests that share one real node (a network namespace, /var/lib/kubelet, the host's cgroups) run in one
 #: process, one after another
 REAL_NODE_GROUP = "realnode"
-#: the order in which groups are handed out: the longest first (the real node's, some 15 minutes), tiers of
-#: long modules next, the many short modules of the unit tier last, to even out the end of the run
-TIER_ORDER = ("realnode", "frameworks", "notebook", "local", "controller", "compat", "integration", "k8s", "fuzz")
+#: the tests on the session's API server (tests/cluster's ``k8s_cluster``: the k8s and controller tiers and the
+#: modules below) run in one process too: each process that uses it starts its own kube-apiserver and etcd and
+#: installs the CRDs, some 60 s of CPU over a run. A module elsewhere that uses it is still correct, only dearer.
+API_SERVER_GROUP = "api-server"
+API_SERVER_TIERS = ("k8s", "controller")
+API_SERVER_MODULES = ("tests/integration/test_cluster_smoke.py", "tests/unit/test_run_arguments.py",
+                      "tests/unit/test_finetune_arguments.py")
+#: the order in which groups are handed out: the longest first (the real node's, some 15 minutes; the API
+#: server's, some 8), tiers of long modules next, the many short modules of the unit tier last, to even out the
+#: end of the run
+TIER_ORDER = ("realnode", API_SERVER_GROUP, "frameworks", "notebook", "local", "compat", "integration", "fuzz")
 
 
 def group_of(nodeid: str) -> str:
     """The tests of one module run in one process, as in a serial run (its fixtures are made once); the real
-    node's tests all in the same one."""
-    if tier_of(nodeid) == REAL_NODE_GROUP:
+    node's tests all in the same one, and the API server's in another."""
+    module, tier = nodeid.split("::", 1)[0], tier_of(nodeid)
+    if tier == REAL_NODE_GROUP:
         return REAL_NODE_GROUP
-    return nodeid.split("::", 1)[0]
+    if tier in API_SERVER_TIERS or module in API_SERVER_MODULES:
+        return API_SERVER_GROUP
+    return module
 
 
 def handed_out(nodeid: str) -> int:
-    tier = tier_of(nodeid)
-    return TIER_ORDER.index(tier) if tier in TIER_ORDER else len(TIER_ORDER)
+    group = group_of(nodeid)
+    key = group if group in (REAL_NODE_GROUP, API_SERVER_GROUP) else tier_of(nodeid)
+    return TIER_ORDER.index(key) if key in TIER_ORDER else len(TIER_ORDER)
 
 
 def pytest_collection_modifyitems(items):
