@@ -1,14 +1,15 @@
 """Converting option values without Pydantic: typer >= 0.29 builds a Pydantic TypeAdapter for
 every parameter it parses, and importing Pydantic costs ~55 ms, a quarter of `trainctl list`.
 
-trainctl's options are plain strings, integers, numbers, booleans and lists of strings; those are
-converted here. Anything else (ranges with min/max, paths, choices, files) still goes to
+trainctl's options are plain strings, integers, numbers, booleans, paths with no checks attached and
+lists of strings; those are converted here (one ``-f`` path option alone made `submit` import Pydantic). Anything else (ranges with min/max, paths, choices, files) still goes to
 typer's own builder, so its checks and messages stay. typer is pinned below 0.30 in
 pyproject.toml because this hooks its (private) runtime-parameter builder.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, get_args, get_origin
 
 import typer.core
@@ -16,6 +17,8 @@ from typer._click.exceptions import BadParameter
 from typer._coercion import RuntimeParam, TypeDescriptor
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+#: a Path option's checks as typer leaves them by default: a path with any other is typer's to convert
+UNCHECKED_PATH = {"exists": False, "writable": False, "resolve_path": False, "allow_dash": False, "path_type": None}
 
 
 class PlainRuntimeParam(RuntimeParam):
@@ -38,6 +41,8 @@ def convert(annotation: type, value: Any) -> Any:
         return int(value)  # ValueError for "x"
     if annotation is float:
         return float(value)
+    if annotation is Path:
+        return Path(value)
     text = str(value).lower()
     if text in TRUE or text in FALSE:
         return text in TRUE
@@ -51,6 +56,8 @@ def is_plain(descriptor: TypeDescriptor) -> bool:
         return False
     if get_origin(annotation) is list:
         return get_args(annotation) == (str,)
+    if annotation is Path:
+        return all(getattr(info, name, default) == default for name, default in UNCHECKED_PATH.items())
     return annotation in (str, int, float, bool)
 
 
