@@ -9,7 +9,8 @@
 #   1. Python 3.11+ with venv from the distribution if missing
 #   2. Debian packages and a kube-apiserver built from Debian's own source (scripts/build-apiserver.sh)
 #   3. the real node's parts: containerd, runc, CNI plugins, dnsmasq ... from Debian, and kubelet,
-#      kube-scheduler, kube-controller-manager, kube-proxy from the same source (scripts/build-node.sh)
+#      kube-scheduler, kube-controller-manager, kube-proxy from the same source (scripts/build-node.sh);
+#      2 and 3 run in the background while step 4 installs
 #   4. a virtualenv with trainctl, its test dependencies and the pinned ML frameworks, and one with the
 #      Kubeflow SDK (requirements/upstream-sdk.txt); the fine-tuning recipe's transformers, peft, datasets,
 #      accelerate (requirements/finetune.txt) and deepspeed. Both are kept in ~/.cache/trainctl/venvs/, named by
@@ -52,16 +53,19 @@ if ! "$PYTHON" -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 1
   PYTHON=python3
 fi
 
-log "Debian packages and the test kube-apiserver (built once from Debian's source, then cached)"
-bash scripts/build-apiserver.sh
+log "Debian packages; the test kube-apiserver and the real node's parts start building (once, then cached)"
+# g++: DeepSpeed builds its CPU communication op with it on first use (the fine-tuning tests' ZeRO-2 run). It is
+# installed before the builds start: they install Debian packages too, and two apt-gets at once fail on its lock.
+(source scripts/kube-source.sh && apt_install g++)
+# The Go builds (CPU) run beside the virtualenvs' installs (downloads and unpacking): on a cold machine that takes
+# their minutes off the set-up; on a warm one both only check their caches. Their output comes after the venvs'.
+BUILD_LOG=$(mktemp -t trainctl-builds.XXXXXX)
+(bash scripts/build-apiserver.sh && bash scripts/build-node.sh) >"$BUILD_LOG" 2>&1 &
+BUILDS=$!
+trap 'kill "$BUILDS" 2>/dev/null || true' EXIT  # a failed step below leaves no build running on
 export TRAINCTL_REQUIRE_K8S=1  # a missing API server or node fails the k8s tests instead of skipping them
 
-log "The real node's parts (built once from the same source, then cached)"
-bash scripts/build-node.sh
-
-log "Python environments (.venv and .venv-upstream-sdk, cached by what they install)"
-# g++: DeepSpeed builds its CPU communication op with it on first use (the fine-tuning tests' ZeRO-2 run)
-(source scripts/kube-source.sh && apt_install g++)
+log "Python environments (.venv and .venv-upstream-sdk, cached by what they install), beside the builds"
 # Each virtualenv lives in ~/.cache/trainctl/venvs/, named by the hash of what goes into it (the install steps
 # below and the files they read): a fresh clone links .venv to the one made before and only points its
 # editable trainctl at itself, in seconds, instead of reinstalling torch, TensorFlow and the rest.
@@ -104,6 +108,16 @@ cached_venv .venv-upstream-sdk install_upstream_sdk requirements/upstream-sdk.tx
 VENV_PY=.venv/bin/python
 # the cached virtualenv's editable trainctl is this clone's (nothing else is installed: its dependencies are)
 "$VENV_PY" -m pip install -q --no-deps -e .
+
+log "The test kube-apiserver and the real node's parts (built once from Debian's source, then cached)"
+builds_status=0
+wait "$BUILDS" || builds_status=$?
+cat "$BUILD_LOG"
+rm -f "$BUILD_LOG"
+if [ "$builds_status" -ne 0 ]; then
+  echo "building the test kube-apiserver or the real node's parts failed (exit $builds_status): its output is above" >&2
+  exit "$builds_status"
+fi
 
 log "Images for the real node (built without a registry, then cached)"
 "$VENV_PY" -m tests.cluster.images
