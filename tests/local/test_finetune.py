@@ -30,12 +30,15 @@ pytestmark = [pytest.mark.framework, pytest.mark.timeout(300),
                                         "(pip install -r requirements/finetune.txt)")]
 
 FAST = {"logging_steps": 4, "learning_rate": 5e-3, "per_device_train_batch_size": 8}
+# A replica's start (its imports) costs some 7 CPU-s, a step of it some 0.04 CPU-s: the restart tests train no
+# more steps than their events need with a margin, the kill landing after checkpoint-40 with 80 steps to go, the
+# suspension after step 50 with 100.
+KILL_STEPS, TERM_STEPS = 120, 150
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     return finetuning.make_tiny(tmp_path_factory.mktemp("tiny"))
-
 
 
 def start(client: Client, tiny: Path, name: str, **keywords):
@@ -109,7 +112,7 @@ def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapt
 
 def test_a_killed_replica_restarts_and_the_job_resumes_from_the_last_checkpoint(client, cli, tiny):
     job = start(client, tiny, "ft-kill", restart_policy="OnFailure", backoff_limit=4,
-                training_args={"max_steps": 200, "save_steps": 20, "logging_steps": 10})
+                training_args={"max_steps": KILL_STEPS, "save_steps": 20, "logging_steps": 10})
     out = cli.cwd / "out"
     wait_for(lambda: (out / "checkpoint-40" / "trainer_state.json").is_file(), 180, "checkpoint-40")
     os.kill(replica_pid(cli, "ft-kill", "worker-0"), signal.SIGKILL)
@@ -121,15 +124,16 @@ def test_a_killed_replica_restarts_and_the_job_resumes_from_the_last_checkpoint(
     resumed = finetuning.RESUME_LINE.search(text, text.index("master-0 | rank 0 of 2: 256 rows, resuming"))
     assert resumed, text
     step = int(resumed.group(2))
-    assert 40 <= step < 200 and step % 20 == 0, step
+    assert 40 <= step < KILL_STEPS and step % 20 == 0, step
     after = finetuning.step_lines(text[resumed.end():])
     assert after[0] == (step // 10 + 1) * 10, (step, after)  # the count goes on from the checkpoint
-    assert after[-1] == 200
-    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 200
+    assert after[-1] == KILL_STEPS
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == KILL_STEPS
 
 
 def test_sigterm_saves_a_checkpoint_on_every_rank_and_resume_continues_from_it(client, cli, tiny):
-    job = start(client, tiny, "ft-term", training_args={"max_steps": 250, "save_steps": 1000, "logging_steps": 10})
+    job = start(client, tiny, "ft-term", training_args={"max_steps": TERM_STEPS, "save_steps": 1000,
+                                                           "logging_steps": 10})
     wait_for(lambda: any(step >= 50 for step in finetuning.step_lines(printed(job))), 180, "step 50")
     client.suspend("ft-term")  # the replicas get SIGTERM, as pods of a suspended or preempted job
     out = cli.cwd / "out"
@@ -148,7 +152,7 @@ def test_sigterm_saves_a_checkpoint_on_every_rank_and_resume_continues_from_it(c
     resumed = f"master-0 | rank 0 of 2: 256 rows, resuming from out/checkpoint-{step} (step {step})"
     assert resumed in text, text
     assert finetuning.step_lines(text[text.index(resumed):])[0] == (step // 10 + 1) * 10
-    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 250
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == TERM_STEPS
 
 
 def test_resume_never_starts_over_and_resume_a_checkpoint_continues_it_with_new_arguments(client, cli, tiny):
