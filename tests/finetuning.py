@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tests.conftest import REPO
@@ -18,27 +19,35 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 STEP_LINE = re.compile(r"\bstep (\d+)/(\d+) loss ([\d.]+)")
 RESUME_LINE = re.compile(r"resuming from (\S+)/checkpoint-(\d+) \(step (\d+)\)")
 
-# Loads the base model with the saved adapter, and the merged model when there is one, then generates.
+# For each line [model directory, output directory] on stdin: loads the base model with the saved adapter, and the
+# merged model when there is one, generates, and prints a line "report {...}".
 GENERATE = r'''
 import json, sys, torch
 from pathlib import Path
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-model_dir, output = sys.argv[1], Path(sys.argv[2])
-tokenizer = AutoTokenizer.from_pretrained(model_dir)
-tuned = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), output / "adapter").eval()
-prompt = tokenizer("ana has 5", return_tensors="pt")
-with torch.no_grad():
-    generated = tuned.generate(**prompt, max_new_tokens=6, min_new_tokens=6, do_sample=False,
-                               pad_token_id=tokenizer.pad_token_id)
-    report = {"new_tokens": generated.shape[1] - prompt["input_ids"].shape[1],
-              "text": tokenizer.decode(generated[0]),
-              "lora_b_nonzero": any(bool(p.abs().sum() > 0) for n, p in tuned.named_parameters() if "lora_B" in n)}
-    if (output / "merged").is_dir():
-        merged = AutoModelForCausalLM.from_pretrained(output / "merged").eval()
-        report["merged_max_diff"] = (merged(**prompt).logits - tuned(**prompt).logits).abs().max().item()
-print(json.dumps(report))
+
+def check(model_dir, output):
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tuned = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), output / "adapter").eval()
+    prompt = tokenizer("ana has 5", return_tensors="pt")
+    with torch.no_grad():
+        generated = tuned.generate(**prompt, max_new_tokens=6, min_new_tokens=6, do_sample=False,
+                                   pad_token_id=tokenizer.pad_token_id)
+        report = {"new_tokens": generated.shape[1] - prompt["input_ids"].shape[1],
+                  "text": tokenizer.decode(generated[0]),
+                  "lora_b_nonzero": any(bool(p.abs().sum() > 0) for n, p in tuned.named_parameters()
+                                        if "lora_B" in n)}
+        if (output / "merged").is_dir():
+            merged = AutoModelForCausalLM.from_pretrained(output / "merged").eval()
+            report["merged_max_diff"] = (merged(**prompt).logits - tuned(**prompt).logits).abs().max().item()
+    return report
+
+
+for line in sys.stdin:
+    model_dir, output = json.loads(line)
+    print("report " + json.dumps(check(model_dir, Path(output))), flush=True)
 '''
 
 
@@ -53,11 +62,40 @@ def make_tiny(directory: Path, rows: int = 256) -> Path:
     return directory
 
 
+class Generator:
+    """One process that loads a run's adapter back and generates (GENERATE), for as many runs as it is given:
+    importing transformers and peft, some 7 CPU-s, is paid once per Generator, not once per run checked."""
+
+    def __init__(self) -> None:
+        self.errors = tempfile.TemporaryFile(mode="w+")  # read when it fails; a pipe could fill and block it
+        self.process = subprocess.Popen([sys.executable, "-c", GENERATE], env=environment(), text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors)
+
+    def __call__(self, model_dir: Path, output_dir: Path) -> dict:
+        self.process.stdin.write(json.dumps([str(model_dir), str(output_dir)]) + "\n")
+        self.process.stdin.flush()
+        for line in self.process.stdout:
+            if line.startswith("report "):
+                return json.loads(line.removeprefix("report "))
+        self.errors.seek(0)
+        raise AssertionError(f"the generating process ended ({self.process.wait()}): {self.errors.read()[-3000:]}")
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        self.errors.close()
+
+    def __enter__(self) -> Generator:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+
 def generate(model_dir: Path, output_dir: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", GENERATE, str(model_dir), str(output_dir)], env=environment(),
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """One run checked by a Generator of its own."""
+    with Generator() as generator:
+        return generator(model_dir, output_dir)
 
 
 def logged_losses(output_dir: Path) -> list[tuple[int, float]]:

@@ -41,6 +41,13 @@ def tiny(tmp_path_factory) -> Path:
     return finetuning.make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
+@pytest.fixture(scope="module")
+def generator():
+    """The tests that load their run's adapter back share one process for it (and its imports)."""
+    with finetuning.Generator() as generator:
+        yield generator
+
+
 def start(client: Client, tiny: Path, name: str, workers: int = 2, **keywords):
     training_args = {**FAST, **keywords.pop("training_args", {})}
     return client.finetune(str(tiny / "model"), str(tiny / "data.jsonl"), workers=workers, text_column="sentence",
@@ -64,7 +71,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapter(client, cli, tiny):
+def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapter(client, cli, tiny, generator):
     job = start(client, tiny, "ft", merge=True, backoff_limit=0,
                 training_args={"max_steps": 32, "save_steps": 16})  # 2 epochs of 16 steps (256 rows / 2 ranks / 8)
     assert job.wait(timeout=240, progress=False).status == "Succeeded", printed(job)
@@ -89,7 +96,7 @@ def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapt
     assert {"adapter_config.json", "adapter_model.safetensors"} <= {path.name for path in (out / "adapter").iterdir()}
     assert {path.name for path in out.iterdir()} == {"adapter", "merged", "checkpoint-16", "checkpoint-32",
                                                      "rows-seen", "trainer_state.json"}  # no marker files left
-    report = finetuning.generate(tiny / "model", out)
+    report = generator(tiny / "model", out)
     assert report["new_tokens"] == 6 and report["text"].startswith("ana has 5"), report
     assert report["lora_b_nonzero"], "the adapter's B matrices are still zero: it was never trained"
     assert report["merged_max_diff"] < 1e-4, report
@@ -232,7 +239,7 @@ def test_a_model_directory_without_a_model_is_one_line(tiny, tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
                     reason="DeepSpeed is not installed here (pip install -r requirements/deepspeed.txt)")
-def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny):
+def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny, generator):
     from tests.conftest import REPO
 
     job = start(client, tiny, "ft-ds", deepspeed=str(REPO / "examples" / "finetune" / "ds_zero2.json"),
@@ -245,7 +252,7 @@ def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny)
     assert (out / "checkpoint-16" / "global_step16").is_dir()  # DeepSpeed's own optimizer shards
     losses = finetuning.logged_losses(out)
     assert losses[-1][1] < losses[0][1] * 0.95, losses
-    assert finetuning.generate(tiny / "model", out)["new_tokens"] == 6
+    assert generator(tiny / "model", out)["new_tokens"] == 6
 
 
 def test_the_gpu_benchmark_runs_whole_on_cpu_and_records_nothing():
