@@ -4,9 +4,12 @@ own process stays free of it, as it stays free of the other frameworks."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,6 +21,7 @@ MAKE_TINY = REPO / "examples" / "finetune" / "make_tiny.py"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 STEP_LINE = re.compile(r"\bstep (\d+)/(\d+) loss ([\d.]+)")
 RESUME_LINE = re.compile(r"resuming from (\S+)/checkpoint-(\d+) \(step (\d+)\)")
+TINY_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainctl" / "finetune-tiny"
 
 # For each line [model directory, output directory] on stdin: loads the base model with the saved adapter, and the
 # merged model when there is one, generates, and prints a line "report {...}".
@@ -56,10 +60,27 @@ def environment() -> dict:
 
 
 def make_tiny(directory: Path, rows: int = 256) -> Path:
-    """DIR/model and DIR/data.jsonl (text in the column "sentence"); returns DIR."""
-    subprocess.run([sys.executable, str(MAKE_TINY), str(directory), "--rows", str(rows)], check=True,
-                   env=environment(), capture_output=True, timeout=180)
+    """DIR/model and DIR/data.jsonl (text in the column "sentence"); returns DIR. make_tiny.py runs once per
+    version of itself and of the libraries that write the model (some 9 CPU-s), into TINY_CACHE; each caller gets a
+    copy. What it writes is seeded, so a copy is what a new run would write."""
+    made = TINY_CACHE / tiny_key(rows)
+    if not (made / "data.jsonl").is_file():
+        made.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{made.name}-", dir=made.parent))
+        subprocess.run([sys.executable, str(MAKE_TINY), str(staging), "--rows", str(rows)], check=True,
+                       env=environment(), capture_output=True, timeout=180)
+        try:
+            staging.rename(made)  # whole or not there: another suite making it at the same time loses nothing
+        except OSError:  # that other one came first
+            shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(made, directory, dirs_exist_ok=True)
     return directory
+
+
+def tiny_key(rows: int) -> str:
+    """make_tiny.py's content, the rows asked for and the versions of the libraries that write the model."""
+    versions = [importlib.metadata.version(package) for package in ("torch", "transformers", "tokenizers")]
+    return hashlib.sha256("\n".join([MAKE_TINY.read_text(), str(rows), *versions]).encode()).hexdigest()[:16]
 
 
 class Generator:
