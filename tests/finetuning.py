@@ -19,6 +19,11 @@ from tests.conftest import REPO
 
 MAKE_TINY = REPO / "examples" / "finetune" / "make_tiny.py"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+# For the tests' lone processes (a one-replica job, the recipe run directly, the generating process): torch's
+# OpenMP pool of one thread per core spins while the suite's other processes hold the cores, and a 16-step run
+# cost 10.5 to 15 CPU-s with 2 threads against 7.3 to 8 s with 1 on 2 busy cores. Two replicas get 1 each already
+# (the local backend's cores / replicas); the benchmarks keep what a user's run gets.
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 STEP_LINE = re.compile(r"\bstep (\d+)/(\d+) loss ([\d.]+)")
 RESUME_LINE = re.compile(r"resuming from (\S+)/checkpoint-(\d+) \(step (\d+)\)")
 TINY_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainctl" / "finetune-tiny"
@@ -89,7 +94,8 @@ class Generator:
 
     def __init__(self) -> None:
         self.errors = tempfile.TemporaryFile(mode="w+")  # read when it fails; a pipe could fill and block it
-        self.process = subprocess.Popen([sys.executable, "-c", GENERATE], env=environment(), text=True,
+        self.process = subprocess.Popen([sys.executable, "-c", GENERATE], env={**environment(), **ONE_THREAD},
+                                        text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors)
 
     def __call__(self, model_dir: Path, output_dir: Path) -> dict:

@@ -52,7 +52,7 @@ def start(client: Client, tiny: Path, name: str, workers: int = 2, **keywords):
     training_args = {**FAST, **keywords.pop("training_args", {})}
     return client.finetune(str(tiny / "model"), str(tiny / "data.jsonl"), workers=workers, text_column="sentence",
                            output_dir="out", lora={"r": 8}, training_args=training_args, name=name,
-                           env=finetuning.OFFLINE, **keywords)
+                           env={**finetuning.OFFLINE, **finetuning.ONE_THREAD}, **keywords)
 
 
 def printed(job) -> str:
@@ -182,7 +182,7 @@ def test_resume_never_starts_over_and_resume_a_checkpoint_continues_it_with_new_
 
 def recipe(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "trainctl.recipes.finetune", *args], cwd=cwd, text=True,
-                          capture_output=True, env=finetuning.environment(), timeout=180)
+                          capture_output=True, env={**finetuning.environment(), **finetuning.ONE_THREAD}, timeout=180)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -262,7 +262,8 @@ def test_the_gpu_benchmark_runs_whole_on_cpu_and_records_nothing():
 
     before = RECORD.read_text()
     done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_finetune", "--device", "cpu"], cwd=REPO,
-                          env=finetuning.environment(), capture_output=True, text=True, timeout=240)
+                          env={**finetuning.environment(), **finetuning.ONE_THREAD}, capture_output=True, text=True,
+                          timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert re.search(r"^tiny, 3 steps, direct: steps/s \(GPU not sampled\): [\d.]+ steps/s$", done.stdout, re.M), \
         done.stdout
