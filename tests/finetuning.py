@@ -29,9 +29,9 @@ RESUME_LINE = re.compile(r"resuming from (\S+)/checkpoint-(\d+) \(step (\d+)\)")
 TINY_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainctl" / "finetune-tiny"
 
 # For each line [model directory, output directory] on stdin: loads the base model with the saved adapter, and the
-# merged model when there is one, generates, and prints a line "report {...}".
+# merged model when there is one, generates, and prints a line "report {...}" (or "failed <traceback as JSON>").
 GENERATE = r'''
-import json, sys, torch
+import json, sys, torch, traceback
 from pathlib import Path
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -56,7 +56,10 @@ def check(model_dir, output):
 
 for line in sys.stdin:
     model_dir, output = json.loads(line)
-    print("report " + json.dumps(check(model_dir, Path(output))), flush=True)
+    try:
+        print("report " + json.dumps(check(model_dir, Path(output))), flush=True)
+    except Exception:  # this run's failure, not the next one's: the process goes on
+        print("failed " + json.dumps(traceback.format_exc()), flush=True)
 '''
 
 
@@ -104,6 +107,9 @@ class Generator:
         for line in self.process.stdout:
             if line.startswith("report "):
                 return json.loads(line.removeprefix("report "))
+            if line.startswith("failed "):
+                failure = json.loads(line.removeprefix("failed "))
+                raise AssertionError(f"loading {output_dir}'s adapter back failed: {failure[-3000:]}")
         self.errors.seek(0)
         raise AssertionError(f"the generating process ended ({self.process.wait()}): {self.errors.read()[-3000:]}")
 
