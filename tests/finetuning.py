@@ -4,41 +4,62 @@ own process stays free of it, as it stays free of the other frameworks."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tests.conftest import REPO
 
 MAKE_TINY = REPO / "examples" / "finetune" / "make_tiny.py"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+# For the tests' lone processes (a one-replica job, the recipe run directly, the generating process): torch's
+# OpenMP pool of one thread per core spins while the suite's other processes hold the cores, and a 16-step run
+# cost 10.5 to 15 CPU-s with 2 threads against 7.3 to 8 s with 1 on 2 busy cores. Two replicas get 1 each already
+# (the local backend's cores / replicas); the benchmarks keep what a user's run gets.
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 STEP_LINE = re.compile(r"\bstep (\d+)/(\d+) loss ([\d.]+)")
 RESUME_LINE = re.compile(r"resuming from (\S+)/checkpoint-(\d+) \(step (\d+)\)")
+TINY_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainctl" / "finetune-tiny"
 
-# Loads the base model with the saved adapter, and the merged model when there is one, then generates.
+# For each line [model directory, output directory] on stdin: loads the base model with the saved adapter, and the
+# merged model when there is one, generates, and prints a line "report {...}" (or "failed <traceback as JSON>").
 GENERATE = r'''
-import json, sys, torch
+import json, sys, torch, traceback
 from pathlib import Path
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-model_dir, output = sys.argv[1], Path(sys.argv[2])
-tokenizer = AutoTokenizer.from_pretrained(model_dir)
-tuned = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), output / "adapter").eval()
-prompt = tokenizer("ana has 5", return_tensors="pt")
-with torch.no_grad():
-    generated = tuned.generate(**prompt, max_new_tokens=6, min_new_tokens=6, do_sample=False,
-                               pad_token_id=tokenizer.pad_token_id)
-    report = {"new_tokens": generated.shape[1] - prompt["input_ids"].shape[1],
-              "text": tokenizer.decode(generated[0]),
-              "lora_b_nonzero": any(bool(p.abs().sum() > 0) for n, p in tuned.named_parameters() if "lora_B" in n)}
-    if (output / "merged").is_dir():
-        merged = AutoModelForCausalLM.from_pretrained(output / "merged").eval()
-        report["merged_max_diff"] = (merged(**prompt).logits - tuned(**prompt).logits).abs().max().item()
-print(json.dumps(report))
+
+def check(model_dir, output):
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tuned = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), output / "adapter").eval()
+    prompt = tokenizer("ana has 5", return_tensors="pt")
+    with torch.no_grad():
+        generated = tuned.generate(**prompt, max_new_tokens=6, min_new_tokens=6, do_sample=False,
+                                   pad_token_id=tokenizer.pad_token_id)
+        report = {"new_tokens": generated.shape[1] - prompt["input_ids"].shape[1],
+                  "text": tokenizer.decode(generated[0]),
+                  "lora_b_nonzero": any(bool(p.abs().sum() > 0) for n, p in tuned.named_parameters()
+                                        if "lora_B" in n)}
+        if (output / "merged").is_dir():
+            merged = AutoModelForCausalLM.from_pretrained(output / "merged").eval()
+            report["merged_max_diff"] = (merged(**prompt).logits - tuned(**prompt).logits).abs().max().item()
+    return report
+
+
+for line in sys.stdin:
+    model_dir, output = json.loads(line)
+    try:
+        print("report " + json.dumps(check(model_dir, Path(output))), flush=True)
+    except Exception:  # this run's failure, not the next one's: the process goes on
+        print("failed " + json.dumps(traceback.format_exc()), flush=True)
 '''
 
 
@@ -47,17 +68,67 @@ def environment() -> dict:
 
 
 def make_tiny(directory: Path, rows: int = 256) -> Path:
-    """DIR/model and DIR/data.jsonl (text in the column "sentence"); returns DIR."""
-    subprocess.run([sys.executable, str(MAKE_TINY), str(directory), "--rows", str(rows)], check=True,
-                   env=environment(), capture_output=True, timeout=180)
+    """DIR/model and DIR/data.jsonl (text in the column "sentence"); returns DIR. make_tiny.py runs once per
+    version of itself and of the libraries that write the model (some 9 CPU-s), into TINY_CACHE; each caller gets a
+    copy. What it writes is seeded, so a copy is what a new run would write."""
+    made = TINY_CACHE / tiny_key(rows)
+    if not (made / "data.jsonl").is_file():
+        made.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{made.name}-", dir=made.parent))
+        subprocess.run([sys.executable, str(MAKE_TINY), str(staging), "--rows", str(rows)], check=True,
+                       env=environment(), capture_output=True, timeout=180)
+        try:
+            staging.rename(made)  # whole or not there: another suite making it at the same time loses nothing
+        except OSError:  # that other one came first
+            shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(made, directory, dirs_exist_ok=True)
     return directory
 
 
+def tiny_key(rows: int) -> str:
+    """make_tiny.py's content, the rows asked for and the versions of the libraries that write the model."""
+    versions = [importlib.metadata.version(package) for package in ("torch", "transformers", "tokenizers")]
+    return hashlib.sha256("\n".join([MAKE_TINY.read_text(), str(rows), *versions]).encode()).hexdigest()[:16]
+
+
+class Generator:
+    """One process that loads a run's adapter back and generates (GENERATE), for as many runs as it is given:
+    importing transformers and peft, some 7 CPU-s, is paid once per Generator, not once per run checked."""
+
+    def __init__(self) -> None:
+        self.errors = tempfile.TemporaryFile(mode="w+")  # read when it fails; a pipe could fill and block it
+        self.process = subprocess.Popen([sys.executable, "-c", GENERATE], env={**environment(), **ONE_THREAD},
+                                        text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors)
+
+    def __call__(self, model_dir: Path, output_dir: Path) -> dict:
+        self.process.stdin.write(json.dumps([str(model_dir), str(output_dir)]) + "\n")
+        self.process.stdin.flush()
+        for line in self.process.stdout:
+            if line.startswith("report "):
+                return json.loads(line.removeprefix("report "))
+            if line.startswith("failed "):
+                failure = json.loads(line.removeprefix("failed "))
+                raise AssertionError(f"loading {output_dir}'s adapter back failed: {failure[-3000:]}")
+        self.errors.seek(0)
+        raise AssertionError(f"the generating process ended ({self.process.wait()}): {self.errors.read()[-3000:]}")
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        self.errors.close()
+
+    def __enter__(self) -> Generator:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+
 def generate(model_dir: Path, output_dir: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", GENERATE, str(model_dir), str(output_dir)], env=environment(),
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """One run checked by a Generator of its own."""
+    with Generator() as generator:
+        return generator(model_dir, output_dir)
 
 
 def logged_losses(output_dir: Path) -> list[tuple[int, float]]:

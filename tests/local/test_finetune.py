@@ -30,6 +30,10 @@ pytestmark = [pytest.mark.framework, pytest.mark.timeout(300),
                                         "(pip install -r requirements/finetune.txt)")]
 
 FAST = {"logging_steps": 4, "learning_rate": 5e-3, "per_device_train_batch_size": 8}
+# A replica's start (its imports) costs some 7 CPU-s, a step of it some 0.04 CPU-s: the restart tests train no
+# more steps than their events need with a margin, the kill landing after checkpoint-40 with 80 steps to go, the
+# suspension after step 50 with 100.
+KILL_STEPS, TERM_STEPS = 120, 150
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +41,18 @@ def tiny(tmp_path_factory) -> Path:
     return finetuning.make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
+@pytest.fixture(scope="module")
+def generator():
+    """The tests that load their run's adapter back share one process for it (and its imports)."""
+    with finetuning.Generator() as generator:
+        yield generator
 
-def start(client: Client, tiny: Path, name: str, **keywords):
+
+def start(client: Client, tiny: Path, name: str, workers: int = 2, **keywords):
     training_args = {**FAST, **keywords.pop("training_args", {})}
-    return client.finetune(str(tiny / "model"), str(tiny / "data.jsonl"), workers=2, text_column="sentence",
+    return client.finetune(str(tiny / "model"), str(tiny / "data.jsonl"), workers=workers, text_column="sentence",
                            output_dir="out", lora={"r": 8}, training_args=training_args, name=name,
-                           env=finetuning.OFFLINE, **keywords)
+                           env={**finetuning.OFFLINE, **finetuning.ONE_THREAD}, **keywords)
 
 
 def printed(job) -> str:
@@ -61,7 +71,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapter(client, cli, tiny):
+def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapter(client, cli, tiny, generator):
     job = start(client, tiny, "ft", merge=True, backoff_limit=0,
                 training_args={"max_steps": 32, "save_steps": 16})  # 2 epochs of 16 steps (256 rows / 2 ranks / 8)
     assert job.wait(timeout=240, progress=False).status == "Succeeded", printed(job)
@@ -86,7 +96,7 @@ def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapt
     assert {"adapter_config.json", "adapter_model.safetensors"} <= {path.name for path in (out / "adapter").iterdir()}
     assert {path.name for path in out.iterdir()} == {"adapter", "merged", "checkpoint-16", "checkpoint-32",
                                                      "rows-seen", "trainer_state.json"}  # no marker files left
-    report = finetuning.generate(tiny / "model", out)
+    report = generator(tiny / "model", out)
     assert report["new_tokens"] == 6 and report["text"].startswith("ana has 5"), report
     assert report["lora_b_nonzero"], "the adapter's B matrices are still zero: it was never trained"
     assert report["merged_max_diff"] < 1e-4, report
@@ -109,7 +119,7 @@ def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapt
 
 def test_a_killed_replica_restarts_and_the_job_resumes_from_the_last_checkpoint(client, cli, tiny):
     job = start(client, tiny, "ft-kill", restart_policy="OnFailure", backoff_limit=4,
-                training_args={"max_steps": 200, "save_steps": 20, "logging_steps": 10})
+                training_args={"max_steps": KILL_STEPS, "save_steps": 20, "logging_steps": 10})
     out = cli.cwd / "out"
     wait_for(lambda: (out / "checkpoint-40" / "trainer_state.json").is_file(), 180, "checkpoint-40")
     os.kill(replica_pid(cli, "ft-kill", "worker-0"), signal.SIGKILL)
@@ -121,15 +131,16 @@ def test_a_killed_replica_restarts_and_the_job_resumes_from_the_last_checkpoint(
     resumed = finetuning.RESUME_LINE.search(text, text.index("master-0 | rank 0 of 2: 256 rows, resuming"))
     assert resumed, text
     step = int(resumed.group(2))
-    assert 40 <= step < 200 and step % 20 == 0, step
+    assert 40 <= step < KILL_STEPS and step % 20 == 0, step
     after = finetuning.step_lines(text[resumed.end():])
     assert after[0] == (step // 10 + 1) * 10, (step, after)  # the count goes on from the checkpoint
-    assert after[-1] == 200
-    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 200
+    assert after[-1] == KILL_STEPS
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == KILL_STEPS
 
 
 def test_sigterm_saves_a_checkpoint_on_every_rank_and_resume_continues_from_it(client, cli, tiny):
-    job = start(client, tiny, "ft-term", training_args={"max_steps": 250, "save_steps": 1000, "logging_steps": 10})
+    job = start(client, tiny, "ft-term", training_args={"max_steps": TERM_STEPS, "save_steps": 1000,
+                                                           "logging_steps": 10})
     wait_for(lambda: any(step >= 50 for step in finetuning.step_lines(printed(job))), 180, "step 50")
     client.suspend("ft-term")  # the replicas get SIGTERM, as pods of a suspended or preempted job
     out = cli.cwd / "out"
@@ -148,11 +159,12 @@ def test_sigterm_saves_a_checkpoint_on_every_rank_and_resume_continues_from_it(c
     resumed = f"master-0 | rank 0 of 2: 256 rows, resuming from out/checkpoint-{step} (step {step})"
     assert resumed in text, text
     assert finetuning.step_lines(text[text.index(resumed):])[0] == (step // 10 + 1) * 10
-    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 250
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == TERM_STEPS
 
 
 def test_resume_never_starts_over_and_resume_a_checkpoint_continues_it_with_new_arguments(client, cli, tiny):
-    first = start(client, tiny, "ft-a", backoff_limit=0, training_args={"max_steps": 16, "save_steps": 8})
+    # ft-a only leaves another run's checkpoints to be deleted or continued: one replica writes them
+    first = start(client, tiny, "ft-a", workers=1, backoff_limit=0, training_args={"max_steps": 16, "save_steps": 8})
     assert first.wait(timeout=240, progress=False).status == "Succeeded", printed(first)
     out = cli.cwd / "out"
     over = start(client, tiny, "ft-b", backoff_limit=0, resume="never",
@@ -170,7 +182,7 @@ def test_resume_never_starts_over_and_resume_a_checkpoint_continues_it_with_new_
 
 def recipe(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "trainctl.recipes.finetune", *args], cwd=cwd, text=True,
-                          capture_output=True, env=finetuning.environment(), timeout=180)
+                          capture_output=True, env={**finetuning.environment(), **finetuning.ONE_THREAD}, timeout=180)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -227,7 +239,7 @@ def test_a_model_directory_without_a_model_is_one_line(tiny, tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
                     reason="DeepSpeed is not installed here (pip install -r requirements/deepspeed.txt)")
-def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny):
+def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny, generator):
     from tests.conftest import REPO
 
     job = start(client, tiny, "ft-ds", deepspeed=str(REPO / "examples" / "finetune" / "ds_zero2.json"),
@@ -240,7 +252,7 @@ def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny)
     assert (out / "checkpoint-16" / "global_step16").is_dir()  # DeepSpeed's own optimizer shards
     losses = finetuning.logged_losses(out)
     assert losses[-1][1] < losses[0][1] * 0.95, losses
-    assert finetuning.generate(tiny / "model", out)["new_tokens"] == 6
+    assert generator(tiny / "model", out)["new_tokens"] == 6
 
 
 def test_the_gpu_benchmark_runs_whole_on_cpu_and_records_nothing():
@@ -250,7 +262,8 @@ def test_the_gpu_benchmark_runs_whole_on_cpu_and_records_nothing():
 
     before = RECORD.read_text()
     done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_finetune", "--device", "cpu"], cwd=REPO,
-                          env=finetuning.environment(), capture_output=True, text=True, timeout=240)
+                          env={**finetuning.environment(), **finetuning.ONE_THREAD}, capture_output=True, text=True,
+                          timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert re.search(r"^tiny, 3 steps, direct: steps/s \(GPU not sampled\): [\d.]+ steps/s$", done.stdout, re.M), \
         done.stdout
