@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.local.conftest import dry_run
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.backend import LocalBackend
 
@@ -222,9 +223,8 @@ def test_a_replica_that_cannot_start_fails_with_a_reason_and_the_supervisor_live
     monkeypatch.setenv("TRAINCTL_HOME", str(contained.home))
     monkeypatch.setenv(containment.CHOICE_VARIABLE, contained.env[containment.CHOICE_VARIABLE])
     monkeypatch.chdir(contained.cwd)
-    rendered = contained("submit", "pytorch", "--name", "unstartable", "--workers", "1", "--backoff-limit", "1",
-                         "--dry-run", "-o", "json", "--", "python", "daemons.py")
-    resource = json.loads(rendered.stdout)
+    resource = dry_run(contained, "submit", "pytorch", "--name", "unstartable", "--workers", "1", "--backoff-limit",
+                       "1", "--dry-run", "-o", "json", "--", "python", "daemons.py")
     resource["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0].update(broken)
     LocalBackend().create(resource, preflight=False)
     assert contained("wait", "unstartable", "--for", "Failed", "--timeout", "30s").returncode == 0
