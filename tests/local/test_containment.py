@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.local.conftest import dry_run
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.backend import LocalBackend
 
@@ -98,6 +99,12 @@ def submit(cli, name: str, *options: str, failing: int = 0) -> str:
     return token
 
 
+def runs(cli, token: str) -> int:
+    """How many runs of daemons.py with ``token`` have started their daemons (its counter file)."""
+    counter = cli.cwd / f"runs-{token}"
+    return int(counter.read_text() or 0) if counter.exists() else 0
+
+
 def runtime(cli, name: str) -> dict:
     return json.loads((cli.home / "jobs" / "default" / name / "runtime.json").read_text())
 
@@ -122,7 +129,9 @@ def test_delete_ends_daemons_that_left_the_session_and_the_environment(contained
 def test_a_restart_ends_what_the_failed_run_left_behind(contained):
     kind = contained.env[containment.CHOICE_VARIABLE]
     token = submit(contained, "relapse", "--restart-policy", "OnFailure", failing=1)
-    wait_until(lambda: "run 2" in contained("logs", "relapse").stdout, what="the second run")
+    # the run counter daemons.py writes once its daemons started: read here, not by a `trainctl logs` process
+    # (~0.2 CPU-s) ten times a second
+    wait_until(lambda: runs(contained, token) == 2, what="the second run")
     started(contained, "relapse", token, kind)  # two daemons: the second run's; the first run's are gone
     time.sleep(0.5)
     assert len(daemons(token)) == 2
@@ -187,7 +196,8 @@ def test_exit_codes_signals_and_a_forwarded_sigterm_are_what_the_command_did(con
                          "--", "python", "exits.py", how).returncode == 0
     for how in ("exit", "kill"):
         assert contained("wait", how, "--for", "Failed", "--timeout", "20s").returncode == 0
-    wait_until(lambda: "waiting" in contained("logs", "wait").stdout, what="the replica waiting")
+    log = contained.home / "jobs" / "default" / "wait" / "logs" / "master-0.log"  # read here: no CLI process per poll
+    wait_until(lambda: log.exists() and "waiting" in log.read_text(), what="the replica waiting")
     assert contained("suspend", "wait").returncode == 0  # the supervisor stops it with SIGTERM
     wait_until(lambda: runtime(contained, "wait")["replicas"]["wait-master-0"]["state"] == "Deleted",
                what="the replica stopped")
@@ -213,9 +223,8 @@ def test_a_replica_that_cannot_start_fails_with_a_reason_and_the_supervisor_live
     monkeypatch.setenv("TRAINCTL_HOME", str(contained.home))
     monkeypatch.setenv(containment.CHOICE_VARIABLE, contained.env[containment.CHOICE_VARIABLE])
     monkeypatch.chdir(contained.cwd)
-    rendered = contained("submit", "pytorch", "--name", "unstartable", "--workers", "1", "--backoff-limit", "1",
-                         "--dry-run", "-o", "json", "--", "python", "daemons.py")
-    resource = json.loads(rendered.stdout)
+    resource = dry_run(contained, "submit", "pytorch", "--name", "unstartable", "--workers", "1", "--backoff-limit",
+                       "1", "--dry-run", "-o", "json", "--", "python", "daemons.py")
     resource["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0].update(broken)
     LocalBackend().create(resource, preflight=False)
     assert contained("wait", "unstartable", "--for", "Failed", "--timeout", "30s").returncode == 0

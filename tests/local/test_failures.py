@@ -8,6 +8,7 @@ failed because of it (a rank whose gloo peer is gone) are listed as consequences
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -43,6 +44,23 @@ def raises(cli):
 
 def submit(cli, name: str, *options: str, script: str = "raises.py"):
     return cli("submit", "pytorch", "--name", name, "--workers", "2", *options, "--", "python", script)
+
+
+def stored(cli, name: str, file: str = "job.json") -> dict:
+    """The job's state file as its supervisor last wrote it (whole: written to a temporary name and renamed), {}
+    before it exists: read here to wait for an event, where a `trainctl status` process would cost ~0.2 CPU-s a
+    poll; what the test asserts is still read with the CLI."""
+    path = cli.home / "jobs" / "default" / name / file
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def replica_row(cli, name: str, replica: str) -> dict:
+    return (stored(cli, name, "runtime.json").get("replicas") or {}).get(f"{name}-{replica}") or {}
+
+
+def job_running(cli, name: str) -> bool:
+    conditions = (stored(cli, name).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Running" and c["status"] == "True" for c in conditions)
 
 
 def assert_worker_summary(text: str) -> None:
@@ -108,6 +126,9 @@ def test_a_job_that_succeeds_despite_a_failed_worker_says_so(raises):
     assert submit(raises, "mixed", "--restart-policy", "Never", "--annotation", "trainctl.io/success-wait=1",
                   script="late.py").returncode == 0
     deadline = time.monotonic() + 45
+    while replica_row(raises, "mixed", "worker-0").get("exit_code") is None:  # read here, not by the CLI
+        assert time.monotonic() < deadline, replica_row(raises, "mixed", "worker-0")
+        time.sleep(0.2)
     while True:  # the job succeeds with its master; the worker fails a moment later
         status = raises("status", "mixed").stdout
         worker = next((line.split() for line in status.splitlines() if line.startswith("mixed-worker-0")), [])
@@ -164,6 +185,9 @@ def test_ctrl_c_stops_watching_only_and_says_how_to_stop_the_job(raises, watch):
     (raises.cwd / "slow.py").write_text("import time\nprint('working', flush=True)\ntime.sleep(60)\n")
     watcher = raises.popen("submit", "pytorch", "--name", "slow", "--workers", "1", watch, "--", "python", "slow.py")
     deadline = time.monotonic() + 45
+    while not job_running(raises, "slow"):  # read here first, not by a `trainctl status` process per poll
+        assert time.monotonic() < deadline and watcher.poll() is None
+        time.sleep(0.2)
     while "Running" not in raises("status", "slow").stdout.split("\n")[0]:
         assert time.monotonic() < deadline and watcher.poll() is None
         time.sleep(0.2)

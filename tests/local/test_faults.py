@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.local.conftest import dry_run
 from trainctl.backends.local import processes
 from trainctl.backends.local.backend import SUPERVISOR_START_GRACE_ENV, LocalBackend
 from trainctl.backends.local.store import JobDir
@@ -133,10 +134,8 @@ def assert_deleted_without_trace(cli, name: str, uid: str) -> None:
 
 def job_resource(cli, name: str, **metadata) -> dict:
     """The PyTorchJob `submit` renders, for driving the API and the backend directly."""
-    result = cli("submit", "pytorch", "--name", name, "--workers", "1", "--dry-run", "-o", "json",
-                 "--", "python", "long.py")
-    assert result.returncode == 0, result.stderr
-    resource = json.loads(result.stdout)
+    resource = dry_run(cli, "submit", "pytorch", "--name", name, "--workers", "1", "--dry-run", "-o", "json",
+                       "--", "python", "long.py")
     resource["metadata"].update(metadata)
     return resource
 
