@@ -73,10 +73,14 @@ class Sampler(threading.Thread):
         if found is None:
             return
         key, ticks = found
-        if key in self.seen:
-            self.seen[key][1] = ticks
-        else:  # a process that was there before the command started is charged only what it spends after
-            self.seen[key] = [ticks if self.first_pass else 0, ticks, *describe(key[0])]
+        entry = self.seen.get(key)
+        if entry is None:  # a process that was there before the command started is charged only what it spends after
+            entry = self.seen[key] = [ticks if self.first_pass else 0, ticks, "", ""]
+        entry[1] = ticks
+        if entry[3] == "" or entry[1] - entry[0] < TICK:  # a fork seen before its exec: read it again after
+            test, command = describe(key[0])
+            if command:
+                entry[2:] = [test, command]
 
     def rows(self) -> list[tuple[float, str, str]]:
         return [((last - first) / TICK, test, command) for first, last, test, command in self.seen.values()

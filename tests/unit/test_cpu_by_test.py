@@ -23,8 +23,8 @@ def test_a_busy_subprocess_is_charged_to_the_test_in_its_environment(tmp_path):
                              str(tmp_path / "burn.py")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     per_test = result.stdout.split("== per test (processes it started)\n", 1)[1].splitlines()
-    seconds, name = per_test[0].split()
-    assert name == "tests/local/test_x.py::test_burns" and 1.0 <= float(seconds) <= 3.0, result.stdout
+    charged = [float(line.split()[0]) for line in per_test if line.split()[1:] == ["tests/local/test_x.py::test_burns"]]
+    assert charged and 1.0 <= charged[0] <= 3.0, result.stdout  # (the machine's other processes are listed too)
     assert "python burn.py" in result.stdout.split("== per kind of process\n", 1)[1]
 
 
