@@ -234,12 +234,12 @@ class RealNode:
             "dnsmasq", "--keep-in-foreground", "--log-facility=-", "--pid-file=", "--user=root", "--group=root",
             "--no-resolv", "--no-hosts", "--bind-interfaces", f"--listen-address={BRIDGE_ADDRESS}",
             "--local=/cluster.local/", f"--addn-hosts={hosts}"])
-        self._daemon("dns-watcher", [sys.executable, "-m", "tests.cluster.dns", str(self.kubeconfig), str(hosts),
+        self._daemon("dns-poller", [sys.executable, "-m", "tests.cluster.dns", str(self.kubeconfig), str(hosts),
                                     str(dnsmasq)])
         deadline = time.monotonic() + READY_TIMEOUT_S
         while KUBERNETES_SERVICE_IP not in hosts.read_text():
             if time.monotonic() > deadline:
-                raise RuntimeError(f"no DNS record for the kubernetes Service:\n{self._log_tail('dns-watcher')}")
+                raise RuntimeError(f"no DNS record for the kubernetes Service:\n{self._log_tail('dns-poller')}")
             time.sleep(0.2)
 
     def _log_tail(self, name: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.cluster.dns import Store, records
+from tests.cluster.dns import records
 
 
 def service(name: str, cluster_ip: str, publish_not_ready: bool = False, namespace: str = "ns") -> dict:
@@ -42,15 +42,3 @@ def test_same_names_in_two_namespaces_stay_apart_and_a_service_without_endpoints
                      endpoints("w", [("10.88.0.3", None)], namespace="b")])
     assert found == ["10.88.0.2 w.a.svc.cluster.local", "10.88.0.3 w.b.svc.cluster.local"]
 
-
-def test_the_watchers_store_follows_added_modified_and_deleted_objects_and_a_new_list():
-    store = Store()
-    store.replace("services", [service("a", "10.96.0.1"), service("b", "10.96.0.2")])
-    assert store.changed.is_set()
-    store.apply("services", {"type": "MODIFIED", "object": service("a", "10.96.0.9")})
-    store.apply("services", {"type": "DELETED", "object": service("b", "10.96.0.2")})
-    store.apply("services", {"type": "ADDED", "object": service("h", "None")})
-    store.apply("endpoints", {"type": "ADDED", "object": endpoints("h", [("10.88.0.4", None)])})
-    assert store.records() == ["10.88.0.4 h.ns.svc.cluster.local", "10.96.0.9 a.ns.svc.cluster.local"]
-    store.replace("services", [])  # a watch that expired: the new list is the whole truth
-    assert store.records() == []
