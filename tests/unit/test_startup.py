@@ -37,16 +37,14 @@ def test_submit_help_shows_workers_meaning_and_an_example():
     assert "trainctl submit pytorch --workers 4" in text
 
 
-LIST_PROBE = """
-import json, sys
-sys.argv = ["trainctl", "list", "--local", "-n", "default"]
-from trainctl.cli.app import main
-try:
-    main()
-except SystemExit:
-    pass
-print(json.dumps(sorted(sys.modules)), file=sys.stderr)
-"""
+def modules_probe(*argv: str) -> str:
+    """A program that runs ``trainctl ARGV`` in-process and prints the modules it imported, as JSON, to stderr."""
+    return (f"import json, sys\nsys.argv = {['trainctl', *argv]!r}\nfrom trainctl.cli.app import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
+
+
+LIST_PROBE = modules_probe("list", "--local", "-n", "default")
 
 
 def test_parsing_options_does_not_import_pydantic(tmp_path):
@@ -59,17 +57,8 @@ def test_parsing_options_does_not_import_pydantic(tmp_path):
     assert "pydantic" not in modules and "kubernetes" not in modules
 
 
-SUBMIT_PROBE = """
-import json, sys
-sys.argv = ["trainctl", "submit", "pytorch", "-f", "values.yaml", "--dry-run", "--no-preflight", "-o", "json", "--",
-            "python", "t.py"]
-from trainctl.cli.app import main
-try:
-    main()
-except SystemExit:
-    pass
-print(json.dumps(sorted(sys.modules)), file=sys.stderr)
-"""
+SUBMIT_PROBE = modules_probe("submit", "pytorch", "-f", "values.yaml", "--dry-run", "--no-preflight", "-o", "json", "--",
+                             "python", "t.py")
 
 
 def test_submit_with_a_values_file_does_not_import_pydantic_and_the_file_still_completes(tmp_path):
