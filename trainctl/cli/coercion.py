@@ -18,7 +18,8 @@ from typer._coercion import RuntimeParam, TypeDescriptor
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 #: a Path option's checks as typer leaves them by default: a path with any other is typer's to convert
-UNCHECKED_PATH = {"exists": False, "writable": False, "resolve_path": False, "allow_dash": False, "path_type": None}
+UNCHECKED_PATH = {"exists": False, "file_okay": True, "dir_okay": True, "writable": False, "readable": True,
+                  "resolve_path": False, "allow_dash": False, "path_type": None}
 
 
 class PlainRuntimeParam(RuntimeParam):
