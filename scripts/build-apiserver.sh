@@ -9,10 +9,13 @@
 # scripts/build-node.sh to build the node binaries from the same tree.
 #
 #   bash scripts/build-apiserver.sh        # idempotent; prints the binary's path last
+#   bash scripts/build-apiserver.sh --packages-only   # only the Debian packages (scripts/test.sh's first step)
 #
 # Facts behind each step: docs/test-cluster.md.
 set -euo pipefail
 source "$(dirname "$0")/kube-source.sh"
+PACKAGES_ONLY=
+packages_only_requested "$@" && PACKAGES_ONLY=1
 
 CACHE=${TRAINCTL_APISERVER_CACHE:-$CACHE_ROOT/apiserver/$SOURCE_VERSION}
 BINARY=$CACHE/kube-apiserver
@@ -24,6 +27,10 @@ command -v kubectl >/dev/null || apt_install kubernetes-client
 if [ -x "$BINARY" ] && "$BINARY" --version >/dev/null 2>&1; then
   log "kube-apiserver cached: $BINARY"
   echo "$BINARY"
+  exit 0
+fi
+if [ -n "$PACKAGES_ONLY" ]; then  # and what the build needs
+  apt_install "${KUBE_SOURCE_PACKAGES[@]}"
   exit 0
 fi
 

@@ -6,6 +6,7 @@
 # a static kubectl for the MPI launcher's kubectl-delivery image (about 3 min more with the Go cache warm).
 #
 #   bash scripts/build-node.sh        # idempotent; prints the binaries' directory last
+#   bash scripts/build-node.sh --packages-only   # only the Debian packages (scripts/test.sh's first step)
 #
 # The binaries are cached under ~/.cache/trainctl/node/<source version>/ with build-info.txt (build
 # tag, seconds). It first tries the `providerless` build tag, which leaves out the legacy in-tree
@@ -14,6 +15,8 @@
 # tens of minutes on 2 cores). Facts behind each step: docs/real-node.md.
 set -euo pipefail
 source "$(dirname "$0")/kube-source.sh"
+PACKAGES_ONLY=
+packages_only_requested "$@" && PACKAGES_ONLY=1
 
 # kubectl is for the MPI launcher's kubectl-delivery image (tests/cluster/images.py), not the node
 NODE_COMMANDS=(kubelet kube-scheduler kube-controller-manager kube-proxy kubectl)
@@ -37,6 +40,10 @@ cached() {
 if cached; then
   log "node binaries cached: $CACHE"
   echo "$CACHE"
+  exit 0
+fi
+if [ -n "$PACKAGES_ONLY" ]; then  # and what the build needs
+  apt_install "${KUBE_SOURCE_PACKAGES[@]}"
   exit 0
 fi
 

@@ -9,7 +9,8 @@
 #                                      the first one compiled: kube-apiserver after the node's, 62 s
 #     .ready                           written last: a half-extracted or half-patched tree is redone
 #
-# Provides: SOURCE_VERSION, CACHE_ROOT, SUDO, log, apt_install, kube_source_tree, kube_make.
+# Provides: SOURCE_VERSION, CACHE_ROOT, SUDO, log, apt_install, kube_source_tree, kube_make,
+# packages_only_requested.
 # Facts behind each step: docs/test-cluster.md and docs/real-node.md.
 
 SOURCE_VERSION=1.20.5+really1.20.2-1.1+deb12u1
@@ -47,10 +48,25 @@ _ensure_deb_src() {
   $SUDO apt-get update -q >/dev/null
 }
 
+# What downloading and building the source tree needs from Debian.
+KUBE_SOURCE_PACKAGES=(golang-go rsync make gcc libc6-dev dpkg-dev xz-utils)
+
+# The build scripts' one option: `--packages-only` installs the Debian packages the build and what it makes need,
+# and builds nothing. scripts/test.sh runs it first, in the foreground: apt-get takes dpkg's lock, so two at once
+# fail, and the builds then run in the background beside the image builds, which need some of these packages.
+packages_only_requested() {  # the script's arguments
+  case "$*" in
+    "") return 1 ;;
+    --packages-only) return 0 ;;
+    *) echo "unknown argument '$*': the only option is --packages-only (install the Debian packages, build nothing)" >&2
+       exit 2 ;;
+  esac
+}
+
 # Print the path of the patched source tree, downloading and patching it on first use.
 kube_source_tree() {
   if [ ! -f "$KUBE_SOURCE_DIR/.ready" ]; then
-    apt_install golang-go rsync make gcc libc6-dev dpkg-dev xz-utils
+    apt_install "${KUBE_SOURCE_PACKAGES[@]}"
     _ensure_deb_src
     rm -rf "$KUBE_SOURCE_DIR"
     mkdir -p "$KUBE_SOURCE_DIR/download"

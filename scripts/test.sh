@@ -10,7 +10,7 @@
 #   2. Debian packages and a kube-apiserver built from Debian's own source (scripts/build-apiserver.sh)
 #   3. the real node's parts: containerd, runc, CNI plugins, dnsmasq ... from Debian, and kubelet,
 #      kube-scheduler, kube-controller-manager, kube-proxy from the same source (scripts/build-node.sh);
-#      2 and 3 run in the background while step 4 installs
+#      2 and 3 install their Debian packages first, then build in the background while steps 4 and 5 run
 #   4. a virtualenv with trainctl, its test dependencies and the pinned ML frameworks, and one with the
 #      Kubeflow SDK (requirements/upstream-sdk.txt); the fine-tuning recipe's transformers, peft, datasets,
 #      accelerate (requirements/finetune.txt) and deepspeed. Both are kept in ~/.cache/trainctl/venvs/, named by
@@ -18,7 +18,8 @@
 #   5. the node's images, built without Docker or a registry (tests/cluster/images.py): pause,
 #      busybox, kubectl-delivery (MPI), python (torch, numpy, tensorflow, the Hugging Face stack,
 #      Open MPI + mpi4py, examples/), python-frameworks (xgboost, paddlepaddle, jax; imported into the
-#      node only by the tests of those kinds) and the controller from controller/Dockerfile's steps
+#      node only by the tests of those kinds) and the controller from controller/Dockerfile's steps: those
+#      beside the builds, then pause and kubectl-delivery, which need what the builds make
 #   6. pytest in two processes (TRAINCTL_TEST_PROCESSES=N for another count; tests/tiers.py says which tests
 #      go together): the real-node tier starts the node in a network namespace of its own and stops it
 # Each step's line shows the seconds since the start, and the end of the output the seconds of each step and of
@@ -57,15 +58,32 @@ log "Debian packages; the test kube-apiserver and the real node's parts start bu
 # g++: DeepSpeed builds its CPU communication op with it on first use (the fine-tuning tests' ZeRO-2 run). It is
 # installed before the builds start: they install Debian packages too, and two apt-gets at once fail on its lock.
 (source scripts/kube-source.sh && apt_install g++)
-# The Go builds (CPU) run beside the virtualenvs' installs (downloads and unpacking): on a cold machine that takes
-# their minutes off the set-up; on a warm one both only check their caches. Their output comes after the venvs'.
+# Every Debian package first, in the foreground (two apt-gets at once fail on dpkg's lock); the builds
+# then run in the background.
+bash scripts/build-apiserver.sh --packages-only >/dev/null
+bash scripts/build-node.sh --packages-only >/dev/null
+# The Go builds (CPU) run beside the virtualenvs' installs and the images that need no Kubernetes build
+# (downloads, unpacking, pip in a root filesystem): on a cold machine that takes their minutes off the set-up; on
+# a warm one all of them only check their caches. Their output comes after the venvs'.
 BUILD_LOG=$(mktemp -t trainctl-builds.XXXXXX)
+IMAGES_LOG=$(mktemp -t trainctl-images.XXXXXX)
 (bash scripts/build-apiserver.sh && bash scripts/build-node.sh) >"$BUILD_LOG" 2>&1 &
-BUILDS=$!
-trap 'kill "$BUILDS" 2>/dev/null || true' EXIT  # a failed step below leaves no build running on
+BUILDS=$! IMAGES=
+trap 'kill $BUILDS $IMAGES 2>/dev/null || true' EXIT  # a failed step below leaves no build running on
+# wait_for PID LOG WHAT: the background step's output, and its failure as this script's
+wait_for() {
+  local status=0
+  wait "$1" || status=$?
+  cat "$2"
+  rm -f "$2"
+  if [ "$status" -ne 0 ]; then
+    echo "$3 failed (exit $status): its output is above" >&2
+    exit "$status"
+  fi
+}
 export TRAINCTL_REQUIRE_K8S=1  # a missing API server or node fails the k8s tests instead of skipping them
 
-log "Python environments (.venv and .venv-upstream-sdk, cached by what they install), beside the builds"
+log "Python environments (.venv and .venv-upstream-sdk, cached by what they install), beside the builds; then the images"
 # Each virtualenv lives in ~/.cache/trainctl/venvs/, named by the hash of what goes into it (the install steps
 # below and the files they read): a fresh clone links .venv to the one made before and only points its
 # editable trainctl at itself, in seconds, instead of reinstalling torch, TensorFlow and the rest.
@@ -104,23 +122,20 @@ cached_venv() {  # $1: the link in the clone, $2: the install function, $3...: t
 }
 cached_venv .venv install_test_dependencies pyproject.toml requirements/frameworks.txt \
   requirements/frameworks-no-deps.txt requirements/finetune.txt requirements/deepspeed.txt
-cached_venv .venv-upstream-sdk install_upstream_sdk requirements/upstream-sdk.txt
 VENV_PY=.venv/bin/python
+# the real node's images from Debian and pip (built without a registry, then cached) start now, beside the builds
+"$VENV_PY" -m tests.cluster.images --from debian >"$IMAGES_LOG" 2>&1 &
+IMAGES=$!
+cached_venv .venv-upstream-sdk install_upstream_sdk requirements/upstream-sdk.txt
 # the cached virtualenv's editable trainctl is this clone's (nothing else is installed: its dependencies are)
 "$VENV_PY" -m pip install -q --no-deps -e .
 
 log "The test kube-apiserver and the real node's parts (built once from Debian's source, then cached)"
-builds_status=0
-wait "$BUILDS" || builds_status=$?
-cat "$BUILD_LOG"
-rm -f "$BUILD_LOG"
-if [ "$builds_status" -ne 0 ]; then
-  echo "building the test kube-apiserver or the real node's parts failed (exit $builds_status): its output is above" >&2
-  exit "$builds_status"
-fi
+wait_for "$BUILDS" "$BUILD_LOG" "building the test kube-apiserver or the real node's parts"
 
-log "Images for the real node (built without a registry, then cached)"
-"$VENV_PY" -m tests.cluster.images
+log "Images from the Kubernetes build (pause, kubectl-delivery), and waiting for the others"
+"$VENV_PY" -m tests.cluster.images --from kube-build
+wait_for "$IMAGES" "$IMAGES_LOG" "building the real node's images"
 
 log "pytest"
 # Two processes (pytest-xdist): the real node's tests in one, one after another, the other modules spread over

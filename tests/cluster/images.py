@@ -7,6 +7,7 @@ into its node's containerd. Run by hand, as root:
     python -m tests.cluster.images python
     python -m tests.cluster.images python-frameworks
     python -m tests.cluster.images controller
+    python -m tests.cluster.images --from debian      # those that need no Kubernetes build (or kube-build)
     ctr -n k8s.io images import <archive>       # what the real node will do; pods then use
                                                  # imagePullPolicy: Never with the printed name
 
@@ -536,8 +537,31 @@ ON_DEMAND_BUILDERS = {"python-frameworks": build_python_frameworks}
 ALL_BUILDERS = {**BUILDERS, **ON_DEMAND_BUILDERS}
 
 
+# The images made from the Kubernetes build's outputs (the source tree's pause.c, the node's kubectl). The
+# others need only Debian and pip, so scripts/test.sh builds them beside the Go builds (``--from debian``; on
+# a cold machine the python image alone is some ten minutes) and these after them (``--from kube-build``).
+FROM_KUBE_BUILD = ("pause", "kubectl-delivery")
+SOURCES = {"debian": "the images from Debian packages and pip only",
+           "kube-build": "the images from the Kubernetes build's outputs (scripts/build-node.sh)"}
+
+
+def selected_kinds(argv: list[str]) -> list[str]:
+    """The image kinds a command line names: kinds, ``--from debian|kube-build``, or nothing for all."""
+    if argv[:1] != ["--from"]:
+        return argv or list(ALL_BUILDERS)
+    source = argv[1] if len(argv) == 2 else None
+    if source not in SOURCES:
+        choices = "; ".join(f"{name}: {what}" for name, what in SOURCES.items())
+        raise ValueError(f"--from takes one source ({choices})")
+    return [kind for kind in ALL_BUILDERS if (kind in FROM_KUBE_BUILD) == (source == "kube-build")]
+
+
 def main(argv: list[str]) -> int:
-    kinds = argv or list(ALL_BUILDERS)
+    try:
+        kinds = selected_kinds(argv)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
     unknown = [kind for kind in kinds if kind not in ALL_BUILDERS]
     if unknown:
         print(f"unknown image {unknown[0]!r}: choose from {', '.join(ALL_BUILDERS)}", file=sys.stderr)

@@ -23,6 +23,19 @@ def test_an_unknown_image_is_a_one_line_error_naming_the_choices(capsys):
     assert "\n" not in error and "'pytorch-frameworks'" in error and "python-frameworks" in error
 
 
+def test_the_images_split_into_those_built_beside_the_kubernetes_build_and_those_after_it():
+    beside, after = images.selected_kinds(["--from", "debian"]), images.selected_kinds(["--from", "kube-build"])
+    assert sorted([*beside, *after]) == sorted(images.ALL_BUILDERS)  # every image, once
+    assert after == ["pause", "kubectl-delivery"]  # pause.c from the source tree, the node's kubectl
+    assert "python" in beside and "controller" in beside
+
+
+def test_an_unknown_source_is_a_one_line_error_naming_the_choices(capsys):
+    assert images.main(["--from", "docker"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "--from" in error and "debian" in error and "kube-build" in error
+
+
 def test_building_one_kind_keeps_the_archive_of_a_kind_whose_name_it_prefixes(tmp_path, monkeypatch):
     monkeypatch.setattr(images, "CACHE", tmp_path)
     frameworks = tmp_path / "python-frameworks-0123456789abcdef.oci.tar"
