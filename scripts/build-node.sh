@@ -53,13 +53,7 @@ LOGFILE=$(mktemp "${TMPDIR:-/tmp}/trainctl-node-build.XXXXXX.log")
 export KUBE_MAKE_IDLE=1
 started=$SECONDS
 log "building ${NODE_COMMANDS[*]} with -tags=providerless (log: $LOGFILE; ~20 min cold on 2 cores)"
-if kube_make "$LOGFILE" "$WHAT" -tags=providerless; then
-  tag=providerless
-else
-  log "the providerless build failed; building with the cloud providers"
-  kube_make "$LOGFILE" "$WHAT"
-  tag=none
-fi
+tag=$(kube_make_providerless "$LOGFILE" "$WHAT")
 seconds=$((SECONDS - started))
 
 mkdir -p "$CACHE"

@@ -10,7 +10,7 @@
 #     .ready                           written last: a half-extracted or half-patched tree is redone
 #
 # Provides: SOURCE_VERSION, CACHE_ROOT, SUDO, log, apt_install, kube_source_tree, kube_make,
-# packages_only_requested.
+# kube_make_providerless, packages_only_requested.
 # Facts behind each step: docs/test-cluster.md and docs/real-node.md.
 
 SOURCE_VERSION=1.20.5+really1.20.2-1.1+deb12u1
@@ -103,4 +103,17 @@ kube_make() {
     export GOPATH=$src/.go GO111MODULE=off CGO_ENABLED=0
     make WHAT="$what" GOFLAGS="$goflags" >"$logfile" 2>&1 || { tail -30 "$logfile" >&2; exit 1; }
   )
+}
+
+# kube_make_providerless LOGFILE WHAT: kube_make with the `providerless` build tag, which leaves out the legacy
+# in-tree cloud providers (the AWS, Azure, GCE, OpenStack and vSphere SDKs: the largest packages a cold build
+# compiles, and nothing a test cluster uses), and without the tag if that fails. Prints the tag it built with.
+kube_make_providerless() {
+  if kube_make "$1" "$2" -tags=providerless; then
+    echo providerless
+    return
+  fi
+  log "the providerless build failed; building with the cloud providers"
+  kube_make "$1" "$2" || return 1
+  echo none
 }

@@ -2,7 +2,9 @@
 in-cluster as its Deployment from its own image, and trainctl used as a user uses it.
 
 One node per test session (tests/cluster/realnode.py), started by the first test that needs it and
-torn down at the end; a node already started by hand (``python -m tests.cluster up --real``) is
+torn down after the tier's last test: its fixtures are the package's, not the session's, so the node's
+teardown (some 55 s, most of it waiting for pods to go) runs while the suite's other process still has
+tests, instead of at the very end, where pytest charged it to whichever test the process ran last; a node already started by hand (``python -m tests.cluster up --real``) is
 used as it is and left running. Every test here runs inside the node's network namespace, where the
 API server listens on 127.0.0.1 (the ``_in_node_network`` fixture moves the test's thread there, so
 the subprocesses it starts live there too).
@@ -45,7 +47,7 @@ def missing_capability() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def real_node():
     reason = missing_capability()
     if reason:
@@ -94,14 +96,14 @@ class Cli:
         return [sys.executable, "-m", "trainctl", *args]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cli(real_node, tmp_path_factory) -> Cli:
     env = {**os.environ, "PYTHONPATH": str(REPO), "KUBECONFIG": str(real_node.kubeconfig), "COLUMNS": "200"}
     env.pop("TRAINCTL_BACKEND", None)
     return Cli(env, tmp_path_factory.mktemp("user"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def in_cluster_controller(real_node, cli):
     """``trainctl controller install --image <local controller image>`` and ``kubectl rollout status``:
     the controller runs as its Deployment (ServiceAccount, leader election, probes, metrics)."""
@@ -134,12 +136,12 @@ def namespace(real_node):
     real_node.kubectl("delete", "namespace", name, "--wait=false")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def python_image(real_node) -> str:
     return real_node.image("python")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def frameworks_image(real_node) -> str:
     """XGBoost, Paddle and JAX (issue 33): imported into the node by the first test that asks for it."""
     return real_node.image("python-frameworks")
