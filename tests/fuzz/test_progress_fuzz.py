@@ -129,6 +129,18 @@ def test_a_job_whose_progress_file_holds_anything_still_shows_and_plots_or_says_
     COUNTS[f"plot exit {plotted.code}"] += 1
 
 
+def test_plot_draws_at_most_one_image_of_panels_and_names_what_it_left_out():
+    metrics = {f"grad_norm/layer{index:02}": 0.5 for index in range(20)}
+    a_finished_job().write_text(f"{reporting.MARKER} {json.dumps([[1.0, 1, 2, metrics], [2.0, 2, 2, metrics]])}\n")
+    plotted = run("plot", "hostile", "-o", "curve.png")
+    assert plotted.code == 0 and "wrote 2 point(s) of hostile to curve.png" in plotted.stderr
+    assert ("4 more metric(s) not drawn (grad_norm/layer16, grad_norm/layer17, grad_norm/layer18, ...): one image "
+            "draws at most 16; choose with --metric NAME") in plotted.stderr
+    named = run("plot", "hostile", "-o", "curve.png", *[f"--metric=grad_norm/layer{index:02}" for index in range(17)])
+    assert named.code == 2 and named.stderr == ("error: --metric names 17 metrics: one image draws at most 16, so "
+                                                "draw them in several\n")
+
+
 def test_a_progress_file_that_is_a_fifo_or_a_link_to_a_device_is_not_read():
     progress = a_finished_job()
     for make in (os.mkfifo, lambda path: path.symlink_to("/dev/zero")):

@@ -267,3 +267,26 @@ def test_a_metric_name_is_drawn_as_text_never_as_math(tmp_path):
     plot([Point(1.0, 1, None, {"$\\frac{": 1.0, "a$b$": 2.0}), Point(2.0, 2, None, {"$\\frac{": 0.5})], None, "j",
          str(tmp_path / "x.png"))
     assert (tmp_path / "x.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_job_with_more_metrics_than_one_image_holds_draws_the_first_and_names_the_rest(tmp_path):
+    from trainctl.sdk.plotting import MAX_PANELS, plot
+
+    names = [f"grad_norm/layer{index}" for index in range(40)]
+    series = [Point(float(step), step, None, {name: step * 0.5 for name in names}) for step in range(3)]
+    shown = plot(series, None, "j", str(tmp_path / "x.png"))
+    drawn = [panel.get_ylabel() for panel in shown.figure.axes]
+    assert drawn == names[:MAX_PANELS] and shown.left_out == tuple(names[MAX_PANELS:])
+    assert shown.figure.axes[0].get_title() == f"j ({MAX_PANELS} of 40 metrics)"
+    assert plot(series, names[30:], "j").left_out == ()  # named ones: exactly those
+
+
+def test_naming_more_metrics_than_one_image_holds_says_so():
+    from trainctl.errors import InvalidArgument
+    from trainctl.sdk.plotting import MAX_PANELS, plot
+
+    names = [f"m{index}" for index in range(MAX_PANELS + 1)]
+    with pytest.raises(InvalidArgument) as raised:
+        plot([Point(1.0, 1, None, dict.fromkeys(names, 1.0))], names, "j")
+    assert raised.value.message == f"metrics names 17 metrics: one image draws at most {MAX_PANELS}, so draw them " \
+                                   "in several"

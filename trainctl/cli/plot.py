@@ -1,7 +1,7 @@
 """``plot``: a job's reported metrics as curves in an image file (matplotlib, the optional extra ``plot``).
 
 The points are those ``job.metrics()`` returns (trainctl.backends.reported): one replica's, the leading one's
-unless ``--replica`` names another; one panel per metric (trainctl.sdk.plotting).
+unless ``--replica`` names another; one panel per metric, at most 16 (trainctl.sdk.plotting).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from trainctl.cli.formatting import Name
 
 def plot(name: Name, namespace: Namespace = None,
          metric: Annotated[list[str] | None, typer.Option(
-             "--metric", help="A metric to draw (repeatable); default: every one reported.")] = None,
+             "--metric", help="A metric to draw (repeatable, at most 16); default: every one reported, "
+                              "the first 16 past that.")] = None,
          output: Annotated[str | None, typer.Option(
              "--output", "-o", help="The image to write: .png, .svg or .pdf (default: NAME.png).")] = None,
          replica: Annotated[str | None, typer.Option(
@@ -25,13 +26,18 @@ def plot(name: Name, namespace: Namespace = None,
              autocompletion=completers.replica_names)] = None,
          local: Local = False, context: Context = None, kubeconfig: Kubeconfig = None) -> None:
     from trainctl.cli.logs import note
+    from trainctl.sdk.plotting import MAX_PANELS
     from trainctl.sdk.plotting import plot as draw
 
     client = make_client(local, context, kubeconfig)
     series = client.metrics(name, namespace, replica=replica)
     path = output or f"{name}.png"
-    draw(series, metric or None, name, path)
+    drawn = draw(series, metric or None, name, path)
     note(f"wrote {len(series)} point(s) of {name} to {path}")
+    if drawn.left_out:
+        note(f"{len(drawn.left_out)} more metric(s) not drawn ({', '.join(drawn.left_out[:3])}"
+             f"{', ...' if len(drawn.left_out) > 3 else ''}): one image draws at most {MAX_PANELS}; "
+             "choose with --metric NAME")
 
 
 def register(app: typer.Typer) -> None:

@@ -90,8 +90,9 @@ class JobHandle:
 
     def plot(self, metrics: list[str] | str | None = None, path: str | None = None,
              replica: str | None = None) -> Plot:
-        """The curves of ``metrics`` (default: every one reported) over the steps; shown inline in Jupyter, and
-        written to ``path`` (a .png, .svg or .pdf) when given. Needs matplotlib: ``pip install 'trainctl[plot]'``."""
+        """The curves of ``metrics`` (default: every one reported, the first 16 past that; ``.left_out`` names the
+        rest) over the steps; shown inline in Jupyter, and written to ``path`` (a .png, .svg or .pdf) when given.
+        Needs matplotlib: ``pip install 'trainctl[plot]'``."""
         from trainctl.sdk.plotting import plot
 
         wanted = [metrics] if isinstance(metrics, str) else metrics

@@ -1,7 +1,10 @@
 """Loss curves: ``trainctl plot NAME -o loss.png`` and ``job.plot()``, with matplotlib, an optional extra.
 
 One panel per metric, stacked, over the steps (over the seconds since the first point when the
-points carry no steps): a loss and a learning rate live on scales too different for one axis.
+points carry no steps): a loss and a learning rate live on scales too different for one axis. At most
+:data:`MAX_PANELS` in one image: a job that reports hundreds of metrics (a gradient norm per layer) would
+otherwise take minutes to draw and outgrow what Agg can render (65,536 pixels a side); by default the first
+ones reported are drawn (a script reports its loss first), the title says how many of how many.
 The figure is made without pyplot (no GUI backend, no global state), rendered with Agg, and
 returned as a :class:`Plot`, which IPython shows inline as a PNG in any kernel. Without matplotlib
 the call is one line saying what to install (``pip install 'trainctl[plot]'``).
@@ -19,13 +22,15 @@ if TYPE_CHECKING:
 
 FORMATS = ("png", "svg", "pdf")
 PANEL_INCHES = (8.0, 2.6)
+MAX_PANELS = 16  # some 0.1 s of CPU a panel to draw
 
 
 class Plot:
     """A drawn figure: ``.figure`` (matplotlib's), ``.save(path)``; shown inline by IPython."""
 
-    def __init__(self, figure) -> None:
+    def __init__(self, figure, left_out: tuple[str, ...] = ()) -> None:
         self.figure = figure
+        self.left_out = left_out  # the metrics reported but not drawn, past MAX_PANELS
 
     def save(self, path: str) -> None:
         suffix = str(path).rsplit(".", 1)[-1].lower() if "." in str(path) else ""
@@ -50,7 +55,8 @@ class Plot:
 
 
 def plot(series: list[Point], names: list[str] | None, title: str, path: str | None = None) -> Plot:
-    """The curves of ``names`` (default: every metric in ``series``), written to ``path`` when given."""
+    """The curves of ``names`` (default: every metric in ``series``, the first MAX_PANELS of them), written to
+    ``path`` when given."""
     if not series:
         raise UserError(f"{title} has reported no metrics (yet): its replicas report them with "
                         "trainctl.report(step=..., loss=...) (docs/progress.md)")
@@ -58,8 +64,13 @@ def plot(series: list[Point], names: list[str] | None, title: str, path: str | N
     for name in names or []:
         if not isinstance(name, str) or name not in reported:
             raise InvalidArgument(f"{option('metrics')} {name!r}: {title} reported {', '.join(reported)}")
-    figure = drawn(series, names or reported, title)
-    shown = Plot(figure)
+    if names and len(set(names)) > MAX_PANELS:
+        raise InvalidArgument(f"{option('metrics')} names {len(set(names))} metrics: one image draws at most "
+                              f"{MAX_PANELS}, so draw them in several")
+    chosen = list(dict.fromkeys(names)) if names else reported[:MAX_PANELS]
+    left_out = tuple(name for name in reported if name not in chosen) if not names else ()
+    heading = f"{title} ({len(chosen)} of {len(reported)} metrics)" if left_out else title
+    shown = Plot(drawn(series, chosen, heading), left_out)
     if path is not None:
         shown.save(path)
     return shown
