@@ -3,7 +3,7 @@
 One panel per metric, stacked, over the steps (over the seconds since the first point when the
 points carry no steps): a loss and a learning rate live on scales too different for one axis. At most
 :data:`MAX_PANELS` in one image: a job that reports hundreds of metrics (a gradient norm per layer) would
-otherwise take minutes to draw and outgrow what Agg can render (65,536 pixels a side); by default the first
+otherwise take tens of seconds to draw and outgrow what Agg can render (65,536 pixels a side); by default the first
 ones reported are drawn (a script reports its loss first), the title says how many of how many.
 The figure is made without pyplot (no GUI backend, no global state), rendered with Agg, and
 returned as a :class:`Plot`, which IPython shows inline as a PNG in any kernel. Without matplotlib
