@@ -18,8 +18,9 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.k8s
 
 STARTER = """
-import sys, time
+import faulthandler, sys, time
 from pathlib import Path
+faulthandler.enable()  # SIGABRT prints where it is, should it outlive its ending (see ended_or_why_not)
 from tests.cluster.server import TestCluster, cached_apiserver
 cluster = TestCluster(Path(sys.argv[1]), cached_apiserver()).start()
 print("up", flush=True)
@@ -30,8 +31,9 @@ time.sleep(600)
 """
 
 
-def processes_mentioning(text: str) -> list[str]:
-    """Command lines of running processes that name ``text`` (a cluster's directory)."""
+def processes_mentioning(text: str, with_pids: bool = False) -> list:
+    """Command lines of running processes that name ``text`` (a cluster's directory); ``with_pids``: (pid,
+    command line) pairs."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -40,8 +42,37 @@ def processes_mentioning(text: str) -> list[str]:
             except OSError:
                 continue
             if text in cmdline and int(entry.name) != os.getpid():
-                found.append(cmdline)
+                found.append((int(entry.name), cmdline) if with_pids else cmdline)
     return found
+
+
+def process_state(pid: int) -> str:
+    """What the kernel says a process is doing: its state, the call it waits in, its signal masks."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return f"{pid}: gone"
+    fields = [line for line in status if line.split(":")[0] in ("Name", "State", "SigBlk", "SigIgn", "SigCgt")]
+    return f"{pid}: {' '.join(' '.join(line.split()) for line in fields)} wchan={wchan}"
+
+
+def ended_or_why_not(process: subprocess.Popen, workdir: Path, timeout: float = 60) -> str:
+    """"" once the starter exited within ``timeout``; else what it and its cluster's processes were doing (its
+    Python stack from faulthandler, the kernel's view of each), and it is ended."""
+    try:
+        process.wait(timeout)
+        return ""
+    except subprocess.TimeoutExpired:
+        pids = dict.fromkeys([process.pid, *(pid for pid, _ in processes_mentioning(str(workdir), with_pids=True))])
+        states = "\n".join(process_state(pid) for pid in pids)
+        process.send_signal(signal.SIGABRT)  # faulthandler prints the stack, then it ends
+        try:
+            stderr = process.communicate(timeout=10)[1]
+        except subprocess.TimeoutExpired:  # it does not run at all, or SIGABRT is blocked too
+            process.kill()
+            stderr = process.communicate()[1]
+        return f"still running {timeout:.0f} s after its ending:\n{states}\n{stderr}"
 
 
 def gone(text: str, timeout: float = 30) -> list[str]:
@@ -70,7 +101,7 @@ def test_a_process_that_started_a_cluster_stops_it_however_it_ends(apiserver, tm
     process.stdin.flush()
     if ending != "raise":
         process.send_signal(getattr(signal, ending))
-    process.wait(60)
+    assert ended_or_why_not(process, workdir) == ""
     assert gone(str(workdir)) == []
 
 
