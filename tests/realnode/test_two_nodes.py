@@ -98,9 +98,11 @@ def test_a_node_lost_mid_run_restarts_the_job_on_the_survivor_from_its_last_comp
 
     def running_again() -> list[dict]:
         listed = [pod for pod in pods(real_node, namespace) if pod["metadata"]["uid"] not in first_uids]
-        return listed if len(listed) == 4 and all(pod["status"].get("phase") == "Running" for pod in listed) else []
+        # Succeeded too: the restarted attempt (tests/checkpointed.py) may finish between two looks
+        back = len(listed) == 4 and all(pod["status"].get("phase") in ("Running", "Succeeded") for pod in listed)
+        return listed if back else []
 
-    placed = wait_until(running_again, "four replicas Running again")
+    placed = wait_until(running_again, "four replicas running again")
     back_running = time.time() - lost
     wait_until(lambda: all(f"rank {rank} attempt 1 start step" in events(directory) for rank in range(4)),
                "every rank training again")
