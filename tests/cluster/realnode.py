@@ -22,7 +22,9 @@ cgroups the node made, deletes leftover CNI namespaces, unmounts what containerd
 node's directory, cleans the kept containerd root of everything but its images (containerd_cache.py), deletes the node's namespace (taking the bridge, routes, iptables rules and net
 sysctls with it), restores the recorded host sysctls and removes what the node made outside its
 directory (MACHINE_PATHS, the cgroup parents). The state file lets ``down`` run from another shell
-and clean up after a start that was killed half-way.
+and clean up after a start that was killed half-way, and a reaper (tests/cluster/reaper.py) run it when the
+process that started the node ends without stopping it: killed (pytest-xdist kills a worker still tearing
+down 10 s after Ctrl-C), or its teardown cut short.
 
 Rules it keeps (docs/real-node.md, "Limits and rules"): every non-loopback address lives in the
 namespace this module creates; no route leaves it; the machine's own network namespace is never
@@ -48,6 +50,7 @@ from pathlib import Path
 
 from tests.cluster import containerd_cache, images
 from tests.cluster.containerd_cache import mount_points, unmount_under
+from tests.cluster.reaper import Reaper
 from tests.cluster.server import SOURCE_VERSION, cached_apiserver, stop_when_interrupted
 
 NETNS = "trainctl-node"
@@ -69,6 +72,7 @@ STATE = Path(tempfile.gettempdir()) / "trainctl-real-node.json"
 TURN_LOCK = Path(os.environ.get("TRAINCTL_REAL_NODE_LOCK") or Path(tempfile.gettempdir()) / "trainctl-real-node.lock")
 TURN_WAIT_S = 45 * 60
 _turn = None
+_reaper: Reaper | None = None  # runs ``down --real`` if this process ends before its own down() did
 # Where containerd's shims, the kubelet and CNI write whatever their settings say (shim sockets,
 # device-plugin socket, CNI results, pod logs): those the node made are removed at teardown.
 # /run/netns too: iproute2's first `ip netns add` makes it and bind-mounts it onto itself.
@@ -633,7 +637,9 @@ def wait_for_turn(timeout: float = TURN_WAIT_S) -> None:
 
 def up(detached: bool = False) -> RealNode:
     """Start the node; unless ``detached`` (``python -m tests.cluster up --real``) it goes down with this process
-    however it ends: teardown, exit, SIGTERM or SIGHUP (tests.cluster.server.stop_when_interrupted)."""
+    however it ends: teardown, exit, SIGINT, SIGTERM or SIGHUP (tests.cluster.server.stop_when_interrupted), and
+    killed or cut short, by its reaper, which holds this session's turn until it is done."""
+    global _reaper
     if STATE.exists():
         if attached() is not None:
             raise RuntimeError(f"a real node is already up ({STATE}): run python -m tests.cluster down --real first")
@@ -641,15 +647,21 @@ def up(detached: bool = False) -> RealNode:
     if not detached:
         stop_when_interrupted()
         atexit.register(down)
+        _reaper = Reaper(*([_turn.fileno()] if _turn else []))
+        _reaper.add([sys.executable, "-m", "tests.cluster", "down", "--real"])
     return RealNode(Path(tempfile.mkdtemp(prefix="trainctl-real-node-"))).start()
 
 
 def down() -> None:
+    """Stop the node (and a second node joined to it) from its state file; then this process's reaper has
+    nothing left to do."""
+    global _reaper
     from tests.cluster import second_node  # a second node joined to this one goes first
 
     second_node.down()
-    if not STATE.exists():
-        return
-    state = json.loads(STATE.read_text())
-    RealNode.from_state(state).stop()
-    STATE.unlink()
+    if STATE.exists():
+        RealNode.from_state(json.loads(STATE.read_text())).stop()
+        STATE.unlink()
+    if _reaper is not None:
+        _reaper.release()
+        _reaper = None

@@ -6,9 +6,9 @@ them, which is how RBAC is tested.
 
 The servers run in sessions of their own (a terminal's Ctrl-C reaches only the process that
 started them), so that process stops them however it ends: by its own ``finally`` or fixture
-teardown, at exit, and on SIGTERM or SIGHUP, which :func:`stop_when_interrupted` turns into the
-KeyboardInterrupt that Ctrl-C raises. Only ``python -m tests.cluster up`` leaves them running
-(``start(detached=True)``), for ``down`` to stop.
+teardown, at exit, and on SIGINT, SIGTERM or SIGHUP, which :func:`stop_when_interrupted` turns into
+KeyboardInterrupt; killed, or its teardown cut short, its reaper stops them (tests/cluster/reaper.py).
+Only ``python -m tests.cluster up`` leaves them running (``start(detached=True)``), for ``down`` to stop.
 """
 
 from __future__ import annotations
@@ -27,9 +27,18 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.cluster.reaper import Reaper
+
 SOURCE_VERSION = "1.20.5+really1.20.2-1.1+deb12u1"
 USERS = {"admin": "system:masters", "alice": "", "bob": ""}
 READY_TIMEOUT_S = 60
+# What stop_when_interrupted turns into KeyboardInterrupt; the first that came ends the process, later ones are
+# ignored (they would cut short the teardown the first one started: pytest-xdist's worker sends itself a SIGINT
+# 5 s into a teardown after Ctrl-C)
+ENDINGS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+REDELIVERY_S = 0.2
+_ended = threading.Event()
+_redelivering = False
 
 
 def cached_apiserver() -> Path | None:
@@ -40,18 +49,55 @@ def cached_apiserver() -> Path | None:
 
 
 def stop_when_interrupted() -> None:
-    """SIGTERM and SIGHUP end this process as Ctrl-C does, with KeyboardInterrupt in the main thread, so that
-    every ``finally``, pytest teardown and atexit hook runs (Python's default ends the process on the spot).
-    A handler someone else installed is left alone; so is a process whose main thread is not this one."""
+    """SIGINT, SIGTERM and SIGHUP end this process as Ctrl-C does, with KeyboardInterrupt in the main thread, so
+    that every ``finally``, pytest teardown and atexit hook runs (Python's default ends it on the spot for the
+    last two); only the first of them (ENDINGS). A handler someone else installed is left alone; so is a process
+    whose main thread is not this one.
+
+    Python runs a signal's handler in the main thread, between two bytecodes. A signal that lands after the last
+    of them and before a blocking call starts (``time.sleep``, a read), or on another thread, leaves the main
+    thread blocked with the handler pending: ``time.sleep(600)`` slept on with the cluster up (the SIGHUP and
+    SIGINT cases of tests/k8s/test_cluster_cleanup.py, 4 times in 1,500 tries). So the signal also wakes a thread
+    (``signal.set_wakeup_fd``) that sends it to the main thread again until its handler has run."""
     if threading.current_thread() is not threading.main_thread():
         return
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(signum) == signal.SIG_DFL:
+    for signum in ENDINGS:
+        if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):
             signal.signal(signum, _interrupt)
+    _redeliver_to_main_thread()
 
 
 def _interrupt(signum: int, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    if not _ended.is_set():
+        _ended.set()
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _redeliver_to_main_thread() -> None:
+    global _redelivering
+    if _redelivering:
+        return
+    wakeups, write = os.pipe()
+    os.set_blocking(write, False)
+    previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    if previous != -1:  # someone else's (an asyncio loop's): theirs stays
+        signal.set_wakeup_fd(previous)
+        os.close(wakeups)
+        os.close(write)
+        return
+    _redelivering = True
+    threading.Thread(target=_redeliver, args=(wakeups, threading.main_thread().ident), daemon=True,
+                     name="signal redelivery").start()
+
+
+def _redeliver(wakeups: int, main_thread: int) -> None:
+    """Each ending's number, written by Python's C-level handler wherever it ran, is sent to the main thread until
+    the Python-level one ran: a blocking call there fails with EINTR and runs it."""
+    while True:
+        for signum in set(os.read(wakeups, 64)) & set(ENDINGS):
+            # a signal whose handler is another's (pytest's, execnet's) is theirs to act on, not ours to repeat
+            while signal.getsignal(signum) is _interrupt and not _ended.wait(REDELIVERY_S):
+                signal.pthread_kill(main_thread, signum)
 
 
 def free_port() -> int:
@@ -67,12 +113,14 @@ class TestCluster:
     tokens: dict[str, str] = field(default_factory=dict)
     processes: list[subprocess.Popen] = field(default_factory=list)
     url: str = ""
+    reaper: Reaper | None = None  # kills the servers if this process ends without stop()
 
     def start(self, detached: bool = False) -> TestCluster:
         """Start etcd and kube-apiserver; unless ``detached``, they stop with this process however it ends."""
         if not detached:
             stop_when_interrupted()
             atexit.register(self.stop)
+            self.reaper = Reaper()
         self.workdir.mkdir(parents=True, exist_ok=True)
         etcd_port, peer_port, secure_port = free_port(), free_port(), free_port()
         self._start("etcd", ["etcd", "--data-dir", str(self.workdir / "etcd"),
@@ -101,6 +149,8 @@ class TestCluster:
     def _start(self, name: str, argv: list[str]) -> None:
         log = open(self.workdir / f"{name}.log", "wb")
         self.processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        if self.reaper:
+            self.reaper.add(["kill", "-s", "KILL", "--", f"-{self.processes[-1].pid}"])  # its session's group
 
     def _keys(self) -> None:
         key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
@@ -160,3 +210,6 @@ class TestCluster:
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         self.processes.clear()
+        if self.reaper:
+            self.reaper.release()
+            self.reaper = None
