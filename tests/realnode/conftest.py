@@ -47,13 +47,19 @@ def missing_capability() -> str | None:
     return None
 
 
-@pytest.fixture(scope="package")
-def real_node():
+def require_real_node() -> None:
+    """Skip the calling test or fixture, with the reason, where no real node can start (fail it instead under
+    TRAINCTL_REQUIRE_K8S=1)."""
     reason = missing_capability()
     if reason:
         if os.environ.get("TRAINCTL_REQUIRE_K8S") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="package")
+def real_node():
+    require_real_node()
     realnode.wait_for_turn()  # another test session's node (a second checkout's suite) goes first
     node = realnode.attached()
     if node is not None:  # started by hand: use it, leave it running
