@@ -51,6 +51,10 @@ class ReplicaRow(NamedTuple):
     last_exit_window: tuple[float, float] | None = None
     stopped: bool = False  # stopped by the job itself when it failed: a consequence, never the cause
     kept: str = ""  # where the row comes from when its pod is gone: "pod removed; from the kept record"
+    # a Pending pod the scheduler cannot place (its PodScheduled condition False): the scheduler's reason and
+    # message ("Unschedulable: 0/2 nodes are available: ..."), and since when (RFC 3339)
+    unscheduled: str = ""
+    unscheduled_since: str | None = None
 
 
 class LogLine(NamedTuple):

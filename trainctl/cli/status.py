@@ -20,7 +20,7 @@ from trainctl.cli.plain import echo, shown, stderr_line
 from trainctl.errors import visible
 from trainctl.frameworks import DEFAULT
 from trainctl.sdk.display import (column_widths, job_row, list_columns, plain_lines, progress_cell, replica_images,
-                              since)
+                              since, unscheduled)
 
 if TYPE_CHECKING:
     import typer
@@ -58,8 +58,10 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
         return
     out = console()
     job_status = status_of(resource)
+    waiting = unscheduled(resource, details.replicas)  # a Running condition is no promise that every replica runs
     out.print(f"[bold]{resource['kind'].lower()}/{name}[/] in {resource['metadata'].get('namespace')} "
               f"on {client.backend.description}: {colored_state(state_of(resource))} "
+              + (f"[yellow]({shown(waiting.text())})[/] " if waiting else "") +
               f"(age {since(resource['metadata'].get('creationTimestamp'))}, "
               f"ran {since(job_status.get('startTime'), job_status.get('completionTime'))})")
     from trainctl.code.pods import describe
@@ -79,7 +81,8 @@ def status(name: JobReference, namespace: Namespace = None, output: ListingOutpu
                   soft_wrap=True)
     if details.replicas:
         print_replicas(resource, details.replicas, wide=output == "wide")
-        for hint in image_hints(resource, details.replicas) + still_running(resource, details.replicas):
+        for hint in (image_hints(resource, details.replicas) + unscheduled_hints(details.replicas)
+                     + still_running(resource, details.replicas)):
             out.print(f"  [yellow]{shown(hint)}[/]", soft_wrap=True)
     else:
         out.print("  no replicas")
@@ -161,6 +164,20 @@ def image_hints(resource: dict, replicas: list) -> list[str]:
             f"submit again with --image" for (image, state), names in stuck.items()]
 
 
+def unscheduled_hints(replicas: list) -> list[str]:
+    """One line per thing the scheduler says of the replicas it cannot place: such a replica waits, Pending, until
+    a node fits it (a lost node's pods often cannot meet their topology spread on the nodes left)."""
+    from trainctl.sdk.failures import listed
+
+    stuck: dict[str, list[str]] = {}
+    for row in replicas:
+        if row.unscheduled:
+            stuck.setdefault(row.unscheduled, []).append(row.name)
+    return [f"{listed(names)}: cannot be scheduled ({why}); they wait until a node fits them: free or add nodes, "
+            f"or relax the pods' constraints (topology spread, affinity, node selector, resources)"
+            for why, names in stuck.items()]
+
+
 def still_running(resource: dict, replicas: list) -> list[str]:
     """Replicas that outlive their finished job: cleanPodPolicy None (upstream's default, kept) leaves a
     TFJob's parameter servers and workers running after its chief succeeded, which is easy to miss."""
@@ -187,6 +204,8 @@ def exit_cell(row) -> str:
 
 def reason_cell(row) -> str:
     reason = row.reason or (f"last: {row.last_reason}" if row.last_reason else "")
+    if row.unscheduled and row.unscheduled_since:  # the scheduler's message is the hint below the table
+        reason = f"{reason} for {since(row.unscheduled_since)}"
     return f"{reason} ({row.kept})" if row.kept else reason
 
 

@@ -1,7 +1,8 @@
 """``wait``: block until jobs reach a state, with progress on stderr, and say why a job failed.
 
-The spinner shows the state, the time waited and, once a replica reported with ``trainctl.report()``,
-a progress bar (trainctl.sdk.progress); a stall is said once, on a line of its own.
+The spinner shows the state, the replicas the scheduler cannot place and why (its conditions may say Running
+meanwhile), the time waited and, once a replica reported with ``trainctl.report()``, a progress bar
+(trainctl.sdk.progress); a stall is said once, on a line of its own.
 
 ``--for`` takes a condition type in any case, or kubectl's ``condition=NAME``. Several jobs
 are waited for under one ``--timeout``; the exit status is 0 only when every one reached the
@@ -59,20 +60,24 @@ def wait_for(client, name: str, namespace: str | None, until: str = "Succeeded",
     one that succeeded although some replica failed gets a note naming it.
     """
     from trainctl.core.conditions import has_finished, reached, state_of
-    from trainctl.sdk.progress import ProgressPeek, bar_text
+    from trainctl.sdk.display import unscheduled_now
+    from trainctl.sdk.progress import ProgressPeek, UnscheduledPeek, bar_text
 
     err = console(stderr=True)
     started = time.monotonic()
     restarts = RestartWatch(client, name, namespace)
     peek = ProgressPeek(lambda: reported_progress(client, name, namespace))
+    unplaced = UnscheduledPeek(lambda: unscheduled_now(client, name, namespace))
     with err.status(f"waiting for {name} to reach {until}") as spinner:
         def progress(resource: dict) -> None:
             if reached(resource, until) or has_finished(resource):
                 return  # the wait is over: nothing more to show (a job that reached it is not stalled either)
             reported = peek(resource)
             bar = f" {escape(bar_text(reported))}" if reported and reported.lead else ""
+            waiting = unplaced(resource)
             spinner.update(f"waiting for {name} to reach {until}: {shown(state_of(resource))} "
-                           f"({time.monotonic() - started:.0f}s){bar}")
+                           + (f"[yellow]({shown(waiting.text(why=True))})[/] " if waiting else "")
+                           + f"({time.monotonic() - started:.0f}s){bar}")
             note = restarts.note(resource)
             if note:
                 err.print(note)

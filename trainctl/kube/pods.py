@@ -87,6 +87,15 @@ class PodStatus:
             (reason for status in self.containers if (reason := ((status.get("state") or {}).get("waiting")
                                                                  or {}).get("reason"))), "")
 
+    def unscheduled(self) -> dict:
+        """The scheduler's word on a pod it has not placed: its PodScheduled condition while that is False (reason
+        Unschedulable, or SchedulingGated; the scheduler's message, such as ``0/2 nodes are available: ...``; and
+        since when: lastTransitionTime); {} once the pod is bound, and before the scheduler looked at it."""
+        if self.phase != "Pending":
+            return {}
+        return next((condition for condition in self.raw.get("conditions") or []
+                     if condition.get("type") == "PodScheduled" and condition.get("status") == "False"), {})
+
     def shown(self) -> tuple[str, dict]:
         """The state as kubectl shows it (its phase, or why it waits: CrashLoopBackOff, Init:Error, Terminating)
         and the termination that explains it."""

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from trainctl.errors import UserError, visible
 
 if TYPE_CHECKING:
-    from trainctl.backends.base import LogLine
+    from trainctl.backends.base import LogLine, ReplicaRow
 
 LIST_COLUMNS = ["NAMESPACE", "NAME", "KIND", "STATE", "ATTEMPT", "REPLICAS", "AGE", "DURATION", "PROGRESS"]
 WIDE_LIST_COLUMNS = ["TYPES", "IMAGES"]
@@ -99,6 +99,47 @@ def since(timestamp: str | None, until: str | None = None) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+class Unscheduled(NamedTuple):
+    """Replicas of a job that the scheduler cannot place (a node lost, a topology spread that one node cannot meet,
+    too little GPU): the job's kubeflow.org/v1 conditions may well say Running (its master runs), so trainctl's
+    displays say this beside the state. ``why``: the scheduler's reason and message for the first of them."""
+
+    running: int  # of the replicas the job needs
+    needed: int
+    waiting: int  # how many the scheduler cannot place
+    waiting_since: str | None  # since when the first of them cannot be placed (RFC 3339)
+    why: str  # "Unschedulable: 0/2 nodes are available: ..."
+
+    def text(self, why: bool = False) -> str:
+        """``1/4 replicas running; 3 unschedulable for 8m`` and, with ``why``, ``: Unschedulable: 0/2 nodes ...``."""
+        how_long = f" for {since(self.waiting_since)}" if self.waiting_since else ""
+        return visible(f"{self.running}/{self.needed} replicas running; {self.waiting} unschedulable{how_long}"
+                       + (f": {self.why}" if why else ""))
+
+
+def unscheduled(resource: dict, replicas: list[ReplicaRow]) -> Unscheduled | None:
+    """The job's replicas that the scheduler cannot place (a pod's PodScheduled condition False); None when there
+    are none."""
+    waiting = [row for row in replicas if row.unscheduled]
+    if not waiting:
+        return None
+    needed = sum((spec or {}).get("replicas", 1) for spec in replica_specs(resource).values())
+    running = sum(row.state == "Running" for row in replicas)
+    first = min(waiting, key=lambda row: row.unscheduled_since or "~")  # "~": after any time, for a row without
+    return Unscheduled(running, max(needed, running + len(waiting)), len(waiting), first.unscheduled_since,
+                       first.unscheduled)
+
+
+def unscheduled_now(client, name: str, namespace: str | None) -> Unscheduled | None:
+    """:func:`unscheduled` of the job read now, for a wait's display (None also when it went away meanwhile: the
+    wait says so next). ``client``: the trainctl.sdk.client.Client."""
+    try:
+        details = client.get(name, namespace)
+    except UserError:
+        return None
+    return unscheduled(details.resource, details.replicas)
 
 
 def column_widths(headers: list[str], rows: list[list[str]], minimum: list[int] | None = None) -> list[int]:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from trainctl.backends.base import JobDetails, LogLine, ReplicaRow
     from trainctl.backends.reported import JobProgress, Point
     from trainctl.core.restarts import Record
-    from trainctl.sdk.display import LogLines
+    from trainctl.sdk.display import LogLines, Unscheduled
     from trainctl.sdk.failures import FailureSummary
     from trainctl.sdk.plotting import Plot
 
@@ -54,14 +54,28 @@ class JobHandle:
 
     @property
     def status(self) -> str:
-        """Pending, Created, Running, Restarting, Suspended, Succeeded or Failed."""
+        """Pending, Created, Running, Restarting, Suspended, Succeeded or Failed (:attr:`summary` adds what the
+        state leaves unsaid: replicas the scheduler cannot place)."""
         from trainctl.core.conditions import state_of
 
         return state_of(self.resource)
 
     @property
+    def summary(self) -> str:
+        """The state, and what it does not say: ``Running (1/4 replicas running; 3 unschedulable for 8m:
+        Unschedulable: 0/2 nodes are available: ...)`` while the scheduler cannot place some replica (the job's
+        Running condition says only that its master runs); just the state otherwise."""
+        from trainctl.core.conditions import state_of
+        from trainctl.sdk.display import unscheduled
+
+        details = self.details()
+        waiting = unscheduled(details.resource, details.replicas)
+        return state_of(details.resource) + (f" ({waiting.text(why=True)})" if waiting else "")
+
+    @property
     def replicas(self) -> list[ReplicaRow]:
-        """Each replica (pod or process): its state, exit code, reason and restarts."""
+        """Each replica (pod or process): its state, exit code, reason and restarts; one the scheduler cannot place
+        has reason Unschedulable, ``.unscheduled`` (the scheduler's reason and message) and ``.unscheduled_since``."""
         return self.details().replicas
 
     def restarts(self) -> Record:
@@ -140,16 +154,23 @@ class JobHandle:
         except UserError:
             return None
 
+    def _unscheduled_now(self) -> Unscheduled | None:
+        """The replicas the scheduler cannot place, for a progress display."""
+        from trainctl.sdk.display import unscheduled_now
+
+        return unscheduled_now(self.client, self.name, self.namespace)
+
     # ---- waiting ----------------------------------------------------------------------------
     def wait(self, timeout: float | None = None, progress: bool = True) -> JobHandle:
         """Until the job succeeds; raises :class:`~trainctl.errors.JobFailed` (with the failure summary) if it
-        fails, TimeoutError after ``timeout`` seconds. ``progress``: show its state, the time waited and its
-        reported progress as a bar (else the latest log line) while waiting, and say once if it stalls (in a
-        notebook one line updated in place; trainctl.sdk.progress)."""
+        fails, TimeoutError after ``timeout`` seconds. ``progress``: show its state, the time waited, the replicas
+        the scheduler cannot place and why, and its reported progress as a bar (else the latest log line) while
+        waiting, and say once if it stalls (in a notebook one line updated in place; trainctl.sdk.progress)."""
         from trainctl.sdk import progress as shown
 
         label = f"{(self.kind or 'job').lower()}/{self.name}"
-        with self._watching(), shown.reporter(label, progress, self._latest_line, self._progress_now) as report:
+        with self._watching(), shown.reporter(label, progress, self._latest_line, self._progress_now,
+                                              self._unscheduled_now) as report:
             self.client.wait(self.name, self.namespace, timeout=timeout, on_progress=report, raise_on_failure=True)
         return self
 

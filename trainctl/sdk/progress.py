@@ -13,7 +13,10 @@ poll, so a long wait is a handful of lines rather than a scrolling wall. The sta
 job resource the wait reads anyway; the latest log line is read when the state changes and at most
 every :data:`LOG_PEEK_SECONDS` otherwise (on a cluster, a request per pod), the progress at most
 every :data:`PROGRESS_PEEK_SECONDS`. A stall (no output nor progress for the job's stall time) is
-said once, on a line of its own.
+said once, on a line of its own. While fewer replicas are active than the job has, its replicas are read
+at most every :data:`UNSCHEDULED_PEEK_SECONDS` too: one the scheduler cannot place is said on the line
+(``1/4 replicas running; 3 unschedulable for 8m: Unschedulable: 0/2 nodes are available: ...``), since the job's
+own conditions may say Running meanwhile.
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ from trainctl.errors import visible
 
 if TYPE_CHECKING:
     from trainctl.backends.reported import JobProgress
+    from trainctl.sdk.display import Unscheduled
 
 Reporter = Callable[[dict], None]
 LatestLine = Callable[[], "str | None"]
 ReadProgress = Callable[[], "JobProgress | None"]
+ReadUnscheduled = Callable[[], "Unscheduled | None"]
 LOG_PEEK_SECONDS = 1.0
 PROGRESS_PEEK_SECONDS = 2.0
+UNSCHEDULED_PEEK_SECONDS = 5.0  # on a cluster, one read of the job's pods
 BAR_WIDTH = 16
 PLAIN_PROGRESS_TENTHS = 10  # plain lines: one each time the progress passes another tenth of the total
 SHOWN_LOG_CHARS = 120
@@ -56,19 +62,21 @@ def describe(resource: dict) -> str:
 
 @contextmanager
 def reporter(label: str, enabled: bool = True, latest_line: LatestLine | None = None,
-             read_progress: ReadProgress | None = None) -> Iterator[Reporter]:
+             read_progress: ReadProgress | None = None,
+             read_unscheduled: ReadUnscheduled | None = None) -> Iterator[Reporter]:
     """A callback for ``Client.wait(on_progress=...)`` that shows ``label: <state>`` as it changes;
-    ``latest_line`` reads the job's last log line, ``read_progress`` its reported progress, for the displays."""
-    peek = ProgressPeek(read_progress)
+    ``latest_line`` reads the job's last log line, ``read_progress`` its reported progress, ``read_unscheduled``
+    its replicas the scheduler cannot place, for the displays."""
+    peek, waiting = ProgressPeek(read_progress), UnscheduledPeek(read_unscheduled)
     if not enabled:
         yield lambda resource: None
     elif in_notebook():
-        yield notebook_display(label, live_line(label, latest_line, peek), peek)
+        yield notebook_display(label, live_line(label, latest_line, peek, waiting), peek)
     elif sys.stderr.isatty():
-        with rich_status(label, live_line(label, latest_line, peek), peek) as report:
+        with rich_status(label, live_line(label, latest_line, peek, waiting), peek) as report:
             yield report
     else:
-        yield plain_lines(label, peek)
+        yield plain_lines(label, peek, waiting)
 
 
 class ProgressPeek:
@@ -95,6 +103,33 @@ class ProgressPeek:
         news = stall if stall and not self.stall_said else None
         self.stall_said = stall is not None
         return news
+
+
+class UnscheduledPeek:
+    """The job's replicas that the scheduler cannot place, read at most every :data:`UNSCHEDULED_PEEK_SECONDS`
+    and only while fewer replicas are active than the job has (the job resource says how many are, not why)."""
+
+    def __init__(self, read: ReadUnscheduled | None) -> None:
+        self.read, self.read_at = read, float("-inf")
+        self.found: Unscheduled | None = None
+
+    def __call__(self, resource: dict) -> Unscheduled | None:
+        from trainctl.core.conditions import has_finished
+
+        if self.read is None or has_finished(resource) or all_active(resource):
+            self.found = None
+        elif time.monotonic() - self.read_at >= UNSCHEDULED_PEEK_SECONDS:
+            self.read_at, self.found = time.monotonic(), self.read()
+        return self.found
+
+
+def all_active(resource: dict) -> bool:
+    """Whether the job's status counts as many active replicas as its spec asks for."""
+    from trainctl.core.conditions import status_of
+    from trainctl.sdk.display import replica_specs
+
+    active = sum(status.get("active") or 0 for status in (status_of(resource).get("replicaStatuses") or {}).values())
+    return active >= sum((spec or {}).get("replicas", 1) for spec in replica_specs(resource).values())
 
 
 def bar_text(progress: JobProgress) -> str:
@@ -126,21 +161,23 @@ def in_notebook() -> bool:
     return getattr(shell, "kernel", None) is not None
 
 
-def live_line(label: str, latest_line: LatestLine | None, peek: ProgressPeek) -> Callable[[dict], str]:
-    """The text of the live line for a resource: state, seconds waited, then the progress bar once the job
-    reported progress, else the latest log line (read now and then)."""
+def live_line(label: str, latest_line: LatestLine | None, peek: ProgressPeek,
+              unscheduled: UnscheduledPeek | None = None) -> Callable[[dict], str]:
+    """The text of the live line for a resource: state, seconds waited, the replicas the scheduler cannot place,
+    then the progress bar once the job reported progress, else the latest log line (read now and then)."""
     started, peeked, latest, state = time.monotonic(), [float("-inf")], [""], [""]
 
     def text(resource: dict) -> str:
         now, described = time.monotonic(), describe(resource)
         progress = peek(resource)
+        waiting = unscheduled(resource) if unscheduled is not None else None
         shown = bar_text(progress) if progress else ""
         if not shown and latest_line is not None and (now - peeked[0] >= LOG_PEEK_SECONDS or described != state[0]):
             peeked[0], state[0] = now, described
             latest[0] = shown_text(latest_line() or "") or latest[0]
         stall = progress.stall_text() if progress else None
-        return (f"{label}: {described} {now - started:.0f}s" + (f" | {shown or latest[0]}" if shown or latest[0] else "")
-                + (f" | {stall}" if stall else ""))
+        return (f"{label}: {described} {now - started:.0f}s" + (f" | {waiting.text(why=True)}" if waiting else "")
+                + (f" | {shown or latest[0]}" if shown or latest[0] else "") + (f" | {stall}" if stall else ""))
 
     return text
 
@@ -190,16 +227,20 @@ def rich_status(label: str, text: Callable[[dict], str], peek: ProgressPeek) -> 
         yield report
 
 
-def plain_lines(label: str, peek: ProgressPeek) -> Reporter:
-    """A line per change of state, per tenth of the total passed (or, without a total, per hundred steps), and
-    one for a stall."""
-    shown = ["", None]
+def plain_lines(label: str, peek: ProgressPeek, unscheduled: UnscheduledPeek | None = None) -> Reporter:
+    """A line per change of state, per change of the replicas the scheduler cannot place (not per minute they
+    wait), per tenth of the total passed (or, without a total, per hundred steps), and one for a stall."""
+    shown: list = ["", None, None]
 
     def report(resource: dict) -> None:
         text, progress = describe(resource), peek(resource)
         if text != shown[0]:
             shown[0] = text
             print(f"{label}: {text}", file=sys.stderr, flush=True)
+        waiting = unscheduled(resource) if unscheduled is not None else None
+        if waiting and waiting._replace(waiting_since=None) != shown[2]:
+            print(f"{label}: {waiting.text(why=True)}", file=sys.stderr, flush=True)
+        shown[2] = waiting._replace(waiting_since=None) if waiting else None
         lead = progress.lead if progress else None
         if lead is not None and lead.step is not None:
             mark = int(lead.fraction * PLAIN_PROGRESS_TENTHS) if lead.fraction is not None else lead.step // 100

@@ -517,17 +517,25 @@ def replica_row(pod: dict, replica_types: list[str]) -> ReplicaRow:
     it in place, the run before (lastState), where a crash-looping replica's failure lives."""
     meta, status = pod["metadata"], PodStatus.of(pod)
     state, ended = status.shown()
-    last = status.ended(previous=True)
+    last, unplaced = status.ended(previous=True), status.unscheduled()
     labels = meta.get("labels") or {}
     label_type, index = labels.get(LABEL_REPLICA_TYPE, ""), labels.get(LABEL_REPLICA_INDEX)
     return ReplicaRow(name=meta["name"], replica_type=canonical_type(label_type, replica_types),
                       index=int(index) if index and index.isdigit() else None, state=state,
                       restarts=status.restarts(), exit_code=ended.get("exitCode"),
-                      reason=ended.get("reason") or status.raw.get("reason") or "",
+                      reason=ended.get("reason") or status.raw.get("reason") or unplaced.get("reason") or "",
                       node=(pod.get("spec") or {}).get("nodeName") or "", started=status.raw.get("startTime"),
                       finished=ended.get("finishedAt"), last_exit_code=last.get("exitCode"),
                       last_reason=last.get("reason") or "", last_finished=last.get("finishedAt"),
-                      message=ended.get("message") or "", last_message=last.get("message") or "")
+                      message=ended.get("message") or "", last_message=last.get("message") or "",
+                      unscheduled=scheduler_word(unplaced), unscheduled_since=unplaced.get("lastTransitionTime"))
+
+
+def scheduler_word(condition: dict) -> str:
+    """``Unschedulable: 0/2 nodes are available: ...`` of a False PodScheduled condition ('' for none)."""
+    if not condition:
+        return ""
+    return ": ".join(part for part in (condition.get("reason") or "Unschedulable", condition.get("message")) if part)
 
 
 def canonical_type(label: str, replica_types: list[str]) -> str:
