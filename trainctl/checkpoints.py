@@ -122,7 +122,7 @@ def checkpoint_complete(path: str | os.PathLike, rank: int | None = None, world_
     markers = path / MARKERS
     markers.mkdir(parents=True, exist_ok=True)
     marker = markers / f"{restart_attempt()}-{rank}-of-{world}"
-    marker.write_text(f"{time.time():.3f}\n")
+    write_marker(marker, f"{time.time():.3f}\n")
     sync(marker)
     sync(markers)
 
@@ -200,10 +200,27 @@ def first_number(key: str, default: int) -> int:
     return default
 
 
-def sync(path: Path) -> None:
-    """Make what was written to ``path`` durable (a file's data, or a directory's entries)."""
+def write_marker(marker: Path, text: str) -> None:
+    """Write a rank's marker afresh. Only its name is ever read; whatever stands there (a link, a FIFO another
+    process left) is replaced, never written through or waited on."""
     try:
-        handle = os.open(path, os.O_RDONLY)
+        marker.unlink()
+    except FileNotFoundError:
+        pass
+    except IsADirectoryError:
+        import shutil
+
+        shutil.rmtree(marker)
+    handle = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(handle, "w") as out:
+        out.write(text)
+
+
+def sync(path: Path) -> None:
+    """Make what was written to ``path`` durable (a file's data, or a directory's entries); a link or a FIFO found
+    there is neither followed nor waited on."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return
     try:

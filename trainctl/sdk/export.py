@@ -88,8 +88,8 @@ def write_all(client, details, draft: Path) -> None:
 
 
 def write_logs(client, resource: dict, logs: Path) -> tuple[str, bytes] | None:
-    """Each replica's log and previous log as files; the last result line any current log holds, as
-    (its prefix, what follows it)."""
+    """Each replica's log and previous log as files, written a chunk at a time (a log may be far larger than
+    memory); the last result line any current log holds, as (its prefix, what follows it)."""
     from trainctl.core.job import Job
 
     logs.mkdir()
@@ -98,14 +98,26 @@ def write_logs(client, resource: dict, logs: Path) -> tuple[str, bytes] | None:
     result = None
     for replica in (job.replica_id(t, i) for t in job.replica_types for i in range(job.replicas(t))):
         for previous in (False, True):
-            data = b"".join(chunk.data for chunk in client.log_chunks(name, namespace, replica=replica,
-                                                                     previous=previous))
-            if previous and (not data or is_only_no_logs(data)):
-                continue
-            (logs / f"{replica}{'.previous' if previous else ''}.log").write_bytes(data)
-            if not previous:
-                result = last_result(data) or result
+            path = logs / f"{replica}{'.previous' if previous else ''}.log"
+            chunks = client.log_chunks(name, namespace, replica=replica, previous=previous)
+            found, only_no_logs = copied(chunks, path)
+            if previous and only_no_logs:
+                path.unlink()
+            elif not previous:
+                result = found or result
     return result
+
+
+def copied(chunks, path: Path) -> tuple[tuple[str, bytes] | None, bool]:
+    """Write the log ``chunks`` to ``path``; the last result line among them, and whether they said nothing but
+    that there is no such log (or nothing at all)."""
+    found, first, count = None, b"", 0
+    with open(path, "wb") as out:
+        for chunk in chunks:
+            out.write(chunk.data)
+            found = last_result(chunk.data) or found
+            first, count = first if count else chunk.data, count + 1
+    return found, count == 0 or (count == 1 and (not first or is_only_no_logs(first)))
 
 
 def is_only_no_logs(data: bytes) -> bool:

@@ -24,6 +24,12 @@ be one DNS-1123 label, so no input (``-n ../../x``) and no directory found on di
 (listing) can make the store read or write outside ``<home>/jobs``.
 A file that cannot be parsed raises :class:`DamagedState`, a one-line error naming
 the file and the way out (``trainctl delete``), instead of a traceback.
+
+The replicas can reach this directory (``TRAINCTL_CHECKPOINT_DIR/..``), so any file in it may have
+become a link, a FIFO, a directory or gigabytes long. Every read here opens without following a
+link and without blocking, accepts a regular file only and reads at most a stated bound (the table
+in docs/local-backend.md); every write opens without following a link or blocking on a FIFO, and
+replaces whatever else stands at a file trainctl itself keeps (:func:`open_own_file`).
 """
 
 from __future__ import annotations
@@ -34,10 +40,12 @@ import fcntl
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from trainctl.code.regular import NotRegular, kind_of, read_prefix, read_suffix, unreadable
 from trainctl.errors import NotFound, UserError, setting, spelled
 from trainctl.kube.names import DNS_1123_LABEL, LABEL_MAX
 from trainctl.paths import functions_dir, home
@@ -45,6 +53,12 @@ from trainctl.paths import functions_dir, home
 # A job directory being created: ".<name>.<creator pid>.<random>.creating", renamed into place when full.
 DRAFT_SUFFIX = ".creating"
 ABANDONED_DRAFT = r"\.[a-z0-9-]+\.(?P<pid>[0-9]+)\.[^./]+\.creating"  # compiled when drafts are looked for
+# The most read of each file in a job's directory (docs/local-backend.md, "Files a job may shape"). job.json and
+# runtime.json: a resource is at most 1.5 MiB in etcd, and 256 replicas' rows with their 4 KiB messages a few MiB.
+MAX_STATE_BYTES = 16 << 20
+MAX_EVENTS_BYTES = 1 << 20  # events.jsonl's end: get() shows its last 20 events
+MAX_UID_BYTES = 256
+MAX_CONTAINMENT_BYTES = 1 << 20  # one line per supervisor start
 
 
 class DamagedState(UserError):
@@ -87,8 +101,12 @@ def write_text(path: Path, text: str) -> None:
 
 
 def read_json(path: Path) -> dict:
-    """The object in ``path``; ValueError when it is not a whole JSON object (truncated, garbage)."""
-    data = json.loads(path.read_bytes())
+    """The object in ``path``; ValueError when it is not a whole JSON object (truncated, garbage) or longer than
+    :data:`MAX_STATE_BYTES`, NotRegular (an OSError) when it is no regular file (a link, a FIFO)."""
+    data = read_prefix(path, MAX_STATE_BYTES + 1, follow_symlinks=False)
+    if len(data) > MAX_STATE_BYTES:
+        raise ValueError(f"longer than {MAX_STATE_BYTES >> 20} MiB")
+    data = json.loads(data)
     if not isinstance(data, dict):
         raise ValueError(f"a JSON object was expected, found {type(data).__name__}")
     return data
@@ -131,9 +149,10 @@ def _list_of_dicts(value: object) -> bool:
 
 def append_line(path: Path, line: str) -> None:
     """Add one whole line to ``path`` or nothing: a write cut short (a full disk) is taken back,
-    so the next line does not run into a fragment. Only one process appends to each file."""
+    so the next line does not run into a fragment. Only one process appends to each file; whatever a
+    replica put in its place (a link, a FIFO) is replaced by a new file (:func:`open_own_file`)."""
     data = (line + "\n").encode()
-    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    handle = open_own_file(path)
     try:
         end = os.lseek(handle, 0, os.SEEK_END)
         try:
@@ -157,10 +176,42 @@ def check_component(what: str, value: object) -> str:
     return value
 
 
+def open_own_file(path: Path, flags: int = os.O_WRONLY | os.O_APPEND) -> int:
+    """A descriptor of the regular file ``path`` (created if missing) that trainctl keeps in a job's directory,
+    opened with ``flags``. A link there is never followed and a FIFO never blocks the open: anything but a regular
+    file was put there by a replica and is removed (a directory with what it holds) for a new, empty file."""
+    flags |= os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    for _ in range(3):  # a replica replacing it again meanwhile gets the same answer
+        try:
+            handle = os.open(path, flags, 0o644)
+        except OSError as error:
+            # ELOOP: a link; ENXIO: a FIFO nobody reads, or a socket; EISDIR: a directory
+            if error.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise
+        else:
+            mode = os.fstat(handle).st_mode
+            if stat.S_ISREG(mode):
+                os.set_blocking(handle, True)  # a regular file never blocks; writes that wait for the disk may
+                return handle
+            os.close(handle)
+        remove_odd(path)
+    raise NotRegular(kind_of(os.lstat(path).st_mode))
+
+
+def remove_odd(path: Path) -> None:
+    """Remove whatever stands at ``path`` (a link itself, not what it names; a directory with its content)."""
+    try:
+        os.unlink(path)
+    except IsADirectoryError:
+        remove_tree(path)
+    except FileNotFoundError:
+        pass
+
+
 @contextlib.contextmanager
 def file_lock(path: Path, timeout: float | None = None) -> Iterator[bool]:
     """Hold ``path``'s exclusive lock; yields whether it is held (False once ``timeout`` seconds pass first)."""
-    with open(path, "a") as handle:
+    with os.fdopen(open_own_file(path), "a") as handle:
         held = acquire(handle, timeout)
         try:
             yield held
@@ -250,9 +301,10 @@ class JobDir:
         from trainctl.backends.local.containment import parse_records
 
         try:
-            return parse_records(self.containment_file.read_text(errors="replace"))
-        except OSError:
+            data, cut = read_suffix(self.containment_file, MAX_CONTAINMENT_BYTES)
+        except OSError:  # NotRegular too: a record a replica replaced holds nothing delete can trust
             return []
+        return parse_records(without_cut_line(data, cut).decode(errors="replace"))
 
     def log_file(self, replica: str, previous: bool = False) -> Path:
         check_component("replica", replica)
@@ -287,7 +339,7 @@ class JobDir:
         """On a restart the last run's log (and its index) becomes the ``--previous`` one."""
         for current, previous in ((self.log_file(replica), self.log_file(replica, True)),
                                   (self.offsets_file(replica), self.offsets_file(replica, True))):
-            if current.exists():
+            if os.path.lexists(current):  # a link a replica left is rotated too, and read as one
                 os.replace(current, previous)
 
     def exists(self) -> bool:
@@ -332,7 +384,7 @@ class JobDir:
         """Every uid this directory records for its job, from whichever files can still be read."""
         found = set()
         with contextlib.suppress(OSError, ValueError):
-            found.add(self.uid_file.read_text().strip())
+            found.add(read_prefix(self.uid_file, MAX_UID_BYTES, follow_symlinks=False).decode().strip())
         for read in (self.read_job, self.read_runtime):
             with contextlib.suppress(UserError):
                 record = read()
@@ -359,11 +411,13 @@ class JobDir:
         """The recorded events; a line cut short (a crash or a full disk mid-append), or one that is
         no event (not an object of strings), is skipped."""
         try:
-            lines = (self.path / "events.jsonl").read_bytes().splitlines()
+            data, cut = read_suffix(self.path / "events.jsonl", MAX_EVENTS_BYTES)
         except FileNotFoundError:
             return []
+        except OSError as error:  # NotRegular too: say so where the events are shown, in one line
+            return [unreadable_event("events.jsonl", error)]
         events = []
-        for line in lines:
+        for line in without_cut_line(data, cut).splitlines():
             with contextlib.suppress(ValueError):
                 event = json.loads(line)
                 if isinstance(event, dict) and all(isinstance(value, str) for value in event.values()):
@@ -372,6 +426,21 @@ class JobDir:
 
     def remove(self) -> None:
         remove_tree(self.path)
+
+
+def without_cut_line(data: bytes, cut: bool) -> bytes:
+    """``data`` read from somewhere past a file's start (``cut``) without its first, partial line."""
+    return data[data.find(b"\n") + 1:] if cut else data
+
+
+def unreadable_event(name: str, error: OSError) -> dict:
+    """A warning event saying that the job's file ``name`` could not be read, and why."""
+    from datetime import datetime, timezone
+
+    from trainctl.core.times import rfc3339
+
+    return {"type": "Warning", "reason": "Unreadable", "message": unreadable(name, error),
+            "time": rfc3339(datetime.now(timezone.utc))}
 
 
 def remove_tree(path: Path) -> None:

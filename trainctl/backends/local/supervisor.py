@@ -25,7 +25,6 @@ import functools
 import json
 import os
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -37,8 +36,9 @@ from trainctl.backends.base import CRASH_LOOP
 from trainctl.checkpoints import CHECKPOINT_DIR_ENV, PREEMPTING_ENV
 from trainctl.backends.local import containment, processes
 from trainctl.backends.local.backend import visible_gpus
-from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, remove_function_files,
-                                           stored_window, write_text)
+from trainctl.backends.local.store import (DamagedState, JobDir, all_recorded_ports, append_line, open_own_file,
+                                           remove_function_files, remove_odd, stored_window, write_text)
+from trainctl.code.regular import open_regular, read_prefix, unreadable
 from trainctl.core import conditions as cond
 from trainctl.core.actions import CreateReplica, DeleteJob, DeleteReplica, RecordEvent
 from trainctl.core.attribution import Run
@@ -143,12 +143,9 @@ def grace_seconds(resource: dict, rtype: str) -> float:
 
 def read_termination_file(path: Path) -> str:
     """Its first 4096 bytes, as kubelet keeps; '' when there is none. The file is the replica's to write:
-    anything but a regular file (a FIFO that would block this read, a device) is not read."""
+    anything but a regular file (a link, a FIFO that would block this read, a device) is not read."""
     with contextlib.suppress(OSError):
-        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-        with os.fdopen(handle, "rb") as source:
-            if stat.S_ISREG(os.fstat(source.fileno()).st_mode):
-                return source.read(MAX_TERMINATION_MESSAGE_BYTES).decode(errors="replace")
+        return read_prefix(path, MAX_TERMINATION_MESSAGE_BYTES, follow_symlinks=False).decode(errors="replace")
     return ""
 
 
@@ -159,13 +156,25 @@ def termination_message(job_dir: JobDir, replica_id: str, failed: bool) -> str:
     path = job_dir.termination_file(replica_id)
     written = read_termination_file(path)
     with contextlib.suppress(OSError):
-        path.unlink()
+        remove_odd(path)
     if written or not failed:
         return written
-    with contextlib.suppress(OSError), open(job_dir.log_file(replica_id), "rb") as log:
-        log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_FALLBACK_BYTES))
-        return "\n".join(log.read().decode(errors="replace").splitlines()[-LOG_FALLBACK_LINES:])
-    return ""
+    return log_tail(job_dir.log_file(replica_id))
+
+
+def log_tail(log_file: Path) -> str:
+    """The last lines of a replica's log within kubelet's bound; for a log the replica replaced (a link to
+    /dev/zero, a FIFO), one line saying so."""
+    try:
+        log, status = open_regular(log_file, follow_symlinks=False)
+    except FileNotFoundError:
+        return ""
+    except OSError as error:  # NotRegular too
+        return unreadable(f"{log_file.parent.name}/{log_file.name}", error)
+    with log:
+        log.seek(max(0, status.st_size - LOG_FALLBACK_BYTES))
+        data = log.read(LOG_FALLBACK_BYTES)
+    return "\n".join(data.decode(errors="replace").splitlines()[-LOG_FALLBACK_LINES:])
 
 
 @functools.cache
@@ -294,7 +303,7 @@ class Supervisor:
             times.append(replica.start_time)
             for path in (self.dir.log_file(replica.replica_id), self.dir.progress_file(replica.replica_id)):
                 with contextlib.suppress(OSError):
-                    times.append(path.stat().st_mtime)
+                    times.append(path.lstat().st_mtime)  # a link's own: what it names is no output of the job's
         return datetime.fromtimestamp(max(times), timezone.utc) if times else None
 
     def unobserved_failures(self, job: Job) -> tuple[Run, ...]:
@@ -332,7 +341,7 @@ class Supervisor:
             if replica is None or replica.exit_code is not None or action.name in self.stop_by:
                 continue
             with contextlib.suppress(OSError):
-                self.dir.preempting_file(replica.replica_id).write_text(f"{action.reason}\n")
+                write_notice(self.dir.preempting_file(replica.replica_id), f"{action.reason}\n")
             processes.terminate(replica.process)
             # the action's grace when it has one (a survivor of a node loss; no local replica has a node, so none
             # gets it today), else the pod template's
@@ -349,12 +358,13 @@ class Supervisor:
                processes.MARKER: resource["metadata"]["uid"]}
         env.update(self.report_env(replica_id, resource, env))
         env.pop(processes.SUPERVISOR_MARKER, None)
-        self.dir.termination_file(replica_id).unlink(missing_ok=True)  # a message left by a run the supervisor lost
-        self.dir.preempting_file(replica_id).unlink(missing_ok=True)  # the notice was the last run's
+        remove_odd(self.dir.termination_file(replica_id))  # a message left by a run the supervisor lost
+        remove_odd(self.dir.preempting_file(replica_id))  # the notice was the last run's
         workdir = self.runtime["workdir"]
         # The log cannot be opened (full disk): an OSError leaves this pass and the start is tried
-        # again, rather than counting a failure of the machine against the replica.
-        with open(self.dir.log_file(replica_id), "ab") as log:
+        # again, rather than counting a failure of the machine against the replica. Whatever a replica put
+        # in its place (a link to a file elsewhere, a FIFO) is replaced, never written through.
+        with os.fdopen(open_own_file(self.dir.log_file(replica_id)), "ab") as log:
             try:
                 argv, argv_env = self.containment.launch(command, env, workdir)
                 process = processes.start(argv, argv_env, workdir, log, self.containment.joiner(replica_id))
@@ -480,16 +490,26 @@ class Supervisor:
         """Note each growing log's size with the time, so ``logs --since`` knows where recent lines begin."""
         for replica in self.replicas.values():
             try:
-                size = self.dir.log_file(replica.replica_id).stat().st_size
+                size = self.dir.log_file(replica.replica_id).lstat().st_size  # a link the replica left: not followed
             except FileNotFoundError:
                 continue
             if size != replica.indexed_size:
-                append_line(self.dir.offsets_file(replica.replica_id), f"{now:.3f} {size}")
+                try:
+                    append_line(self.dir.offsets_file(replica.replica_id), f"{now:.3f} {size}")
+                except OSError as trouble:  # the index is a help to --since: losing an entry must not stop the job
+                    self.note_trouble(trouble)
+                    continue
                 replica.indexed_size = size
 
     def _changed(self) -> bool:
         rows = {**self.deleted, **{name: r.row() for name, r in self.replicas.items()}}
         return json.dumps(rows, sort_keys=True) != json.dumps(self.runtime.get("replicas"), sort_keys=True)
+
+
+def write_notice(path: Path, text: str) -> None:
+    """Write ``path`` afresh (a replica's notice file), never through a link or into a FIFO left there."""
+    with os.fdopen(open_own_file(path, os.O_WRONLY | os.O_TRUNC), "w") as notice:
+        notice.write(text)
 
 
 def tuple_key(key: str) -> tuple[str, int]:
