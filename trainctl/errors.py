@@ -73,24 +73,72 @@ SHOWN_CONTROLS = {**{code: f"^{chr(code ^ 0x40)}" for code in (*range(0x20), 0x7
                   **{code: f"\\x{code:02x}" for code in range(0x80, 0xA0)}}
 
 
+#: what changes how a line reads without showing itself, shown as ``<U+202E>``: the format characters (the bidi
+#: controls U+202A..U+202E and U+2066..U+2069 that reorder the rest of a line, as in "Trojan Source", zero-width
+#: spaces and joiners, the soft hyphen), the line and paragraph separators, and lone surrogates (unprintable)
+HIDDEN_CATEGORIES = frozenset({"Cf", "Zl", "Zp", "Cs"})
+CACHED_CHARACTERS = 1 << 16  # of the characters looked up, the most whose spelling is kept
+
+
+class _Shown(dict):
+    """:data:`SHOWN_CONTROLS`, and each character of :data:`HIDDEN_CATEGORIES` as ``<U+XXXX>``, looked up as
+    ``str.translate`` meets them: the escaping stays one pass in C, and a character's category is asked once."""
+
+    def __missing__(self, code: int) -> str:
+        from unicodedata import category  # a C module, but only text that is not printable needs it
+
+        character = chr(code)
+        shown = f"<U+{code:04X}>" if category(character) in HIDDEN_CATEGORIES else character
+        if len(self) < CACHED_CHARACTERS:
+            self[code] = shown
+        return shown
+
+
+_SHOWN = _Shown(SHOWN_CONTROLS)
+
+
 def visible(text: str) -> str:
     """``text``, one line of it, as a terminal shows it, with nothing left in it that a terminal would act on.
 
     A carriage return is taken as a terminal takes it: of the text between two, only the last that shows
     anything is left (a progress bar's final state, a line that ended in ``\\r\\n`` as it read). Every other
     control character is shown as :data:`SHOWN_CONTROLS` spells it, a newline too (``^J``: a multi-line text is
-    printed a line at a time, each through this); a tab stays. Other characters are left as they are.
+    printed a line at a time, each through this); a tab stays. A character that changes how the line reads without
+    showing itself (:data:`HIDDEN_CATEGORIES`: a right-to-left override) is shown as ``<U+202E>``. Other characters
+    are left as they are.
     """
-    if text.isprintable():  # nearly every line: one pass in C
+    if text.isprintable():  # nearly every line: one pass in C (format characters are not printable)
         return text
     if "\r" in text:
         text = "\n".join(drawn(line) for line in text.split("\n"))
-    return text.translate(SHOWN_CONTROLS)
+    return text.translate(_SHOWN)
 
 
 def drawn(line: str) -> str:
     """What a terminal shows of a line rewritten by carriage returns: its last piece that is not blank."""
     return next((piece for piece in reversed(line.split("\r")) if piece.strip()), "")
+
+
+#: of a message, the most shown of one word (a value it quotes, cut as :func:`shortened` cuts it) and of the whole
+#: (its start, which names the culprit, and its end, which says the fix, kept): a 100 KB value stays readable
+MAX_WORD_CHARS, MAX_MESSAGE_CHARS = 200, 2000
+
+
+def shortened(text: str, limit: int = 80, end: int = 0) -> str:
+    """``text``, or in ``limit`` characters its start, ``...`` and its last ``end`` characters: how a message quotes
+    a value of any length (a ``--name``, a label's value)."""
+    return text if len(text) <= limit else f"{text[:limit - 3 - end]}...{text[len(text) - end:]}"
+
+
+def one_bounded_line(message: str) -> str:
+    """``message`` on one line that drives no terminal, its words and itself cut to their bounds
+    (:data:`MAX_WORD_CHARS`, :data:`MAX_MESSAGE_CHARS`), saying how much was cut."""
+    words = visible(" ".join(message.split())).split(" ")
+    text = " ".join(shortened(word, MAX_WORD_CHARS, end=10) for word in words)
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    head, tail = MAX_MESSAGE_CHARS // 2, MAX_MESSAGE_CHARS // 4
+    return f"{text[:head]} ... [{len(text) - head - tail} characters cut] ... {text[-tail:]}"
 
 
 class UserError(Exception):
@@ -99,7 +147,7 @@ class UserError(Exception):
     exit_code = 2
 
     def __init__(self, message: str):
-        super().__init__(visible(" ".join(message.split())))  # always one line, which drives no terminal
+        super().__init__(one_bounded_line(message))  # always one line, of bounded length, which drives no terminal
 
     @property
     def message(self) -> str:

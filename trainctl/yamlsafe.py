@@ -11,11 +11,20 @@ two" for hostile input as well as for typos:
 * **Encoding**: UTF-8 (a BOM is allowed), or UTF-16/UTF-32 with a BOM as the YAML spec
   requires; anything else is refused naming the first bad byte and its offset.
 * **Aliases and depth**: before any Python object is built, the parser's event stream
-  is walked once (no recursion) counting every node as if aliases were expanded.
-  A "billion laughs" document is a few hundred bytes whose expansion is billions of
-  nodes: it stops at :data:`MAX_NODES`. Nesting deeper than :data:`MAX_DEPTH` and an
-  alias inside its own anchor (a cycle) are refused too, so nothing downstream can
-  recurse or loop on them.
+  is walked once (no recursion) counting every node, and every character of a scalar, as
+  if aliases were expanded. A "billion laughs" document is a few hundred bytes whose
+  expansion is billions of nodes: it stops at :data:`MAX_NODES`. One long string named by
+  an alias many times is few nodes but many bytes (1 MB of text, 100 MB of job, as long to
+  validate and print): it stops at :data:`MAX_EXPANDED_CHARS`, the size a file may have,
+  so aliases still save typing but never amplify. Anchors as upstream examples and values
+  files use them load as before (Kubernetes accepts aliases). Nesting deeper than
+  :data:`MAX_DEPTH` and an alias inside its own anchor (a cycle) are refused too, so
+  nothing downstream can recurse or loop on them.
+* **Duplicate keys**: a key twice in one mapping, at any depth, is refused naming the key
+  and both lines, as kubectl refuses it; PyYAML would keep the last silently (``replicas``
+  given twice). Keys are compared as the composer resolves them: ``a`` and ``'a'`` are one
+  key, ``1`` and ``'1'`` two; YAML's merge key ``<<`` brings values the mapping's own keys
+  may override.
 * **JSON values only**: a resource is JSON on its way to the API server, so the YAML
   types JSON lacks (timestamps, ``!!binary``, ``!!set``, ``!!omap``, ``!!pairs``,
   ``.inf``/``.nan``) are refused where they are read, with the line; quoting keeps a
@@ -35,12 +44,14 @@ import functools
 import math
 import os
 import sys
+from dataclasses import dataclass
 
-from trainctl.errors import UserError
+from trainctl.errors import UserError, shortened
 
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 MAX_NODES = 100_000
 MAX_DEPTH = 64
+MAX_EXPANDED_CHARS = MAX_INPUT_BYTES  # characters of values once aliases are expanded: what no alias may amplify
 
 # Longest BOMs first: the UTF-32-LE BOM starts with the UTF-16-LE one.
 BOMS = (
@@ -124,34 +135,111 @@ def _load(text: str, where: str) -> list:
 
 
 def check_shape(events, where: str) -> None:
-    """Refuse too many nodes (aliases expanded), too deep nesting and cyclic aliases, from events alone."""
+    """Refuse too many values or characters (aliases expanded), too deep nesting, cyclic aliases and a key twice in
+    one mapping, from events alone."""
     import yaml
 
-    nodes = 0
-    open_collections: list[tuple[str | None, int]] = []  # (anchor, node count when it opened)
-    anchor_sizes: dict[str, int] = {}
+    shape = _Shape(where)
     for event in events:
         if isinstance(event, yaml.AliasEvent):
-            if event.anchor not in anchor_sizes:
-                raise UserError(f"{where}: alias *{event.anchor}{_line_of(event)} refers to no complete anchor "
-                                "(undefined, or one of its own parents)")
-            nodes += anchor_sizes[event.anchor]
+            shape.alias(event)
         elif isinstance(event, yaml.ScalarEvent):
-            nodes += 1
-            if event.anchor:
-                anchor_sizes[event.anchor] = 1
+            shape.scalar(event)
         elif isinstance(event, yaml.CollectionStartEvent):
-            nodes += 1
-            open_collections.append((event.anchor, nodes))
-            if len(open_collections) > MAX_DEPTH:
-                raise UserError(f"{where}: nested deeper than {MAX_DEPTH} levels{_line_of(event)}")
+            shape.start(event, isinstance(event, yaml.MappingStartEvent))
         elif isinstance(event, yaml.CollectionEndEvent):
-            anchor, opened_at = open_collections.pop()
-            if anchor:
-                anchor_sizes[anchor] = nodes - opened_at + 1
-        if nodes > MAX_NODES:
-            raise UserError(f"{where}: more than {MAX_NODES:,} values once aliases are expanded{_line_of(event)}; "
-                            "write the values out or split the file")
+            shape.end()
+        shape.check_budget(event)
+
+
+@dataclass
+class _Anchored:
+    nodes: int  # values, counting the collection itself
+    chars: int  # characters of its scalars
+    key: tuple | None  # a scalar's identity as a mapping key
+
+
+@dataclass
+class _Open:
+    anchor: str | None
+    nodes: int  # the counts when it opened
+    chars: int
+    keys: dict | None  # a mapping's keys so far (identity: line), None for a sequence
+    next_is_key: bool = True
+
+
+class _Shape:
+    """The counts :func:`check_shape` keeps while it walks a stream's events once, without recursion."""
+
+    def __init__(self, where: str) -> None:
+        import yaml
+
+        self.where = where
+        self.nodes = self.chars = 0
+        self.open: list[_Open] = []
+        self.anchors: dict[str, _Anchored] = {}
+        self.resolver = yaml.resolver.Resolver()
+
+    def alias(self, event) -> None:
+        anchored = self.anchors.get(event.anchor)
+        if anchored is None:
+            raise UserError(f"{self.where}: alias *{event.anchor}{_line_of(event)} refers to no complete anchor "
+                            "(undefined, or one of its own parents)")
+        self.placed(event, anchored.key)
+        self.nodes += anchored.nodes
+        self.chars += anchored.chars
+
+    def scalar(self, event) -> None:
+        in_key = bool(self.open) and self.open[-1].keys is not None and self.open[-1].next_is_key
+        key = self.key_of(event) if in_key or event.anchor else None
+        self.placed(event, key)
+        self.nodes += 1
+        self.chars += len(event.value)
+        if event.anchor:
+            self.anchors[event.anchor] = _Anchored(1, len(event.value), key)
+
+    def start(self, event, mapping: bool) -> None:
+        self.placed(event, None)
+        self.nodes += 1
+        self.open.append(_Open(event.anchor, self.nodes, self.chars, {} if mapping else None))
+        if len(self.open) > MAX_DEPTH:
+            raise UserError(f"{self.where}: nested deeper than {MAX_DEPTH} levels{_line_of(event)}")
+
+    def end(self) -> None:
+        closed = self.open.pop()
+        if closed.anchor:
+            self.anchors[closed.anchor] = _Anchored(self.nodes - closed.nodes + 1, self.chars - closed.chars, None)
+
+    def placed(self, event, key: tuple | None) -> None:
+        """A node begins in the open collection: in a mapping, every other one is a key, which must be new there
+        (a collection as a key has no identity here; the constructor refuses it as unhashable)."""
+        parent = self.open[-1] if self.open else None
+        if parent is None or parent.keys is None:
+            return
+        if parent.next_is_key and key is not None:
+            if key in parent.keys:
+                raise UserError(f"{self.where}: key {shortened(repr(key[1]))}{_line_of(event)} appears twice in one "
+                                f"mapping (first at line {parent.keys[key]}): keep one")
+            parent.keys[key] = event.start_mark.line + 1
+        parent.next_is_key = not parent.next_is_key
+
+    def key_of(self, event) -> tuple | None:
+        """What a scalar is as a key: its resolved tag and its text (``a`` and ``'a'`` are one key; ``1`` and
+        ``'1'`` two); None for YAML's merge key ``<<``, whose values a mapping's own keys may override."""
+        import yaml
+
+        tag = event.tag
+        if tag in (None, "!"):  # as the composer resolves it
+            tag = self.resolver.resolve(yaml.ScalarNode, event.value, event.implicit)
+        return None if tag == "tag:yaml.org,2002:merge" else (tag, event.value)
+
+    def check_budget(self, event) -> None:
+        if self.nodes > MAX_NODES:
+            raise UserError(f"{self.where}: more than {MAX_NODES:,} values once aliases are expanded"
+                            f"{_line_of(event)}; write the values out or split the file")
+        if self.chars > MAX_EXPANDED_CHARS:
+            raise UserError(f"{self.where}: more than {MAX_EXPANDED_CHARS // 2**20} MiB of text once aliases are "
+                            f"expanded{_line_of(event)}; write the values out or split the file")
 
 
 def _line_of(error_or_event) -> str:

@@ -8,6 +8,7 @@ import typer
 
 from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, console, make_client
 from trainctl.cli.formatting import Name
+from trainctl.errors import visible
 
 
 def export(name: Name,
@@ -21,8 +22,9 @@ def export(name: Name,
     client = make_client(local, context, kubeconfig)
     written = client.export(name, output, namespace)
     files = sorted(path.relative_to(written).as_posix() for path in written.rglob("*") if path.is_file())
-    console().print(f"exported {escape(name)} to {escape(str(written))} ({client.backend.description}): "
-                    f"{escape(', '.join(files))}", soft_wrap=True)
+    # the path is the user's, which may hold an ESC: shown as visible, as every text of theirs
+    console().print(escape(visible(f"exported {name} to {written} ({client.backend.description}): "
+                                   f"{', '.join(files)}")), soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ import typer
 from trainctl.cli import completers
 from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, make_client
 from trainctl.cli.formatting import Name
+from trainctl.errors import visible
 
 
 def plot(name: Name, namespace: Namespace = None,
@@ -33,11 +34,12 @@ def plot(name: Name, namespace: Namespace = None,
     series = client.metrics(name, namespace, replica=replica)
     path = output or f"{name}.png"
     drawn = draw(series, metric or None, name, path)
-    note(f"wrote {len(series)} point(s) of {name} to {path}")
+    # the path is the user's and the metrics' names the replica's: shown as visible, as every text of theirs
+    note(visible(f"wrote {len(series)} point(s) of {name} to {path}"))
     if drawn.left_out:
-        note(f"{len(drawn.left_out)} more metric(s) not drawn ({', '.join(drawn.left_out[:3])}"
-             f"{', ...' if len(drawn.left_out) > 3 else ''}): one image draws at most {MAX_PANELS}; "
-             "choose with --metric NAME")
+        note(visible(f"{len(drawn.left_out)} more metric(s) not drawn ({', '.join(drawn.left_out[:3])}"
+                     f"{', ...' if len(drawn.left_out) > 3 else ''}): one image draws at most {MAX_PANELS}; "
+                     "choose with --metric NAME"))
 
 
 def register(app: typer.Typer) -> None:

@@ -21,6 +21,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand
 
+from trainctl import errors
 from trainctl.cli.common import (Context, Kubeconfig, Local, Namespace, Output, console, dump, echo_all, make_client,
                                  with_parameters)
 from trainctl.cli.completers import job_kinds
@@ -258,8 +259,10 @@ def print_summary(client, resource: dict, framework, flags: str, out, unenforced
     if client.backend_name == "local":
         images = sorted(set(Job(resource).images.values()) - {""}) or ["the runtime's"]
         where = f"a snapshot of {snapshot.source} (the job's own copy)" if snapshot else os.getcwd()
-        out.print(escape(f"  note: replicas run as processes in {where};"), soft_wrap=True)
-        out.print(escape(f"        the image ({', '.join(images)}) is not used"), soft_wrap=True)
+        # the images and the directory are the user's (a values file's image may hold an ESC): shown as a terminal
+        # shows them (errors.visible; this module's visible() escapes for a YAML comment)
+        out.print(escape(errors.visible(f"  note: replicas run as processes in {where};")), soft_wrap=True)
+        out.print(escape(errors.visible(f"        the image ({', '.join(images)}) is not used")), soft_wrap=True)
         if unenforced:
             out.print(escape(f"  note: the local backend does not enforce {', '.join(unenforced)} "
                              "(they apply on Kubernetes)"), soft_wrap=True)

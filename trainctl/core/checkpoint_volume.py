@@ -9,7 +9,11 @@ A job names its checkpoint storage in the annotation :data:`ANNOTATION` (``--che
 * ``host:/path``: a directory of the node (one-node clusters, tests), kept; the job's is ``/path/<ns>/<job>``.
   Not a system directory of the node (:data:`SYSTEM_DIRECTORIES`), nor anything under one, nor a directory
   that holds one (``/var``: a namespace named ``lib`` would put a job's directory in ``/var/lib/<job>``): every
-  replica mounts the path read-write, as root as often as not.
+  replica mounts the path read-write, as root as often as not. Every character prints (no newline, ESC,
+  bidirectional override: the path is shown in messages and logs), and it is normalized (no ``..``, ``//``).
+  On a cluster the path is the node's, whose symbolic links the client cannot see: it is checked as written.
+  On the local backend the node is this machine, and the job's directory is checked once its links are
+  followed (:func:`local_problem`: ``/mnt/link -> /etc`` is refused as ``/etc``), and used so resolved.
 
 Each replica's main container mounts it at :data:`MOUNT_PATH` and finds it in ``TRAINCTL_CHECKPOINT_DIR``
 (trainctl.checkpoints.checkpoint_dir()). Locally the directory is ``checkpoints/`` of the job's state
@@ -19,6 +23,7 @@ edited by hand that reads as none of the forms wires nothing); submit checks wha
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from dataclasses import dataclass
@@ -34,9 +39,13 @@ SIZE = re.compile(r"[1-9][0-9]{0,11}(?:Ki|Mi|Gi|Ti|Pi|K|M|G|T|P)?")
 FORMS = "SIZE (e.g. 10Gi: a claim the job owns), pvc:CLAIM (yours, kept) or host:/path (a node's directory, kept)"
 # A node's own directories (by name: the node is not this machine, its symbolic links unknown here): the system,
 # its devices and kernel, root's home, and what kubelet, the container runtimes and the cluster keep.
+# Also what runs things on a schedule or by mail (/var/spool: cron, at), and the package managers' own records.
 SYSTEM_DIRECTORIES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run",
-                      "/sbin", "/sys", "/usr", "/var/lib/cni", "/var/lib/containerd", "/var/lib/docker",
-                      "/var/lib/etcd", "/var/lib/kubelet", "/var/lib/rancher", "/var/log", "/var/run", "/opt/cni")
+                      "/sbin", "/snap", "/sys", "/usr", "/var/lib/apt", "/var/lib/calico", "/var/lib/cilium",
+                      "/var/lib/cni", "/var/lib/containerd", "/var/lib/containers", "/var/lib/docker", "/var/lib/dpkg",
+                      "/var/lib/etcd", "/var/lib/k0s", "/var/lib/kubelet", "/var/lib/minikube", "/var/lib/rancher",
+                      "/var/lib/rpm", "/var/lib/systemd", "/var/lock", "/var/log", "/var/mail", "/var/run",
+                      "/var/snap", "/var/spool", "/opt/cni")
 
 
 @dataclass(frozen=True)
@@ -63,14 +72,48 @@ def storage_or_problem(text: object) -> tuple[Storage | None, str | None]:
         issue = dns_subdomain_problem(value)
         return (None, f"the claim name {value!r} is {issue}") if issue else (Storage("pvc", value), None)
     if kind == "host":
-        if not value.startswith("/") or value.startswith("//") or posixpath.normpath(value) != value \
-                or "\x00" in value or value == "/":
-            return None, f"the host path {value!r} must be an absolute, normalized directory other than /"
-        issue = system_problem(value)
+        issue = host_path_problem(value)
         return (None, issue) if issue else (Storage("host", value), None)
     if SIZE.fullmatch(text):
         return Storage("size", text), None
     return None, f"expected {FORMS}"
+
+
+def host_path_problem(path: str) -> str | None:
+    """Why ``path``, as written, may not be a ``host:`` path; None when it may."""
+    hidden = next((char for char in path if not char.isprintable()), None)
+    if hidden is not None:  # a newline, ESC or bidi override would forge what a message or log line shows
+        return (f"the host path holds {hidden!r} (character {path.index(hidden) + 1}), which does not print: name a "
+                "directory without control or invisible characters")
+    if not path.startswith("/") or path.startswith("//") or posixpath.normpath(path) != path or path == "/":
+        return f"the host path {path!r} must be an absolute, normalized directory other than /"
+    return system_problem(path)
+
+
+def local_problem(resource: dict) -> str | None:
+    """Why a job's ``host:`` checkpoint path may not be used on this machine (the local backend, where the node is
+    this machine): refused as written, or its job directory, once its symbolic links are followed, is or lies in
+    or holds a system directory. None when it is clear, or names no ``host:`` path."""
+    text = ((resource.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+    if not (isinstance(text, str) and text.startswith("host:")):
+        return None
+    if issue := problem(text):
+        return issue
+    metadata = resource["metadata"]
+    spelled = job_directory(Storage("host", text[len("host:"):]), metadata.get("namespace") or "default",
+                            metadata["name"])
+    return resolved_problem(spelled, os.path.realpath(spelled))
+
+
+def resolved_problem(spelled: str, real: str) -> str | None:
+    """Why the job's directory ``spelled``, which resolves to ``real`` on this machine, may not hold checkpoints."""
+    if real == spelled:
+        return None
+    if any(not char.isprintable() for char in real):
+        return f"the job's directory {spelled} leads to {real!r}, whose name does not print: use a directory of its own"
+    if issue := system_problem(real):
+        return f"the job's directory {spelled} leads to {real} through a symbolic link, and {issue}"
+    return None
 
 
 def system_problem(path: str) -> str | None:
@@ -104,11 +147,15 @@ def job_directory(storage: Storage, namespace: str, name: str) -> str:
 
 
 def local_directory(resource: dict, state_dir: str) -> str:
-    """Where a local job's replicas keep checkpoints: the ``host:`` path's job directory, else the job's own."""
+    """Where a local job's replicas keep checkpoints: the ``host:`` path's job directory with its links followed,
+    else the job's own (also when a link made after submit leads the former into a system directory)."""
     storage = storage_of(resource)
     metadata = resource.get("metadata") or {}
     if storage is not None and storage.kind == "host":
-        return job_directory(storage, metadata.get("namespace") or "default", metadata["name"])
+        spelled = job_directory(storage, metadata.get("namespace") or "default", metadata["name"])
+        real = os.path.realpath(spelled)
+        if resolved_problem(spelled, real) is None:
+            return real
     return posixpath.join(state_dir, LOCAL_DIR)
 
 

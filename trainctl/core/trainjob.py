@@ -30,6 +30,7 @@ from trainctl.frameworks.base import ANCESTOR_TRAINER, LABEL_ANCESTOR_STEP, NODE
 from trainctl.frameworks.policies.base import COMPLETION_INDEX, TRAINER_PORT
 from trainctl.frameworks.policies.base import Addresses, Info, PodSet, index_env, upsert_env
 from trainctl.kube.envvars import resolved
+from trainctl.kube.names import process_strings_problem
 from trainctl.kube.quantities import format_quantity
 
 # the initializers' replicatedJobs, containers and ancestor labels, by their field in spec.initializer
@@ -440,9 +441,19 @@ def check_trainjob(resource: dict) -> None:
     if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN.strip("^$"), name) or len(name) > NAME_MAX:
         raise UserError(f"TrainJob name {name!r} must be at most {NAME_MAX} lowercase letters, digits and '-', "
                         "starting with a letter and ending with a letter or digit")
-    TrainJob(resource)  # reads the runtime's reference and the trainer, refusing what is wrong
+    check_process_strings(TrainJob(resource))  # reads the runtime's reference and the trainer, refusing what is wrong
     if SNAPSHOT_ANNOTATION in ((resource.get("metadata") or {}).get("annotations") or {}):
         node_plan_of(resource)
+
+
+def check_process_strings(job: TrainJob) -> None:
+    """The trainer's and the initializers' command words and env entries fit what execve takes (MAX_ARG_STRLEN)."""
+    initializer = job.spec.get("initializer")
+    given = [("spec.trainer", job.trainer), *((f"spec.initializer.{name}", initializer.get(name))
+                                              for name in INITIALIZERS if isinstance(initializer, dict))]
+    for path, fields in given:
+        if isinstance(fields, dict) and (problem := process_strings_problem(fields, path)):
+            raise UserError(f"TrainJob {job.name!r}: {problem[0]}: {problem[1]}")
 
 
 def with_runtime_snapshot(resource: dict, runtime: dict) -> None:

@@ -26,7 +26,8 @@ Three layers, all run on every submit, apply and dry-run (and ``Client.submit``)
    protocols, env names and ``value`` with ``valueFrom``, volume mounts of undeclared
    volumes, requests above limits. Plus one rule a node enforces only when it starts the
    container: no NUL character in what the process receives (command, args, env values,
-   workingDir), since execve ends a C string there; the local backend would fail to start it.
+   workingDir), since execve ends a C string there, and no word or env entry longer than Linux's
+   MAX_ARG_STRLEN (kube.names); the local backend would fail to start it.
 
 Every problem raises :class:`~trainctl.errors.UserError` with one line:
 ``pytorchjob "mnist": spec.pytorchReplicaSpecs.Worker.replicas: must be at least 1 (got 0)``.
@@ -41,7 +42,7 @@ from typing import Any
 
 from trainctl import API_VERSION
 from trainctl.core.trainjob import check_trainjob, is_trainjob
-from trainctl.errors import UserError
+from trainctl.errors import UserError, shortened
 from trainctl.frameworks import ALL, KINDS, Framework, by_kind
 from trainctl.kube.names import (
     TAINT_EFFECTS,
@@ -52,6 +53,7 @@ from trainctl.kube.names import (
     namespace_problem,
     port_name_problem,
     port_number_problem,
+    process_strings_problem,
 )
 from trainctl.yamlsafe import MAX_DEPTH, MAX_NODES
 
@@ -87,7 +89,7 @@ def validate(resource: Any, *, source: str | None = None) -> dict:
         return resource
     framework = _framework_of(resource, prefix)
     name = (resource.get("metadata") or {}).get("name") if isinstance(resource.get("metadata"), dict) else None
-    label = f'{prefix}{framework.singular} "{_shorten(str(name))}": ' if name else f"{prefix}{framework.singular}: "
+    label = f'{prefix}{framework.singular} "{shortened(str(name))}": ' if name else f"{prefix}{framework.singular}: "
     try:
         check_json(resource)
         check_schema(resource, framework)
@@ -123,7 +125,7 @@ def check_json(resource: Any) -> None:
             children = list(value.items())
             for key, _ in children:
                 if not isinstance(key, str):
-                    raise Invalid(_join(path, _shorten(repr(key))), f"keys must be strings (got {_describe(key)})")
+                    raise Invalid(_join(path, shortened(repr(key))), f"keys must be strings (got {_describe(key)})")
                 _check_text(key, _join(path, key))
             pending.extend((item, _join(path, key), depth + 1) for key, item in children)
         elif isinstance(value, list):
@@ -145,7 +147,7 @@ def _check_scalar(value: Any, path: str) -> None:
     elif isinstance(value, int):
         low, high = INTEGER_RANGES["int64"]
         if not low <= value <= high:
-            raise Invalid(path, f"{_shorten(str(value))} is outside the int64 range")
+            raise Invalid(path, f"{shortened(str(value))} is outside the int64 range")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise Invalid(path, f"{value} is not a JSON number")
@@ -195,7 +197,7 @@ def walk(value: Any, schema: dict, path: str) -> None:
     if not _has_type(value, expected):
         raise Invalid(path, f"must be {_article(expected)} (got {_describe(value)})")
     if "enum" in schema and value not in schema["enum"]:
-        raise Invalid(path, f"unsupported value {_shorten(repr(value))}: use one of {', '.join(map(str, schema['enum']))}")
+        raise Invalid(path, f"unsupported value {shortened(repr(value))}: use one of {', '.join(map(str, schema['enum']))}")
     if expected == "integer" and schema.get("format") in INTEGER_RANGES:
         low, high = INTEGER_RANGES[schema["format"]]
         if not low <= value <= high:
@@ -221,7 +223,7 @@ def _walk_object(value: dict, schema: dict, path: str) -> None:
             walk(item, extra, child)
         elif properties is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
             known = ", ".join(sorted(properties)) or "none"
-            raise Invalid(child, f"unknown field (known fields here: {_shorten(known)})")
+            raise Invalid(child, f"unknown field (known fields here: {shortened(known)})")
 
 
 def _has_type(value: Any, expected: str) -> bool:
@@ -241,16 +243,12 @@ def _describe(value: Any) -> str:
     kinds = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
     for python_type, word in kinds.items():
         if isinstance(value, python_type):
-            return f"{word} {_shorten(repr(value))}" if python_type in (str, bool) else word
+            return f"{word} {shortened(repr(value))}" if python_type in (str, bool) else word
     return f"{type(value).__name__} {value!r}"
 
 
 def _article(expected: str) -> str:
     return {"object": "a mapping", "array": "a list", "integer": "an integer"}.get(expected, f"a {expected}")
-
-
-def _shorten(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # ---- admission ----------------------------------------------------------------
@@ -259,7 +257,7 @@ def check_admission(resource: dict, framework: Framework) -> None:
     metadata = resource.get("metadata") or {}
     check_name(metadata)
     if metadata.get("namespace") is not None and namespace_problem(metadata["namespace"]):
-        raise Invalid("metadata.namespace", f"{_shorten(repr(metadata['namespace']))} is {namespace_problem(metadata['namespace'])}")
+        raise Invalid("metadata.namespace", f"{shortened(repr(metadata['namespace']))} is {namespace_problem(metadata['namespace'])}")
     check_labels_and_annotations(metadata, "metadata")
     spec = resource.get("spec")
     if spec is None:
@@ -281,7 +279,7 @@ def check_name(metadata: dict) -> None:
         raise Invalid("metadata.name", "required: give the job a name (lower-case letters, digits and '-')")
     longest = 63 - LONGEST_SUFFIX
     if not DNS_1035.fullmatch(name):
-        raise Invalid("metadata.name", f"{_shorten(repr(name))} is not a DNS-1035 label: use lower-case letters, digits and '-', "
+        raise Invalid("metadata.name", f"{shortened(repr(name))} is not a DNS-1035 label: use lower-case letters, digits and '-', "
                       "starting with a letter and ending with a letter or digit")
     if len(name) > longest:
         raise Invalid("metadata.name", f"{len(name)} characters is too long: at most {longest}, so that pod "
@@ -313,13 +311,13 @@ def check_labels_and_annotations(metadata: dict, path: str, field: str = "labels
     nodeSelector, a map of labels too, as ``field``)."""
     for key, value in (metadata.get("labels") or {}).items():
         if problem := label_key_problem(key):
-            raise Invalid(f"{path}.{field}", f"{_shorten(repr(key))} is {problem}")
+            raise Invalid(f"{path}.{field}", f"{shortened(repr(key))} is {problem}")
         if problem := label_value_problem(value):
-            raise Invalid(_join(f"{path}.{field}", key), f"{_shorten(repr(value))} is {problem}")
+            raise Invalid(_join(f"{path}.{field}", key), f"{shortened(repr(value))} is {problem}")
     annotations = metadata.get("annotations") or {}
     for key in annotations:
         if problem := label_key_problem(key.lower()):  # the API server checks annotation keys lower-cased
-            raise Invalid(f"{path}.annotations", f"{_shorten(repr(key))} is {problem}")
+            raise Invalid(f"{path}.annotations", f"{shortened(repr(key))} is {problem}")
     size = sum(len(key.encode()) + len(value.encode()) for key, value in annotations.items())
     if size > ANNOTATIONS_MAX_BYTES:
         raise Invalid(f"{path}.annotations", f"{size:,} bytes in all, more than the {ANNOTATIONS_MAX_BYTES:,} an "
@@ -346,18 +344,18 @@ def check_toleration(toleration: dict, path: str) -> None:
     with Equal, an effect it knows, tolerationSeconds only with NoExecute."""
     key, operator, value = toleration.get("key") or "", toleration.get("operator") or "Equal", toleration.get("value")
     if key and (problem := label_key_problem(key)):
-        raise Invalid(f"{path}.key", f"{_shorten(repr(key))} is {problem}")
+        raise Invalid(f"{path}.key", f"{shortened(repr(key))} is {problem}")
     if operator not in ("Equal", "Exists"):
-        raise Invalid(f"{path}.operator", f"unsupported value {_shorten(repr(operator))}: use Equal or Exists")
+        raise Invalid(f"{path}.operator", f"unsupported value {shortened(repr(operator))}: use Equal or Exists")
     if not key and operator != "Exists":
         raise Invalid(f"{path}.operator", "must be Exists when the key is empty (a toleration of every taint)")
     if operator == "Exists" and value:
         raise Invalid(f"{path}.value", "must be empty when the operator is Exists")
     if operator == "Equal" and value and (problem := label_value_problem(value)):
-        raise Invalid(f"{path}.value", f"{_shorten(repr(value))} is {problem}")
+        raise Invalid(f"{path}.value", f"{shortened(repr(value))} is {problem}")
     effect = toleration.get("effect") or ""
     if effect and effect not in TAINT_EFFECTS:
-        raise Invalid(f"{path}.effect", f"unsupported value {_shorten(repr(effect))}: use one of {', '.join(TAINT_EFFECTS)}")
+        raise Invalid(f"{path}.effect", f"unsupported value {shortened(repr(effect))}: use one of {', '.join(TAINT_EFFECTS)}")
     if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
         raise Invalid(f"{path}.tolerationSeconds", "only takes effect with effect NoExecute: set that effect or leave it out")
 
@@ -366,7 +364,7 @@ def check_unique_dns_label(name: str | None, seen: set[str], path: str, what: st
     if not name:
         raise Invalid(path, "required")
     if problem := dns_label_problem(name):
-        raise Invalid(path, f"{_shorten(repr(name))} is {problem}")
+        raise Invalid(path, f"{shortened(repr(name))} is {problem}")
     if name in seen:
         raise Invalid(path, f"{name!r} names another {what} of the pod too: {what} names must be unique")
     seen.add(name)
@@ -379,7 +377,7 @@ def check_container(container: dict, path: str, volumes: set[str]) -> None:
     for index, env in enumerate(container.get("env") or []):
         name = env.get("name", "")
         if problem := env_name_problem(name):
-            raise Invalid(f"{path}.env[{index}].name", f"{_shorten(repr(name))} is {problem}")
+            raise Invalid(f"{path}.env[{index}].name", f"{shortened(repr(name))} is {problem}")
         if env.get("value") and env.get("valueFrom") is not None:
             raise Invalid(f"{path}.env[{index}].valueFrom", "must not be given with a non-empty value: use one")
     check_process_text(container, path)
@@ -401,8 +399,10 @@ def check_process_text(container: dict, path: str) -> None:
     texts.append((f"{path}.workingDir", container.get("workingDir")))
     for where, text in texts:
         if isinstance(text, str) and "\x00" in text:
-            raise Invalid(where, f"{_shorten(repr(text))} contains a NUL character (\\x00), which no process can "
+            raise Invalid(where, f"{shortened(repr(text))} contains a NUL character (\\x00), which no process can "
                           "receive: argv, the environment and paths end at the first NUL")
+    if problem := process_strings_problem(container, path):  # and each at most MAX_ARG_STRLEN bytes
+        raise Invalid(*problem)
 
 
 def check_ports(ports: list[dict], path: str) -> None:
@@ -416,12 +416,12 @@ def check_ports(ports: list[dict], path: str) -> None:
                 raise Invalid(f"{where}.{field}", f"{port[field]} is {problem}")
         name = port.get("name")
         if name and (problem := port_name_problem(name)):
-            raise Invalid(f"{where}.name", f"{_shorten(repr(name))} is {problem}")
+            raise Invalid(f"{where}.name", f"{shortened(repr(name))} is {problem}")
         if name and name in names:
             raise Invalid(f"{where}.name", f"{name!r} names another port of the container too: port names must be unique")
         names.add(name)
         if port.get("protocol") is not None and port["protocol"] not in PORT_PROTOCOLS:
-            raise Invalid(f"{where}.protocol", f"unsupported value {_shorten(repr(port['protocol']))}: use one of "
+            raise Invalid(f"{where}.protocol", f"unsupported value {shortened(repr(port['protocol']))}: use one of "
                           f"{', '.join(PORT_PROTOCOLS)}")
 
 
@@ -429,12 +429,12 @@ def check_volume_mounts(mounts: list[dict], volumes: set[str], path: str) -> Non
     mount_paths = set()
     for index, mount in enumerate(mounts):
         if mount.get("name") not in volumes:
-            raise Invalid(f"{path}[{index}].name", f"{_shorten(repr(mount.get('name')))} is no volume of the pod: "
+            raise Invalid(f"{path}[{index}].name", f"{shortened(repr(mount.get('name')))} is no volume of the pod: "
                           "declare it under the template's spec.volumes")
         if not mount.get("mountPath"):
             raise Invalid(f"{path}[{index}].mountPath", "required")
         if mount["mountPath"] in mount_paths:
-            raise Invalid(f"{path}[{index}].mountPath", f"{_shorten(repr(mount['mountPath']))} is mounted twice: "
+            raise Invalid(f"{path}[{index}].mountPath", f"{shortened(repr(mount['mountPath']))} is mounted twice: "
                           "mount paths must be unique")
         mount_paths.add(mount["mountPath"])
 
@@ -461,9 +461,9 @@ def check_requests_within_limits(resources: dict, path: str) -> None:
 def check_quantity(resource_name: str, amount: int | str, path: str) -> None:
     """A non-negative quantity; extended resources (``vendor.com/gpu``) are counted in whole units."""
     if not QUANTITY.fullmatch(str(amount)) or str(amount).startswith("-"):
-        raise Invalid(path, f"{_shorten(repr(amount))} is not a quantity of at least 0 (examples: 2, 500m, 4Gi)")
+        raise Invalid(path, f"{shortened(repr(amount))} is not a quantity of at least 0 (examples: 2, 500m, 4Gi)")
     if _is_extended(resource_name) and not WHOLE_NUMBER.fullmatch(str(amount)):
-        raise Invalid(path, f"{_shorten(repr(amount))} is not a whole number: {resource_name} is counted in units "
+        raise Invalid(path, f"{shortened(repr(amount))} is not a whole number: {resource_name} is counted in units "
                       "(examples: 1, 2)")
 
 

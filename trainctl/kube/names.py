@@ -16,6 +16,10 @@ accepts too, and a mistake is one line now instead of a pod that never appears.
 * **port name** (IANA service name): at most 15 of ``[-a-z0-9]``, at least one letter, no ``--``, not
   starting or ending with ``-``.
 * **environment variable name**: ``[-._a-zA-Z][-._a-zA-Z0-9]*``, and not ``.``, ``..`` or ``..*``.
+* **a string a process receives** (each word of ``command`` and ``args``, each env entry as ``NAME=value``):
+  not a rule of the API server but of the node, whose runtime hands them to execve: at most
+  :data:`MAX_ARG_STRLEN` bytes with the NUL that ends it (Linux's limit per string, 128 KiB), else the
+  container can never start.
 * **image reference** (a container's ``image``): the grammar of distribution's reference package, by which
   the kubelet's runtime reads it: ``[host[:port]/]path[:tag][@digest]``, path components of lower-case
   letters and digits joined by ``.``, ``_``, ``__`` or dashes, the name at most 255 characters.
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from trainctl.errors import UserError
+from trainctl.errors import UserError, shortened
 
 # Patterns as text, matched with re.fullmatch, which compiles each on its first use and keeps it: compiling all
 # of them up front cost every ``status`` and ``list`` a millisecond for the one it checks (docs/benchmarks.md).
@@ -46,6 +50,7 @@ IMAGE_TAG_AND_DIGEST = (r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
 LABEL_MAX, SUBDOMAIN_MAX, PORT_NAME_MAX, IMAGE_NAME_MAX = 63, 253, 15, 255
 PORT_MAX = 65535
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+MAX_ARG_STRLEN = 32 * 4096  # Linux's MAX_ARG_STRLEN (32 pages of 4 KiB): one argv or environment string, NUL included
 LABEL_ALPHABET = "letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 
 
@@ -53,8 +58,7 @@ def check_namespace(namespace: object, where: str = "--namespace") -> str:
     """``namespace`` if it is a DNS-1123 label; a one-line UserError naming ``where`` otherwise."""
     problem = namespace_problem(namespace)
     if problem:
-        shown = repr(namespace)
-        raise UserError(f"{where} {shown if len(shown) <= 80 else shown[:77] + '...'}: {problem}")
+        raise UserError(f"{where} {shortened(repr(namespace))}: {problem}")
     return namespace
 
 
@@ -124,6 +128,32 @@ def port_name_problem(name: str) -> str | None:
         return None
     return (f"not a port name: at most {PORT_NAME_MAX} lower-case letters, digits and '-', with at least one "
             "letter, no '--', not starting or ending with '-'")
+
+
+def process_string_problem(text: str, spelled: str = "") -> str | None:
+    """Why ``text`` (a command word, or an env entry as ``NAME=value``: ``spelled`` says so) cannot reach a
+    process: longer than execve takes; None when it fits."""
+    size = len(text.encode(errors="surrogatepass"))
+    if size < MAX_ARG_STRLEN:
+        return None
+    return (f"{size:,} bytes{spelled}: a process receives at most {MAX_ARG_STRLEN - 1:,} per argument or environment "
+            f"entry (Linux's MAX_ARG_STRLEN, {MAX_ARG_STRLEN:,} bytes with the NUL that ends it), so the replica could "
+            "never start; put large data in a file or a ConfigMap")
+
+
+def process_strings_problem(container: dict, path: str) -> tuple[str, str] | None:
+    """The first word of a container's (or a TrainJob trainer's) ``command`` and ``args``, or env entry, too long
+    for execve, as (its field path, why); None when all fit."""
+    for field in ("command", "args"):
+        for index, word in enumerate(container.get(field) or []):
+            if isinstance(word, str) and (problem := process_string_problem(word)):
+                return f"{path}.{field}[{index}]", f"{word[:20]!r}... is {problem}"
+    for index, env in enumerate(container.get("env") or []):
+        name, value = (env.get("name"), env.get("value")) if isinstance(env, dict) else (None, None)
+        if isinstance(name, str) and isinstance(value, str) and (
+                problem := process_string_problem(f"{name}={value}", f" as {name[:60]}=value")):
+            return f"{path}.env[{index}].value", f"the variable {name[:60]!r} is {problem}"
+    return None
 
 
 def env_name_problem(name: str) -> str | None:

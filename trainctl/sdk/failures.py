@@ -41,6 +41,7 @@ from trainctl.core.attribution import Attribution, Judged, Run, attribute, faile
 from trainctl.errors import visible
 
 LOG_TAIL_LINES = 20  # shown of the cause's log
+LOG_LINE_CHARS = 1000  # shown of each of those lines (as trainctl.errors.visible shows it), and how much was cut
 EVIDENCE_LINES = 100  # read of each failed run's log: a traceback, or an abort's C++ report, must fit
 MISSING_ENV = re.compile(r"KeyError: '(?P<name>[A-Z][A-Z0-9_]*)'")  # os.environ["RANK"] where nothing set it
 LISTED = 5  # replicas named per line of consequences or other failures; the rest are counted
@@ -234,4 +235,13 @@ def summarize(details: JobDetails,
     return FailureSummary(job=f"{resource['kind'].lower()}/{metadata['name']}", name=metadata["name"],
                           namespace=metadata.get("namespace") or "default", state=state, message=message,
                           first=culprit.run if culprit else None, attribution=found,
-                          log_tail=[visible(line) for line in culprit.run.log[-LOG_TAIL_LINES:]] if culprit else [])
+                          log_tail=[shown_line(line) for line in culprit.run.log[-LOG_TAIL_LINES:]] if culprit else [])
+
+
+def shown_line(line: str) -> str:
+    """A line of the log tail as it is shown: escaped, and its start when it is longer than :data:`LOG_LINE_CHARS`
+    (a replica may print 20 MiB on one line), saying how much was cut."""
+    shown = visible(line)
+    if len(shown) <= LOG_LINE_CHARS:
+        return shown
+    return f"{shown[:LOG_LINE_CHARS]}... [{len(shown) - LOG_LINE_CHARS} more characters cut]"

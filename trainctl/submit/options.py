@@ -25,7 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainctl.core.job import KUEUE_QUEUE_LABEL
-from trainctl.errors import UserError, option, setting, spelled
+from trainctl.errors import UserError, option, setting, shortened, spelled
 from trainctl.frameworks import ALL, Framework
 from trainctl.frameworks.base import CLEAN_POD_POLICIES, RESTART_POLICIES, KindOption
 from trainctl.kube.names import (
@@ -35,6 +35,7 @@ from trainctl.kube.names import (
     env_name_problem,
     label_key_problem,
     label_value_problem,
+    process_string_problem,
 )
 from trainctl.submit.durations import parse_duration
 from trainctl.submit.setpath import parse_assignment
@@ -106,18 +107,25 @@ def generated_name(prefix: str) -> str:
     return f"{prefix}-{''.join(secrets.choice(alphabet) for _ in range(6))}"
 
 
+def quoted(value: object) -> str:
+    """``value`` as an error message quotes it: its repr, shortened as a too-long ``--name`` is."""
+    return shortened(repr(value))
+
+
 def key_value(text: str, name: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise UserError(f"{option(name)} {text!r}: expected KEY=VALUE")
+        raise UserError(f"{option(name)} {quoted(text)}: expected KEY=VALUE")
     return key, value
 
 
 def env_pairs(items: list[str], name: str = "env") -> list[tuple[str, str]]:
     pairs = [key_value(item, name) for item in items]
-    for key, _ in pairs:
+    for key, value in pairs:
         if problem := env_name_problem(key):
-            raise UserError(f"{option(name)} {key!r}: {problem}")
+            raise UserError(f"{option(name)} {quoted(key)}: {problem}")
+        if problem := process_string_problem(f"{key}={value}", f" as {key[:60]}=value"):
+            raise UserError(f"{option(name)} {quoted(key)}: {problem}")
     return pairs
 
 
@@ -127,19 +135,19 @@ def label_map(items: list[str], name: str, check_value: bool = True) -> dict[str
         key, value = key_value(item, name)
         check_label_key(key, name)
         if check_value and (problem := label_value_problem(value)):
-            raise UserError(f"{option(name)} {key}={value!r}: the value is {problem}")
+            raise UserError(f"{option(name)} {shortened(key)}={quoted(value)}: the value is {problem}")
         result[key] = value
     return result
 
 
 def check_label_key(key: str, keyword: str) -> None:
     if problem := label_key_problem(key):
-        raise UserError(f"{option(keyword)} {key!r}: {problem}")
+        raise UserError(f"{option(keyword)} {quoted(key)}: {problem}")
 
 
 def quantity(text: str | None, name: str) -> str | None:
     if text is not None and not QUANTITY.fullmatch(text):
-        raise UserError(f"{option(name)} {text!r}: not a quantity (examples: 2, 500m, 16Gi)")
+        raise UserError(f"{option(name)} {quoted(text)}: not a quantity (examples: 2, 500m, 16Gi)")
     return text
 
 
@@ -163,7 +171,7 @@ def choice(value: str | None, name: str, allowed: tuple[str, ...]) -> str | None
     for candidate in allowed:
         if candidate.lower() == value.lower():
             return candidate
-    raise UserError(f"{option(name)} {value!r}: use one of {', '.join(allowed)}")
+    raise UserError(f"{option(name)} {quoted(value)}: use one of {', '.join(allowed)}")
 
 
 def volumes(items: list[str], name: str = "volume") -> list[Volume]:
@@ -175,16 +183,16 @@ def volumes(items: list[str], name: str = "volume") -> list[Volume]:
         if read_only:
             parts = parts[:-1]
         if len(parts) != 3 or parts[0] not in ("pvc", "host") or not parts[1] or not parts[2].startswith("/"):
-            raise UserError(f"{option(name)} {item!r}: expected pvc:CLAIM:/mount/path[:ro] or "
+            raise UserError(f"{option(name)} {quoted(item)}: expected pvc:CLAIM:/mount/path[:ro] or "
                             "host:/src:/mount/path[:ro]")
         kind, origin, mount = parts
         if kind == "pvc":
             if problem := dns_subdomain_problem(origin):
-                raise UserError(f"{option(name)} {item!r}: the claim name {origin!r} is {problem}")
+                raise UserError(f"{option(name)} {quoted(item)}: the claim name {quoted(origin)} is {problem}")
             source = {"persistentVolumeClaim": {"claimName": origin, "readOnly": read_only}}
         else:
             if not origin.startswith("/"):
-                raise UserError(f"{option(name)} {item!r}: the host path must be absolute")
+                raise UserError(f"{option(name)} {quoted(item)}: the host path must be absolute")
             source = {"hostPath": {"path": origin}}
         parsed.append(Volume(f"volume-{index}", mount, read_only, source))
     return parsed
@@ -198,10 +206,10 @@ def workdir_limit(text: str | None, name: str = "workdir_limit") -> int:
         return DEFAULT_LIMIT
     match = SIZE.fullmatch(text.strip())
     if not match:
-        raise UserError(f"{option(name)} {text!r}: not a size (examples: 32Mi, 500Ki, 64M)")
+        raise UserError(f"{option(name)} {quoted(text)}: not a size (examples: 32Mi, 500Ki, 64M)")
     size = int(match.group(1)) * SIZE_UNITS[match.group(2) or ""]
     if not 1024 <= size <= MAX_WORKDIR_LIMIT:
-        raise UserError(f"{option(name)} {text!r}: must be between 1Ki and 256Mi (a ConfigMap per "
+        raise UserError(f"{option(name)} {quoted(text)}: must be between 1Ki and 256Mi (a ConfigMap per "
                         f"900 KiB); ship more on a volume ({option('volume')}) or in the image")
     return size
 
@@ -214,7 +222,7 @@ def workdir_mount(text: str | None, name: str = "workdir_mount") -> str | None:
 
     if not text.startswith("/") or text.startswith("//") or posixpath.normpath(text) != text or "\x00" in text \
             or text in ("/", "/trainctl") or text.startswith("/trainctl/"):
-        raise UserError(f"{option(name)} {text!r}: must be an absolute, normalized directory path other "
+        raise UserError(f"{option(name)} {quoted(text)}: must be an absolute, normalized directory path other "
                         "than / and /trainctl (e.g. /workspace)")
     return text
 
@@ -223,7 +231,7 @@ def pip_specs(items: list[str], name: str = "pip") -> list[str]:
     """``--pip`` requirement specifiers; pip options belong in a --requirements file."""
     for item in items:
         if not item.strip() or item.startswith("-") or "\x00" in item or "\n" in item:
-            raise UserError(f"{option(name)} {item!r}: give a requirement (numpy==2.1, ./pkg.whl); pip options "
+            raise UserError(f"{option(name)} {quoted(item)}: give a requirement (numpy==2.1, ./pkg.whl); pip options "
                             f"such as --index-url go in a {option('requirements')} file")
     return list(items)
 
@@ -231,7 +239,7 @@ def pip_specs(items: list[str], name: str = "pip") -> list[str]:
 def local_queue(queue: str | None, name: str = "local_queue") -> str | None:
     """``--local-queue``: the name of a Kueue LocalQueue (a DNS subdomain that fits a label value)."""
     if queue is not None and (len(queue) > 63 or not re.fullmatch(DNS_1123_SUBDOMAIN, queue)):
-        raise UserError(f"{option(name)} {queue!r}: not a LocalQueue name (at most 63 lower-case letters, "
+        raise UserError(f"{option(name)} {quoted(queue)}: not a LocalQueue name (at most 63 lower-case letters, "
                         "digits, '-' and '.')")
     return queue
 
@@ -242,12 +250,12 @@ def tolerations(items: list[str], name: str = "toleration") -> list[dict]:
     for item in items:
         spec, sep, effect = item.rpartition(":")
         if not sep or effect not in TAINT_EFFECTS or not spec:
-            raise UserError(f"{option(name)} {item!r}: expected key[=value]:EFFECT with EFFECT one of "
+            raise UserError(f"{option(name)} {quoted(item)}: expected key[=value]:EFFECT with EFFECT one of "
                             f"{', '.join(TAINT_EFFECTS)}")
         key, has_value, value = spec.partition("=")
         check_label_key(key, name)
         if has_value and (problem := label_value_problem(value)):
-            raise UserError(f"{option(name)} {item!r}: the value is {problem}")
+            raise UserError(f"{option(name)} {quoted(item)}: the value is {problem}")
         toleration = {"key": key, "operator": "Equal" if has_value else "Exists", "effect": effect}
         if has_value:
             toleration["value"] = value
@@ -277,8 +285,8 @@ def node_lost_after(text: str | None, name: str = "node_lost_after") -> int | No
     if text is None:
         return None
     if not (text.isascii() and text.isdigit()) or int(text) > MAX_NODE_LOST_AFTER_S:
-        raise UserError(f"{option(name)} {text!r}: give whole seconds from 0 to {MAX_NODE_LOST_AFTER_S} (e.g. 30: "
-                        "a replica whose node is not Ready for 30 s is lost and restarts)")
+        raise UserError(f"{option(name)} {quoted(text)}: give whole seconds from 0 to {MAX_NODE_LOST_AFTER_S} "
+                        "(e.g. 30: a replica whose node is not Ready for 30 s is lost and restarts)")
     return int(text)
 
 
@@ -290,7 +298,7 @@ def retryable_exit_codes(items: list[str], name: str = "retry_on_exit_codes") ->
     for item in items:
         parsed = exit_codes(item)
         if parsed is None:
-            raise UserError(f"{option(name)} {item!r}: give exit codes 1-255, comma-separated (e.g. 3,42; 0 is "
+            raise UserError(f"{option(name)} {quoted(item)}: give exit codes 1-255, comma-separated (e.g. 3,42; 0 is "
                             "success)")
         codes.update(parsed)
     return sorted(codes)
@@ -300,7 +308,7 @@ def checkpoint_storage(text: str | None, name: str = "checkpoints") -> str | Non
     from trainctl.core.checkpoint_volume import problem
 
     if text is not None and (issue := problem(text)):
-        raise UserError(f"{option(name)} {text!r}: {issue}")
+        raise UserError(f"{option(name)} {quoted(text)}: {issue}")
     return text
 
 
@@ -395,7 +403,7 @@ def merged_with(self: SubmitOptions, values: dict, source: str) -> SubmitOptions
     for raw_key, value in values.items():
         key = str(raw_key).replace("-", "_")
         if key not in types:
-            raise UserError(f"{source}: unknown key {raw_key!r}: use the long option names of "
+            raise UserError(f"{source}: unknown key {quoted(raw_key)}: use the long option names of "
                             "`trainctl submit --help` (e.g. workers, env, gpus)")
         if merged[key] in (None, []):
             merged[key] = coerce(value, types[key], f"{source}: {raw_key}")
@@ -430,11 +438,11 @@ def coerce(value: object, kind: type, where: str) -> object:
         return [str(scalar(item, where)) for item in items]
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise UserError(f"{where}: must be an integer (got {value!r})")
+            raise UserError(f"{where}: must be an integer (got {quoted(value)})")
         return value
     if kind is bool:
         if not isinstance(value, bool):
-            raise UserError(f"{where}: must be true or false (got {value!r})")
+            raise UserError(f"{where}: must be true or false (got {quoted(value)})")
         return value
     if isinstance(value, (dict, list)):
         raise UserError(f"{where}: must be a single value (got {type(value).__name__})")
@@ -445,7 +453,7 @@ def scalar(item: object, where: str) -> object:
     """An item of a list option (or a key or value of its dict): a string or a number, never None, bytes or an
     object, whose str() would be "None", "b'...'" or a repr and pass for a value."""
     if not isinstance(item, (str, int, float)):
-        raise UserError(f"{where}: {repr(item)[:60]} is a {type(item).__name__}, not a string or a number: give "
+        raise UserError(f"{where}: {quoted(item)} is a {type(item).__name__}, not a string or a number: give "
                         "its text, e.g. {'LR': '0.1'}")
     return item
 
@@ -454,7 +462,7 @@ def mapping_key(key: object, where: str) -> object:
     """A key of a dict given for K=V items: one holding '=' would move the rest of it into the value
     ({"A=B": "c"} would become A="B=c")."""
     if "=" in str(scalar(key, where)):
-        raise UserError(f"{where}: the key {str(key)[:60]!r} holds '=', which ends a key: no variable, label or "
+        raise UserError(f"{where}: the key {quoted(str(key))} holds '=', which ends a key: no variable, label or "
                         "annotation name has one")
     return key
 

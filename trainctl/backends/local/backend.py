@@ -26,7 +26,7 @@ from trainctl.core import conditions as cond
 from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
 from trainctl.core.times import rfc3339
 from trainctl.core.trainjob import is_trainjob, with_default_runtime, with_local_path
-from trainctl.errors import NotFound, UserError, spelled
+from trainctl.errors import NotFound, UserError, shortened, spelled
 from trainctl.kube import selectors
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class LocalBackend(Backend):
         check_replica_count(job)
         check_commands(job)
         check_pod_paths(job)
+        check_checkpoint_path(resource)
         check_not_queued(job)
         if preflight:  # before a replaced job is deleted: a failed check changes nothing
             from trainctl.backends.local import preflight as checks
@@ -245,10 +246,20 @@ def check_pod_paths(job: Job) -> None:
         for word in [*((container or {}).get("command") or []), *((container or {}).get("args") or [])]:
             inside = [path for path in files if path in with_local_path(word, dict.fromkeys(files, ""))]
             if inside:
-                shown = word if len(word) <= 60 else word[:57] + "..."
-                raise UserError(f"TrainJob {job.name}: the {rtype} command names {inside[0]} inside {shown!r}; locally "
-                                "the file is a copy in the job's directory, which replaces that path only where it is a "
+                raise UserError(f"TrainJob {job.name}: the {rtype} command names {inside[0]} inside "
+                                f"{shortened(word, 60)!r}; locally the file is a copy in the job's directory, which "
+                                "replaces that path only where it is a "
                                 f"word of its own or follows '=': write {inside[0]} so, or run the job on a cluster")
+
+
+def check_checkpoint_path(resource: dict) -> None:
+    """A ``host:`` checkpoint path is this machine's: refused where its links lead into a system directory."""
+    from trainctl.core.checkpoint_volume import ANNOTATION, local_problem
+
+    if issue := local_problem(resource):
+        given = resource["metadata"]["annotations"][ANNOTATION]
+        # a path is shown whole up to a generous bound: its end is what tells two paths apart
+        raise UserError(f"--checkpoints (annotation {ANNOTATION}) {shortened(repr(given), 240, end=60)}: {issue}")
 
 
 def write_new_job(draft: JobDir, resource: dict, job: Job, gpus: dict[str, list[str]],
@@ -440,8 +451,9 @@ def replica_row(row: dict, runtime: dict, job_finished: bool = False) -> Replica
 
 
 def modified(path: Path) -> float | None:
+    """When ``path`` (itself, not what a link there names: the job's files are its replicas' to shape) changed."""
     try:
-        return path.stat().st_mtime
+        return path.lstat().st_mtime
     except OSError:
         return None
 
