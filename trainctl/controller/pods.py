@@ -32,8 +32,8 @@ def controller_uid(obj: dict) -> str | None:
 
 # What the controller reads of a cached pod (observe, the MPI hostfile, progress reads, gang scheduling, the
 # reconcile's restarts and exit codes): of the spec, these and its containers' names; of the status, these and
-# of each container's status the next, and a DisruptionTarget condition. The rest (commands, env, volumes,
-# tolerations, other conditions, IPs, image IDs ...) was two thirds of a pod's memory, and 5,000 jobs keep
+# of each container's status the next, a DisruptionTarget condition and whether Ready is true. The rest (commands,
+# env, volumes, tolerations, other conditions, IPs, image IDs ...) was two thirds of a pod's memory, and 5,000 jobs keep
 # 20,000 pods (docs/benchmarks.md).
 CACHED_POD_SPEC = ("nodeName", "schedulerName", "restartPolicy", "priority")
 CACHED_POD_STATUS = ("phase", "reason", "message", "startTime")
@@ -56,10 +56,13 @@ def cached_pod_spec(spec: dict) -> dict:
 
 def cached_pod_status(status: dict) -> dict:
     kept = {key: status[key] for key in CACHED_POD_STATUS if key in status}
-    disrupted = [condition for condition in status.get("conditions") or []
-                 if isinstance(condition, dict) and condition.get("type") == DISRUPTION_TARGET]
-    if disrupted:  # of the conditions only this one is read (disruption)
-        kept["conditions"] = disrupted
+    conditions = [condition for condition in status.get("conditions") or [] if isinstance(condition, dict)]
+    # of the conditions only these are read: DisruptionTarget (disruption) and whether Ready (pod_ready), no more
+    read = [condition for condition in conditions if condition.get("type") == DISRUPTION_TARGET] + [
+        {"type": "Ready", "status": condition.get("status")} for condition in conditions
+        if condition.get("type") == "Ready"]
+    if read:
+        kept["conditions"] = read
     for key in ("containerStatuses", "initContainerStatuses"):
         if key in status:
             kept[key] = [{field: container[field] for field in CACHED_CONTAINER_STATUS if field in container}
@@ -131,6 +134,13 @@ def disruption(pod: dict) -> str:
     return ""
 
 
+def pod_ready(pod: dict) -> bool | None:
+    """Whether the pod's Ready condition is true (its containers' readiness probes passed); None without one."""
+    ready = [condition.get("status") for condition in (pod.get("status") or {}).get("conditions") or []
+             if condition.get("type") == "Ready"]
+    return ready[0] == "True" if ready else None
+
+
 def observe(job: Job, pod: dict, nodes: Callable[[str], dict | None] | None = None) -> ObservedReplica | None:
     """The pod in the core's terms; None when its labels do not name one of the job's replicas. ``nodes``: the
     cached Node of a name (:func:`cached_node`; None for none), when the controller watches nodes."""
@@ -152,5 +162,5 @@ def observe(job: Job, pod: dict, nodes: Callable[[str], dict | None] | None = No
                            message=ended.get("message") or "", last_exit_code=last.get("exitCode"),
                            last_reason=last.get("reason") or "", last_finished_at=last.get("finishedAt"),
                            last_message=last.get("message") or "", disruption=disruption(pod),
-                           node=node, node_down=down, node_down_since=since,
+                           node=node, node_down=down, node_down_since=since, pod_ready=pod_ready(pod),
                            attempt=int(attempt) if (attempt := labels.get(ATTEMPT_LABEL, "0")).isdigit() else 0)

@@ -37,6 +37,8 @@ class ObservedReplica:
     node_down: str = ""
     node_down_since: str | None = None
     attempt: int = 0  # the job's attempt it was started for (its trainctl.io/restart-attempt label; 0 without)
+    # its pod's Ready condition (its readiness probes passed); None where the runtime has none: a local process
+    pod_ready: bool | None = None
 
     @property
     def finished(self) -> bool:
@@ -45,3 +47,9 @@ class ObservedReplica:
     @property
     def active(self) -> bool:
         return not self.finished and not self.deleting
+
+    @property
+    def ready(self) -> bool:
+        """Running and ready to serve (JobSet's dependsOn ``Ready``): a process that runs, a pod whose Ready
+        condition is true."""
+        return self.phase == "Running" and self.active and self.pod_ready is not False

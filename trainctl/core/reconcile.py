@@ -515,6 +515,8 @@ class Reconciler:
         # stopped before failing, cause_pending, stays stopped)
         waiting = waiting or self.permanently_failed() is not None
         for rtype in self.job.replica_types:
+            if self.dependency_unmet(rtype):
+                continue
             for index in range(self.job.replicas(rtype)):
                 if (rtype, index) not in present and not waiting:
                     self.create_replica(rtype, index)
@@ -524,6 +526,14 @@ class Reconciler:
                 self.delete_replica(replica, "ScaleDown")
         if self.services is not None and self.job.framework.services:
             self.reconcile_services()
+
+    def dependency_unmet(self, rtype: str) -> bool:
+        """Whether the replicas of ``rtype`` are not created yet because what they depend on (a TrainJob runtime's
+        ``dependsOn``) is not reached; once one of them exists, the others and its restarts are made as a Job's pods
+        are, whatever became of its dependencies since."""
+        if any(replica.rtype == rtype for replica in self.observed):
+            return False
+        return self.job.framework.unmet_dependency(self.job, rtype, self.observed) is not None
 
     def reconcile_services(self) -> None:
         """Services are reconciled on their own: a pod can exist without its Service, and the reverse."""

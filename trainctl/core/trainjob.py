@@ -45,8 +45,18 @@ JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"  # the Job controller's env of every container of an Indexed Job
 DEFAULT_GROUP = "default"  # a replicatedJob's groupName unless it says otherwise
 POD_RESTART_POLICY = "OnFailure"  # JobSet's default for its Jobs' pods
+#: the core's restart policy for a pod template's: a Job replaces a failed pod of restartPolicy Never with a new one,
+#: up to its backoffLimit, as kubelet restarts one of OnFailure in place: the core counts both alike (the pod itself
+#: keeps Never: TrainerFramework.prepare_pod)
+JOB_RESTARTS = {"Never": "OnFailure"}
+# JobSet's dependsOn: a replicatedJob's Jobs are created once those it names are Ready or Complete
+READY, COMPLETE_STATUS = "Ready", "Complete"
+DEPENDENCY_STATUSES = (READY, COMPLETE_STATUS)
 JOB_BACKOFF_LIMIT = 6  # the Job default for its pods' restarts, where a runtime's Job template sets none
 RESOURCE_KEYS = ("limits", "requests")
+#: the pods trainctl plans of one TrainJob at most, each held in memory on every reconcile: past it a count is a
+#: typo or a generator's int32, not a plan, and planning it would only fill the memory
+MAX_PLANNED_PODS = 10_000
 
 
 def whole(value: object, where: str) -> int:
@@ -141,10 +151,13 @@ class PodPlan:
     annotations: dict
     spec: dict = field(repr=False)
 
-    def container(self, name: str = NODE) -> dict:
+    def container(self, name: str | None = None) -> dict:
+        """The container named ``name``; without one, the pod's main container (:func:`main_container`)."""
+        if name is None:
+            return main_container(self.spec["containers"])
         return next(container for container in self.spec["containers"] if container.get("name") == name)
 
-    def environment(self, container: str = NODE) -> dict[str, str]:
+    def environment(self, container: str | None = None) -> dict[str, str]:
         """The container's env as its process sees it (values, fieldRefs of the pod's metadata, $(VAR) references)."""
         metadata = {"name": self.name, "labels": self.labels, "annotations": self.annotations}
         return resolved(self.container(container).get("env") or [], metadata)
@@ -171,6 +184,8 @@ class NodePlan:
     success: tuple[str, tuple[str, ...]] = ("All", ())
     idle: dict[str, dict] = field(default_factory=dict)
     backoff_limit: int = JOB_BACKOFF_LIMIT
+    depends_on: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    pod_group_policy: dict = field(default_factory=dict)  # the runtime's: how its pods are gang-scheduled
 
     def pods_of(self, replicated_job: str) -> list[PodPlan]:
         return [pod for pod in self.pods if pod.replicated_job == replicated_job]
@@ -180,12 +195,32 @@ class NodePlan:
         specs = {}
         for name, template in self.templates.items():
             template = copy.deepcopy(template)
-            specs[name] = {"replicas": self.counts[name], "restartPolicy": template["spec"].pop("restartPolicy"),
+            policy = template["spec"].pop("restartPolicy")
+            specs[name] = {"replicas": self.counts[name], "restartPolicy": JOB_RESTARTS.get(policy, policy),
                            "template": template}
         return specs
 
+    def unmet_dependency(self, replicated_job: str, observed: list) -> tuple[str, str] | None:
+        """The first of the replicatedJob's ``dependsOn`` that the observed replicas do not meet yet, as (name, status);
+        None when it may start (JobSet creates a replicatedJob's Jobs only then): ``Complete``, every pod of that
+        replicatedJob succeeded; ``Ready``, every pod of it ready (running, its Ready condition true where the runtime
+        has one) or succeeded."""
+        for name, status in self.depends_on.get(replicated_job, ()):
+            met = {replica.index for replica in observed if replica.rtype == name and not replica.deleting and (
+                replica.phase == "Succeeded" or (status == READY and replica.ready))}
+            if not met >= set(range(self.counts[name])):
+                return name, status
+        return None
+
     def pod(self, replicated_job: str, index: int) -> PodPlan:
         return next(pod for pod in self.pods if (pod.replicated_job, pod.index) == (replicated_job, index))
+
+
+def main_container(containers: list[dict]) -> dict:
+    """The container a pod runs its step in: the one named ``node``, which the TrainJob's trainer fills (upstream's
+    jobset builder), else the first (an initializer's, a ``trainer`` container a runtime runs as it is written)."""
+    return next((container for container in containers if container.get("name") == NODE),
+                containers[0] if containers else {})
 
 
 def ancestor_of(replicated_job: dict) -> str | None:
@@ -292,6 +327,7 @@ def plan(job: TrainJob, runtime: dict, attempt: int = 0,
     ``local_ports``: for the local backend, the port of each pod by (replicatedJob, index): then pods reach each
     other at 127.0.0.1 on those ports instead of by their DNS names."""
     check_runtime(job, runtime)
+    check_pod_count(job.name, pod_count(job, runtime), MAX_PLANNED_PODS, "trainctl plans")
     runtime = runtime_patches.patched(runtime, job.spec.get("runtimePatches"), job.name)
     name = runtime["metadata"]["name"]
     policy, section = policies.of(runtime["spec"].get("mlPolicy"), name)
@@ -322,7 +358,65 @@ def plan(job: TrainJob, runtime: dict, attempt: int = 0,
     return NodePlan(job.name, subdomain, policy.key, pods, files, templates,
                     {pod_set.name: pod_set.count for pod_set in info.pod_sets}, trainer,
                     (success.get("operator", "All"), tuple(success.get("targetReplicatedJobs") or templates)),
-                    policy.idle_jobs(info), backoff_limit(replicated_jobs, trainer, name))
+                    policy.idle_jobs(info), backoff_limit(replicated_jobs, trainer, name),
+                    dependencies(replicated_jobs, name), copy.deepcopy(runtime["spec"].get("podGroupPolicy") or {}))
+
+
+def dependencies(replicated_jobs: list[dict], runtime_name: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each replicatedJob's ``dependsOn`` as (name, status) pairs; what JobSet's API refuses (a name that is no
+    replicatedJob before it or is named twice, a status but Ready or Complete) is named in one line."""
+    found, before = {}, []
+    for replicated_job in replicated_jobs:
+        name, given = replicated_job.get("name"), replicated_job.get("dependsOn")
+        where = f"runtime {runtime_name!r}: replicatedJob {name!r} has dependsOn"
+        if given is not None and not isinstance(given, list):
+            raise UserError(f"{where} {given!r}: give a list of {{name, status}}")
+        pairs = []
+        for entry in given or []:
+            depends = entry.get("name") if isinstance(entry, dict) else None
+            status = entry.get("status") if isinstance(entry, dict) else None
+            if depends not in before or depends in dict(pairs) or status not in DEPENDENCY_STATUSES:
+                raise UserError(f"{where} {entry!r}: each entry names a replicatedJob listed before it, once, and a "
+                                f"status of {' or '.join(DEPENDENCY_STATUSES)}")
+            pairs.append((depends, status))
+        if pairs:
+            found[name] = tuple(pairs)
+        before.append(name)
+    return found
+
+
+def pod_count(job: TrainJob, runtime: dict) -> int:
+    """The pods :func:`plan` makes of ``job`` on ``runtime`` at most, from the numbers alone (nothing is planned):
+    each replicatedJob's Jobs times its pods per Job, the TrainJob's numNodes for the trainer's and the nodes'."""
+    spec = runtime["spec"]
+    requested = (job.trainer or {}).get("numNodes")
+    total = 0
+    for replicated_job in spec["template"]["spec"]["replicatedJobs"]:
+        pods = pods_per_job(replicated_job, spec.get("mlPolicy"))
+        if requested is not None and (ancestor_of(replicated_job) == ANCESTOR_TRAINER or replicated_job["name"] == NODE):
+            pods = max(pods, requested)
+        total += replicas_of(replicated_job) * pods
+    return total
+
+
+def check_pod_count(name: str, count: int, limit: int, who: str) -> None:
+    if count > limit:
+        raise UserError(f"TrainJob {name!r} asks for {count:,} pods; {who} at most {limit:,}: lower its "
+                        "spec.trainer.numNodes (or its runtime's counts)")
+
+
+def planned_pods(resource: dict) -> int | None:
+    """:func:`pod_count` of a TrainJob on the runtime it carries, else on the trainctl default it names (None: it
+    names another, which nothing here holds)."""
+    job = TrainJob(resource)
+    if SNAPSHOT_ANNOTATION in ((resource.get("metadata") or {}).get("annotations") or {}):
+        runtime = runtime_snapshot(resource)
+    elif job.runtime_ref["kind"] == CLUSTER_RUNTIME and job.runtime_ref["name"] in runtime_names():
+        runtime = default_runtimes([job.runtime_ref["name"]])[0]
+    else:
+        return None
+    check_runtime(job, runtime)
+    return pod_count(job, runtime)
 
 
 def backoff_limit(replicated_jobs: list[dict], trainer: str | None, runtime_name: str) -> int:
@@ -469,26 +563,63 @@ def is_runtime(document: object) -> bool:
         "kind") in (CLUSTER_RUNTIME, RUNTIME)
 
 
-def with_runtimes_given(documents: list, where: str) -> list:
-    """The documents of a file but its runtimes, each TrainJob carrying the runtime of the file it names."""
-    runtimes = {(doc["kind"], (doc.get("metadata") or {}).get("name")): doc for doc in documents if is_runtime(doc)}
+def with_runtimes_given(documents: list, where: str) -> tuple[list, list[dict]]:
+    """The documents of a file but its runtimes, and its runtimes: each runtime named by a TrainJob of the file,
+    which plans on it (checked here, so that a refusal names the file)."""
+    runtimes = [doc for doc in documents if is_runtime(doc)]
+    check_named_once(runtimes, where)
     named = set()
     for document in documents:
         if not (isinstance(document, dict) and is_trainjob(document)):
             continue
         try:
-            ref = TrainJob(document).runtime_ref
-            runtime = runtimes.get((ref["kind"], ref["name"]))
+            runtime = runtime_given(document, runtimes)
             if runtime is not None:
-                with_runtime_snapshot(document, copy.deepcopy(runtime))
-                named.add((ref["kind"], ref["name"]))
+                with_runtime_snapshot(copy.deepcopy(document), copy.deepcopy(runtime))
+                named.add(id(runtime))
         except UserError as problem:
             raise UserError(f"{where}: {problem.message}") from None
-    unused = sorted(set(runtimes) - named)
+    unused = [runtime for runtime in runtimes if id(runtime) not in named]
     if unused:
-        raise UserError(f"{where}: {unused[0][0]} {unused[0][1]!r} is named by no TrainJob of the file: a runtime "
-                        "given in a file runs the TrainJobs beside it that name it")
-    return [document for document in documents if not is_runtime(document)]
+        raise UserError(f"{where}: {unused[0]['kind']} {unused[0]['metadata']['name']!r} is named by "
+                        "no TrainJob of the file: a runtime given in a file runs the TrainJobs beside it that name it")
+    return [document for document in documents if not is_runtime(document)], runtimes
+
+
+def check_named_once(runtimes: list[dict], where: str) -> None:
+    """Each runtime of a file has a name, no other runtime of its kind has."""
+    nameless = next((runtime for runtime in runtimes if not isinstance(runtime.get("metadata"), dict)
+                     or not isinstance(runtime["metadata"].get("name"), str)), None)
+    if nameless:
+        raise UserError(f"{where}: a {nameless['kind']} has no metadata.name: name it as its TrainJobs' runtimeRef does")
+    keys = [(runtime["kind"], runtime["metadata"]["name"]) for runtime in runtimes]
+    twice = next((key for index, key in enumerate(keys) if key in keys[:index]), None)
+    if twice:
+        raise UserError(f"{where}: {twice[0]} {twice[1]!r} is given twice: keep one")
+
+
+def runtime_given(resource: dict, runtimes: list[dict]) -> dict | None:
+    """The runtime of ``runtimes`` (a file's) that the TrainJob names; None if none is."""
+    ref = TrainJob(resource).runtime_ref
+    return next((runtime for runtime in runtimes
+                 if (runtime["kind"], runtime["metadata"]["name"]) == (ref["kind"], ref["name"])), None)
+
+
+def without_snapshot(resource: dict) -> bool:
+    """Drop the runtime snapshot a TrainJob was written with: trainctl takes it itself, from the runtime it resolves
+    (locally) or its controller does (docs/trainer-v2.md), never from whoever wrote the TrainJob. Whether it had one."""
+    metadata = resource.get("metadata") if isinstance(resource, dict) and is_trainjob(resource) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if not (isinstance(annotations, dict) and SNAPSHOT_ANNOTATION in annotations):
+        return False
+    del annotations[SNAPSHOT_ANNOTATION]
+    return True
+
+
+def ignored_snapshot(resource: dict) -> str:
+    """What :func:`without_snapshot` says of a TrainJob whose snapshot it dropped."""
+    return (f"TrainJob {resource['metadata'].get('name')!r}: its {SNAPSHOT_ANNOTATION} annotation is ignored: "
+            "trainctl takes the runtime its runtimeRef names")
 
 
 def with_default_runtime(resource: dict) -> None:
@@ -635,6 +766,9 @@ class TrainerFramework(Framework):
     def status_role(self, replica_types: list[str]) -> str:
         return self.plan.trainer if self.plan.trainer in replica_types else replica_types[0]
 
+    def unmet_dependency(self, job, rtype: str, observed: list) -> tuple[str, str] | None:
+        return self.plan.unmet_dependency(rtype, observed)
+
     def succeeded(self, job, rtype: str, counts: dict, observed: list) -> bool:
         """JobSet's successPolicy: every (operator All) or any (Any) of its replicatedJobs has all pods succeeded."""
         operator, targets = self.plan.success
@@ -674,10 +808,15 @@ class TrainerFramework(Framework):
         return [with_local_path(word, files) for word in command]
 
     def wired_containers(self, job, rtype: str, containers: list[dict]) -> list[dict]:
-        return [container for container in containers if container.get("name") == NODE]
+        """The container the step runs in (the plan's env is in every container's template already: locally the
+        one that becomes the process gets it again for this machine)."""
+        main = self.main_container(containers)
+        return [main] if main is not None else []
 
     def prepare_pod(self, job, rtype: str, index: int, spec: dict, network) -> None:
         spec.update(hostname=self.plan.pod(rtype, index).name, subdomain=self.plan.subdomain)
+        if self.plan.templates[rtype]["spec"].get("restartPolicy") in JOB_RESTARTS:
+            spec["restartPolicy"] = self.plan.templates[rtype]["spec"]["restartPolicy"]  # the core recreates it
         container = self.main_container(spec["containers"])
         if not network.cluster and container is not None:
             command = [*(container.get("command") or []), *(container.get("args") or [])]

@@ -440,6 +440,11 @@ class Framework:
         """What else a replica's pod spec needs, after the env is wired (both runtimes; ``network.cluster``
         tells a cluster's pod from a local process)."""
 
+    def unmet_dependency(self, job: Job, rtype: str, observed: list) -> tuple[str, str] | None:
+        """What the replicas of ``rtype`` wait for before the first of them is created, as (replica type, the status
+        it must reach), given the ``observed`` replicas; None: nothing (every v1 kind starts its replicas together)."""
+        return None
+
     def succeeded(self, job: Job, rtype: str, counts: dict, observed: list) -> bool:
         """Whether the status role's replicas are done (``expected == 0``)."""
         return job.replicas(rtype) - counts.get("succeeded", 0) <= 0
