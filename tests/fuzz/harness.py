@@ -62,10 +62,24 @@ class Result:
 def _on_alarm(signum, frame):
     if signum == signal.SIGALRM:
         raise Hang(f"no result within {BLOCKED_SECONDS} s: blocked")
-    raise Hang(f"no result within {HANG_SECONDS} s of CPU time")
+    raise Hang("no result within the CPU time allowed")
 
 
 TIMERS = ((signal.ITIMER_PROF, signal.SIGPROF, HANG_SECONDS), (signal.ITIMER_REAL, signal.SIGALRM, BLOCKED_SECONDS))
+
+
+@contextlib.contextmanager
+def bounded(cpu_seconds: float = HANG_SECONDS):
+    """Raises Hang in the block past ``cpu_seconds`` of CPU time or BLOCKED_SECONDS of waiting."""
+    previous = [signal.signal(signum, _on_alarm) for _, signum, _ in TIMERS]
+    for (timer, _, _), seconds in zip(TIMERS, (cpu_seconds, BLOCKED_SECONDS)):
+        signal.setitimer(timer, seconds)
+    try:
+        yield
+    finally:
+        for (timer, signum, _), handler in zip(TIMERS, previous):
+            signal.setitimer(timer, 0)
+            signal.signal(signum, handler)
 
 
 def run(*args: str, stdin: bytes = b"") -> Result:
@@ -73,22 +87,16 @@ def run(*args: str, stdin: bytes = b"") -> Result:
     out, err = io.StringIO(), io.StringIO()
     saved = sys.argv, sys.stdin
     sys.argv, sys.stdin = ["trainctl", *args], io.TextIOWrapper(io.BytesIO(stdin))
-    previous = [signal.signal(signum, _on_alarm) for _, signum, _ in TIMERS]
-    for timer, _, seconds in TIMERS:
-        signal.setitimer(timer, seconds)
     try:
         from trainctl.cli.app import main
 
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with bounded(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 main()
                 code = 0
             except SystemExit as exit:
                 code = exit.code if isinstance(exit.code, int) else 1
     finally:
-        for (timer, signum, _), handler in zip(TIMERS, previous):
-            signal.setitimer(timer, 0)
-            signal.signal(signum, handler)
         sys.argv, sys.stdin = saved
     result = Result(code, out.getvalue(), err.getvalue())
     COUNTS["cases"] += 1

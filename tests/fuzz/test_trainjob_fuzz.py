@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import REPO
-from tests.fuzz.harness import fuzz
+from tests.fuzz.harness import bounded, fuzz
 from trainctl.core.trainjob import TrainJob, plan
 
 pytestmark = pytest.mark.fuzz
@@ -120,3 +120,70 @@ def test_mpi_slots_agree_between_the_launchers_env_and_the_hostfile(name, nodes,
             assert found["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
         else:
             assert ompi == set()
+
+
+# ---- a TrainJob document of any shape: refused in one line, in bounded time and memory, or planned -------------
+
+DOCUMENT_PATHS = ["apiVersion", "kind", "metadata", "metadata.name", "metadata.namespace", "metadata.labels",
+                  "metadata.annotations", "spec", "spec.runtimeRef", "spec.runtimeRef.name", "spec.runtimeRef.kind",
+                  "spec.trainer", "spec.trainer.numNodes", "spec.trainer.numNode", "spec.trainer.numProcPerNode",
+                  "spec.trainer.image", "spec.trainer.command", "spec.trainer.args", "spec.trainer.env",
+                  "spec.trainer.resourcesPerNode", "spec.trainer.resourcesPerNode.limits", "spec.initializer",
+                  "spec.initializer.dataset", "spec.runtimePatches", "spec.managedBy", "spec.suspend",
+                  "spec.activeDeadlineSeconds"]
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.sampled_from([0, -1, 1, 2, 255, 257, 10**9, 2**31, 2**63]),
+                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12),
+                    st.sampled_from(["\x00", "\x1b[2J", "A=B", "1X", "$(whoami)", "500m", "lots", "-1", "auto",
+                                     "kueue.x-k8s.io/multikueue", "torch-distributed", "python"]),
+                    st.integers(0, 300_000).map(lambda size: "x" * size))
+any_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                           st.dictionaries(st.text(max_size=8) | st.sampled_from(
+                                                               ["name", "value", "cpu", "limits", "nvidia.com/gpu"]),
+                                                               inner, max_size=4)), max_leaves=12)
+MEGABYTE = 1 << 20
+
+
+def valid_trainjob() -> dict:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"},
+                     "trainer": {"numNodes": 2, "command": ["python", "train.py"]}}}
+
+
+def change(document: dict, path: str, value) -> None:
+    """``document`` with ``value`` at ``path``, each mapping on the way made where a value of another type was."""
+    node = document
+    *parents, last = path.split(".")
+    for key in parents:
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    node[last] = value
+
+
+@fuzz(150)
+@given(changes=st.lists(st.tuples(st.sampled_from(DOCUMENT_PATHS), any_values), min_size=1, max_size=3))
+def test_no_trainjob_document_takes_more_than_a_second_or_200_mb_before_its_refusal(changes):
+    """validate() and then the local backend's dry run (what apply, submit and Client.submit do): a TrainJob is
+    refused in one line, or planned; either within a second of CPU and 200 MB, whatever its types and sizes."""
+    import time
+    import tracemalloc
+
+    from trainctl.core.validation import validate
+    from trainctl.errors import UserError
+    from trainctl.sdk.client import Client
+
+    document = valid_trainjob()
+    for path, value in changes:
+        change(document, path, value)
+    tracemalloc.start()
+    started = time.process_time()
+    try:
+        with bounded(cpu_seconds=5):  # a hang fails here, not after it
+            Client(backend="local").submit(validate(document), preflight=False, dry_run=True)
+    except UserError as refused:
+        assert len(refused.message.splitlines()) == 1, refused.message
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert time.process_time() - started < 1 and peak < 200 * MEGABYTE, (time.process_time() - started, peak)
+

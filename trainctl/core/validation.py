@@ -40,8 +40,9 @@ import math
 import re
 from typing import Any
 
-from trainctl import API_VERSION
-from trainctl.core.trainjob import check_trainjob, is_trainjob
+from trainctl import API_VERSION, TRAINER_API_VERSION
+from trainctl.core.trainer_crds import TRAINER_KINDS, TRAINJOB
+from trainctl.core.trainjob import INITIALIZERS, MAX_PLANNED_PODS, check_trainjob, is_trainjob
 from trainctl.errors import UserError, shortened
 from trainctl.frameworks import ALL, KINDS, Framework, by_kind
 from trainctl.kube.names import (
@@ -82,25 +83,71 @@ def validate(resource: Any, *, source: str | None = None) -> dict:
     if not isinstance(resource, dict):
         raise UserError(f"{prefix}expected a kubeflow.org/v1 job mapping, got {type(resource).__name__}")
     if is_trainjob(resource):
-        try:
-            check_trainjob(resource)
-        except UserError as problem:
-            raise UserError(f"{prefix}{problem.message}") from None
-        return resource
+        return _validated_trainjob(resource, prefix)
     framework = _framework_of(resource, prefix)
-    name = (resource.get("metadata") or {}).get("name") if isinstance(resource.get("metadata"), dict) else None
-    label = f'{prefix}{framework.singular} "{shortened(str(name))}": ' if name else f"{prefix}{framework.singular}: "
     try:
         check_json(resource)
         check_schema(resource, framework)
         check_admission(resource, framework)
     except Invalid as problem:
-        raise UserError(f"{label}{problem}") from None
+        raise UserError(f"{_label(resource, prefix, framework.singular)}{problem}") from None
     return resource
+
+
+def _label(resource: dict, prefix: str, kind: str) -> str:
+    """How a message names the resource: ``-f job.yaml: pytorchjob "mnist": ``."""
+    name = (resource.get("metadata") or {}).get("name") if isinstance(resource.get("metadata"), dict) else None
+    return f'{prefix}{kind} "{shortened(str(name))}": ' if name else f"{prefix}{kind}: "
+
+
+def _validated_trainjob(resource: dict, prefix: str) -> dict:
+    """A TrainJob, checked by the same layers as a v1 job against its own CRD's schema (trainer_crds), then what
+    reading it needs (check_trainjob): nothing of it is planned before every number is known to be in bounds."""
+    try:
+        check_json(resource)
+        decoded = _decoded(resource)
+        walk(decoded, _trainjob_schema(), "")
+        check_trainjob_admission(decoded)
+    except Invalid as problem:
+        raise UserError(f"{_label(resource, prefix, TRAINJOB)}{problem}") from None
+    try:
+        check_trainjob(resource)
+    except UserError as problem:
+        raise UserError(f"{prefix}{problem.message}") from None
+    return resource
+
+
+def _decoded(value: Any) -> Any:
+    """``value`` as the API server decodes its JSON: a whole float is an integer (the SDK sends ``numNodes: 2.0``).
+    Recursive: check_json bounded the depth and size first."""
+    if isinstance(value, dict):
+        return {key: _decoded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decoded(item) for item in value]
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def check_runtime_document(runtime: dict, source: str | None = None) -> None:
+    """A TrainingRuntime or ClusterTrainingRuntime given in a file, as apply and convert both take it: its CRD's
+    schema, then at most one ML policy, one trainctl runs."""
+    from trainctl.frameworks import policies
+
+    prefix = f"{source}: " if source else ""
+    try:
+        check_json(runtime)
+        walk(_decoded(runtime), _runtime_schema(), "")
+    except Invalid as problem:
+        raise UserError(f"{_label(runtime, prefix, str(runtime.get('kind')))}{problem}") from None
+    try:
+        policies.of(runtime["spec"].get("mlPolicy"), str(runtime["metadata"]["name"]))
+    except UserError as problem:
+        raise UserError(f"{prefix}{problem.message}") from None
 
 
 def _framework_of(resource: dict, prefix: str) -> Framework:
     api_version, kind = resource.get("apiVersion"), resource.get("kind")
+    if isinstance(kind, str) and kind.lower() in {known.lower() for known in TRAINER_KINDS}:
+        _refuse_trainer_spelling(api_version, kind, prefix)
     if api_version != API_VERSION:
         raise UserError(f"{prefix}apiVersion: must be {API_VERSION} (got {api_version!r})")
     if not isinstance(kind, str):
@@ -109,6 +156,16 @@ def _framework_of(resource: dict, prefix: str) -> Framework:
         return by_kind(kind)
     except UserError as err:
         raise UserError(f"{prefix}kind: {err.message}") from None
+
+
+def _refuse_trainer_spelling(api_version: object, kind: str, prefix: str) -> None:
+    """A Trainer v2 kind that is_trainjob did not take: its kind or its apiVersion misspelled (``Trainjob``)."""
+    spelled = next(known for known in TRAINER_KINDS if known.lower() == kind.lower())
+    if kind != spelled:
+        raise UserError(f"{prefix}kind: {shortened(repr(kind))} is spelled {spelled} (kinds are case-sensitive)")
+    if api_version != TRAINER_API_VERSION:
+        raise UserError(f"{prefix}apiVersion: a {kind} is {TRAINER_API_VERSION} (got {shortened(repr(api_version))})")
+    raise UserError(f"{prefix}kind: a {kind} runs the TrainJobs beside it in the same file; alone it is no job")
 
 
 # ---- JSON -------------------------------------------------------------------
@@ -185,8 +242,28 @@ def _schema(kind: str) -> dict:
     return schema
 
 
+@functools.cache
+def _trainjob_schema() -> dict:
+    from trainctl.core.trainer_crds import trainjob_schema
+
+    schema = trainjob_schema()
+    schema["properties"]["metadata"] = METADATA
+    return schema
+
+
+@functools.cache
+def _runtime_schema() -> dict:
+    from trainctl.core.trainer_crds import runtime_schema
+
+    schema = runtime_schema()
+    schema["properties"]["metadata"] = {**METADATA, "required": ["name"]}
+    schema["required"] = ["metadata", "spec"]
+    return schema
+
+
 def walk(value: Any, schema: dict, path: str) -> None:
-    """Check ``value`` against a structural schema node, recursively."""
+    """Check ``value`` against a structural schema node, recursively, with the bounds the API server enforces
+    (minimum, maximum, maxLength, maxItems), as kubectl's strict field validation does."""
     if schema.get("x-kubernetes-int-or-string"):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise Invalid(path, f"must be an integer or a string (got {_describe(value)})")
@@ -202,11 +279,24 @@ def walk(value: Any, schema: dict, path: str) -> None:
         low, high = INTEGER_RANGES[schema["format"]]
         if not low <= value <= high:
             raise Invalid(path, f"{value} is out of range: the field is an {schema['format']} (at most {high:,})")
+    _check_bounds(value, schema, path)
     if expected == "object":
         _walk_object(value, schema, path)
     elif expected == "array":
         for index, item in enumerate(value):
             walk(item, schema.get("items", {}), f"{path}[{index}]")
+
+
+def _check_bounds(value: Any, schema: dict, path: str) -> None:
+    """The schema's minimum and maximum of a number, maxLength of a string (in characters, as the API server
+    counts them) and maxItems of a list."""
+    if schema.get("minimum") is not None and value < schema["minimum"]:
+        raise Invalid(path, f"must be at least {schema['minimum']} (got {value})")
+    if schema.get("maximum") is not None and value > schema["maximum"]:
+        raise Invalid(path, f"must be at most {schema['maximum']:,} (got {value:,})")
+    for keyword, unit in (("maxLength", "characters"), ("maxItems", "items")):
+        if schema.get(keyword) is not None and len(value) > schema[keyword]:
+            raise Invalid(path, f"{len(value):,} {unit}, more than the {schema[keyword]:,} it may have")
 
 
 def _walk_object(value: dict, schema: dict, path: str) -> None:
@@ -256,8 +346,7 @@ def _article(expected: str) -> str:
 def check_admission(resource: dict, framework: Framework) -> None:
     metadata = resource.get("metadata") or {}
     check_name(metadata)
-    if metadata.get("namespace") is not None and namespace_problem(metadata["namespace"]):
-        raise Invalid("metadata.namespace", f"{shortened(repr(metadata['namespace']))} is {namespace_problem(metadata['namespace'])}")
+    check_namespace(metadata)
     check_labels_and_annotations(metadata, "metadata")
     spec = resource.get("spec")
     if spec is None:
@@ -271,6 +360,42 @@ def check_admission(resource: dict, framework: Framework) -> None:
     for path, problem in framework.admission_problems(spec):
         raise Invalid(path, problem)
     check_run_policy(spec.get("runPolicy") or {})
+
+
+def check_namespace(metadata: dict) -> None:
+    namespace = metadata.get("namespace")
+    if namespace is not None and (problem := namespace_problem(namespace)):
+        raise Invalid("metadata.namespace", f"{shortened(repr(namespace))} is {problem}")
+
+
+def check_trainjob_admission(resource: dict) -> None:
+    """What check_admission checks of a v1 job, on a TrainJob's own fields (its schema checked first): labels and
+    annotations, the trainer's and the initializers' env and what their processes receive, the trainer's resources
+    and counts, and the number of pods it asks for before anything plans them."""
+    metadata = resource.get("metadata") or {}
+    check_namespace(metadata)
+    check_labels_and_annotations(metadata, "metadata")
+    spec = resource.get("spec") or {}
+    trainer = spec.get("trainer")
+    if trainer is not None:
+        check_env(trainer.get("env") or [], "spec.trainer.env")
+        check_process_text(trainer, "spec.trainer")
+        check_resources(trainer.get("resourcesPerNode") or {}, "spec.trainer.resourcesPerNode")
+        check_node_count(trainer.get("numNodes"))
+    for field in INITIALIZERS:
+        given = (spec.get("initializer") or {}).get(field)
+        if given is not None:
+            check_env(given.get("env") or [], f"spec.initializer.{field}.env")
+            check_process_text(given, f"spec.initializer.{field}")
+
+
+def check_node_count(nodes: int | None) -> None:
+    """At least one node (none would "succeed" with nothing run), and no more than trainctl plans."""
+    if nodes is not None and nodes < 1:
+        raise Invalid("spec.trainer.numNodes", f"must be at least 1 (got {nodes}); leave it out for the runtime's")
+    if nodes is not None and nodes > MAX_PLANNED_PODS:
+        raise Invalid("spec.trainer.numNodes", f"{nodes:,} nodes: trainctl plans at most {MAX_PLANNED_PODS:,} pods "
+                      "of a TrainJob")
 
 
 def check_name(metadata: dict) -> None:
@@ -374,20 +499,28 @@ def check_container(container: dict, path: str, volumes: set[str]) -> None:
     for required in ("name", "image"):
         if not container.get(required):
             raise Invalid(f"{path}.{required}", "required")
-    for index, env in enumerate(container.get("env") or []):
-        name = env.get("name", "")
-        if problem := env_name_problem(name):
-            raise Invalid(f"{path}.env[{index}].name", f"{shortened(repr(name))} is {problem}")
-        if env.get("value") and env.get("valueFrom") is not None:
-            raise Invalid(f"{path}.env[{index}].valueFrom", "must not be given with a non-empty value: use one")
+    check_env(container.get("env") or [], f"{path}.env")
     check_process_text(container, path)
     check_ports(container.get("ports") or [], f"{path}.ports")
     check_volume_mounts(container.get("volumeMounts") or [], volumes, f"{path}.volumeMounts")
-    resources = container.get("resources") or {}
+    check_resources(container.get("resources") or {}, f"{path}.resources")
+
+
+def check_env(env_list: list[dict], path: str) -> None:
+    """Env names as Kubernetes takes them; a value or a valueFrom, not both."""
+    for index, env in enumerate(env_list):
+        name = env.get("name", "")
+        if problem := env_name_problem(name):
+            raise Invalid(f"{path}[{index}].name", f"{shortened(repr(name))} is {problem}")
+        if env.get("value") and env.get("valueFrom") is not None:
+            raise Invalid(f"{path}[{index}].valueFrom", "must not be given with a non-empty value: use one")
+
+
+def check_resources(resources: dict, path: str) -> None:
     for section in ("limits", "requests"):
         for resource_name, amount in (resources.get(section) or {}).items():
-            check_quantity(resource_name, amount, f"{path}.resources.{section}.{resource_name}")
-    check_requests_within_limits(resources, f"{path}.resources")
+            check_quantity(resource_name, amount, f"{path}.{section}.{resource_name}")
+    check_requests_within_limits(resources, path)
 
 
 def check_process_text(container: dict, path: str) -> None:

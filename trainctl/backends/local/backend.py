@@ -25,8 +25,9 @@ from trainctl.backends.local.store import (AlreadyExists, DamagedState, JobDir, 
 from trainctl.core import conditions as cond
 from trainctl.core.job import KUEUE_QUEUE_LABEL, Job
 from trainctl.core.times import rfc3339
-from trainctl.core.trainjob import is_trainjob, with_default_runtime, with_local_path
+from trainctl.core.trainjob import is_trainjob, planned_pods, with_default_runtime, with_local_path
 from trainctl.errors import NotFound, UserError, shortened, spelled
+from trainctl.frameworks.base import ANCESTOR_TRAINER, LABEL_ANCESTOR_STEP
 from trainctl.kube import selectors
 
 if TYPE_CHECKING:
@@ -60,13 +61,15 @@ class LocalBackend(Backend):
         metadata = resource["metadata"]
         job_dir = JobDir(metadata.get("namespace") or "default", metadata["name"])
         if is_trainjob(resource):  # no cluster holds its runtime: one of trainctl's own, if it names one
+            check_replica_count(metadata["name"], planned_pods(resource) or 0)  # from its numbers, before any plan
             with_default_runtime(resource)
         job = Job(resource)
-        check_replica_count(job)
+        check_replica_count(job.name, job.total_replicas)
         check_commands(job)
         check_pod_paths(job)
         check_checkpoint_path(resource)
         check_not_queued(job)
+        check_managed_here(job)
         if preflight:  # before a replaced job is deleted: a failed check changes nothing
             from trainctl.backends.local import preflight as checks
 
@@ -208,9 +211,9 @@ class LocalBackend(Backend):
 # ---- helpers ----------------------------------------------------------------------------
 
 
-def check_replica_count(job: Job) -> None:
-    if job.total_replicas > MAX_LOCAL_REPLICAS:
-        raise UserError(f'job "{job.name}" has {job.total_replicas} replicas; the local backend runs at most '
+def check_replica_count(name: str, replicas: int) -> None:
+    if replicas > MAX_LOCAL_REPLICAS:
+        raise UserError(f'job "{name}" has {replicas:,} replicas; the local backend runs at most '
                         f"{MAX_LOCAL_REPLICAS} processes on this machine: lower its replica count, or run it on a cluster")
 
 
@@ -218,8 +221,19 @@ def check_not_queued(job: Job) -> None:
     """A job created suspended for Kueue waits for an admission no local run ever gets."""
     queue = (job.resource["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
     if queue and job.run_policy.get("suspend"):
-        raise UserError(f"{job.name} waits for Kueue (label {KUEUE_QUEUE_LABEL}={queue}, runPolicy.suspend: true), "
+        field = "spec.suspend" if is_trainjob(job.resource) else "runPolicy.suspend"
+        raise UserError(f"{job.name} waits for Kueue (label {KUEUE_QUEUE_LABEL}={queue}, {field}: true), "
                         "which admits jobs on Kubernetes only: run it on a cluster, or leave the queue out locally")
+
+
+def check_managed_here(job: Job) -> None:
+    """A job another controller manages (MultiKueue, which runs it on a worker cluster) would stay Pending for
+    ever: no local run has that controller."""
+    if job.managed_externally:
+        field = "spec.managedBy" if is_trainjob(job.resource) else "spec.runPolicy.managedBy"
+        raise UserError(f"{job.name}: {field}: {job.run_policy['managedBy']} runs it, on one of its worker clusters, "
+                        f"and nothing local ever would: leave {field} out to run it here, or submit it to the "
+                        "MultiKueue manager cluster")
 
 
 def check_commands(job: Job) -> None:
@@ -228,14 +242,30 @@ def check_commands(job: Job) -> None:
     for rtype in job.replica_types:
         container = job.main_container(job.template(rtype)["spec"]["containers"]) or {}
         args = container.get("args") or []
-        if container.get("command") or (job.framework.idle_command(rtype) and not args):
+        # a TrainJob's idle pods (MPI's nodes, whose image serves sshd on a cluster) idle here whatever they name
+        idle_here = rtype in (job.node_plan.idle if job.node_plan is not None else {})
+        if container.get("command") or (job.framework.idle_command(rtype) and not args) or idle_here:
             continue
         given = f"only args ({' '.join(args[:2])}{' ...' if len(args) > 2 else ''})" if args else "no command"
-        how = spelled("give the command after -- on submit, as command: in the YAML, or with apply --entrypoint "
-                      "'python train.py' (its args follow)", "give run() the command list, or command: in the resource")
         raise UserError(f"{job.framework.replica_spec_field}.{rtype}: the container names {given} and relies on its "
                         "image's entrypoint, which the local backend cannot run (its replicas are processes, not "
-                        f"images): {how}; on a cluster the image supplies it")
+                        f"images): {command_advice(job, rtype)}; on a cluster the image supplies it")
+
+
+def command_advice(job: Job, rtype: str) -> str:
+    """Where the command of replica type ``rtype`` can come from. A TrainJob's command (its ``trainer.command``,
+    ``apply --entrypoint``, run()'s list) reaches only its runtime's trainer step, so any other step's (upstream's
+    initializers, a runtime that labels no step the trainer) is the runtime's to give."""
+    trainer = job.node_plan.trainer if job.node_plan is not None else rtype
+    if trainer == rtype:
+        return spelled("give the command after -- on submit, as command: in the YAML, or with apply --entrypoint "
+                       "'python train.py' (its args follow)", "give run() the command list, or command: in the resource")
+    if trainer is None:
+        return (f"the TrainJob's command goes to the runtime's trainer step, and the runtime labels no replicatedJob "
+                f"{LABEL_ANCESTOR_STEP}: {ANCESTOR_TRAINER}: label the one that trains, or give its container a "
+                "command in the runtime")
+    return (f"the TrainJob's command reaches only the runtime's trainer step ({trainer}): give the {rtype} container "
+            "a command in the runtime")
 
 
 def check_pod_paths(job: Job) -> None:
