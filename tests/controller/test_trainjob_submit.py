@@ -5,14 +5,14 @@ plays kubelet."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import yaml
 
 from tests.controller.test_trainjobs import TRAINJOBS, ns, running, torch_runtime  # noqa: F401  (ns: a fixture)
+from trainctl.kube import trainer_resource
 
 pytestmark = pytest.mark.k8s
+RUNTIMES = trainer_resource("TrainingRuntime")
 
 
 def test_submit_api_v2_creates_a_trainjob_the_controller_runs_and_export_keeps(rest, kube_node, ns, trainctl,
@@ -63,9 +63,16 @@ def test_apply_of_a_trainjob_names_a_missing_runtime_in_one_line_and_creates_one
     assert applied.returncode == 0 and "applied trainjob/found" in applied.stdout, applied.stdout + applied.stderr
     assert rest.get(TRAINJOBS, "found", ns)["spec"]["trainer"]["command"] == ["python", "train.py"]
     runtime = {**torch_runtime(trainctl), "kind": "TrainingRuntime", "metadata": {"name": "mine"}}
-    beside = tmp_path / "beside.yaml"  # the runtime given in the file: it travels in the TrainJob, nothing to find
+    beside = tmp_path / "beside.yaml"  # the runtime given in the file: created first, as kubectl apply -f would
     beside.write_text(open(trainjob("given", "TrainingRuntime", "mine")).read() + "---\n" + yaml.safe_dump(runtime))
     applied = trainctl("apply", "-f", str(beside), "-n", ns)
     assert applied.returncode == 0 and "applied trainjob/given" in applied.stdout, applied.stdout + applied.stderr
-    kept = json.loads(rest.get(TRAINJOBS, "given", ns)["metadata"]["annotations"]["trainctl.io/runtime-snapshot"])
-    assert (kept["kind"], kept["metadata"]["name"]) == ("TrainingRuntime", "mine")
+    assert f"trainingruntime/mine created in namespace {ns}" in applied.stdout, applied.stdout
+    created = rest.get(RUNTIMES, "mine", ns)  # what the SDK's get_runtime reads (the API server fills defaults in)
+    assert created["spec"]["mlPolicy"] == runtime["spec"]["mlPolicy"]
+    assert [rj["name"] for rj in created["spec"]["template"]["spec"]["replicatedJobs"]] == ["node"]
+    stored = rest.get(TRAINJOBS, "given", ns)  # the controller snapshots the runtime, trainctl apply does not
+    assert "trainctl.io/runtime-snapshot" not in (stored["metadata"].get("annotations") or {})
+    again = trainctl("apply", "-f", str(beside), "-n", ns, "--replace")
+    assert again.returncode == 0 and f"trainingruntime/mine unchanged in namespace {ns}" in again.stdout, \
+        again.stdout + again.stderr

@@ -16,6 +16,8 @@ HELP = f"""Submit every job in a YAML file (multi-document files and - for stdin
 
 A Trainer v2 TrainJob runs on the runtime given beside it in the file (a second document), else on the
 runtime it names: locally one of trainctl's defaults, on a cluster one installed there (trainctl runtimes install).
+On a cluster a runtime given in the file is created (or updated) there first, as kubectl apply would. A TrainJob's
+own trainctl.io/runtime-snapshot annotation is ignored (a note says so): trainctl snapshots the runtime it resolves.
 
 Every document is checked first, as the backend would check it (locally: that its commands can
 start here; on a cluster: its CRD, namespace and the API server's own validation): if one is
@@ -47,17 +49,58 @@ def apply(
     context: Context = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
+    from trainctl.cli.plain import stderr_line
     from trainctl.code import documents as code_documents
-    from trainctl.code.pods import abridged_programs
-    from trainctl.core.trainjob import with_runtimes_given
-    from trainctl.core.validation import validate
 
     printed = load_documents(filename)
     documents, archives = code_documents.split(printed, f"-f {filename}")  # submit --dry-run's code snapshots
-    documents = with_runtimes_given(documents, f"-f {filename}")  # a TrainJob's runtime given beside it travels in it
-    for index, document in enumerate(documents):
-        source = filename if len(documents) == 1 else f"{filename} (document {index + 1})"
-        validate(document, source=source)
+    documents, runtimes, given = checked(documents, filename, namespace, entrypoint)
+    codes = [code_documents.code_for(document, archives) for document in documents]  # all checked before one applies
+    client = make_client(local, context, kubeconfig)
+    install = getattr(client.backend, "install_runtimes", None)  # a cluster's: the runtimes become objects there
+    placed = in_namespaces(runtimes, documents, client) if install is not None else []
+    for document, code, runtime in zip(documents, codes, given):  # the real apply's checks, before any job goes
+        client.submit(copy.deepcopy(document), replace=replace, preflight=not no_preflight, code=code, dry_run=True,
+                      runtime=runtime)
+    from trainctl.core.trainjob_apply import notes
+
+    local_run = client.backend.description == "local"
+    for note in [note for document, runtime in zip(documents, given) for note in notes(document, local_run, runtime)]:
+        stderr_line(note, "dim", prefix="note:")
+    if dry_run:
+        typer.echo(dump_all(printed, output or "yaml"), nl=False)
+        return
+    if placed:  # first, as kubectl apply -f would create them; trainctl's controller snapshots them as any runtime
+        for runtime, outcome in zip(placed, install(placed)):
+            console().print(applied_runtime_line(runtime, outcome))
+        given = [None] * len(documents)
+    for document, code, runtime in zip(documents, codes, given):
+        stored = client.submit(document, replace=replace, preflight=not no_preflight, code=code, runtime=runtime)
+        console().print(applied_line(stored, client))
+
+
+def checked(documents: list, filename: str, namespace: str | None,
+            entrypoint: str | None) -> tuple[list[dict], list[dict], list[dict | None]]:
+    """The file's jobs, each checked and made ready to submit, its runtimes, and the runtime each job was given."""
+    from trainctl.cli.plain import stderr_line
+    from trainctl.code.pods import abridged_programs
+    from trainctl.core.trainjob import (ignored_snapshot, is_runtime, is_trainjob, runtime_given, with_runtimes_given,
+                                        without_snapshot)
+    from trainctl.core.validation import check_runtime_document, validate
+
+    sources = {id(document): filename if len(documents) == 1 else f"{filename} (document {index + 1})"
+               for index, document in enumerate(documents)}  # where each is in the file, runtimes counted
+    for document in documents:  # every document checked from its numbers alone, before anything is planned
+        if is_runtime(document):
+            check_runtime_document(document, source=sources[id(document)])
+            continue
+        if without_snapshot(document):  # trainctl's to take, never the file's
+            stderr_line(f"-f {sources[id(document)]}: {ignored_snapshot(document)}", "dim", prefix="note:")
+        validate(document, source=sources[id(document)])
+    documents, runtimes = with_runtimes_given(documents, f"-f {filename}")  # each named by a TrainJob of the file
+    given = [runtime_given(document, runtimes) if is_trainjob(document) else None for document in documents]
+    for document, runtime in zip(documents, given):
+        source = sources[id(document)]
         left_out = abridged_programs(document)
         if left_out:
             raise UserError(f"{source}: submit --dry-run's abridged view, without {' and '.join(left_out)}: print "
@@ -65,17 +108,36 @@ def apply(
         if namespace:
             document["metadata"]["namespace"] = namespace
         if entrypoint is not None:
-            supply_entrypoint(document, entrypoint_words(entrypoint))
-    codes = [code_documents.code_for(document, archives) for document in documents]  # all checked before one applies
-    client = make_client(local, context, kubeconfig)
-    for document, code in zip(documents, codes):  # the real apply's checks, for the dry run and before any job goes
-        client.submit(copy.deepcopy(document), replace=replace, preflight=not no_preflight, code=code, dry_run=True)
-    if dry_run:
-        typer.echo(dump_all(printed, output or "yaml"), nl=False)
-        return
-    for document, code in zip(documents, codes):
-        stored = client.submit(document, replace=replace, preflight=not no_preflight, code=code)
-        console().print(applied_line(stored, client))
+            supply_entrypoint(document, entrypoint_words(entrypoint), runtime)
+    return documents, runtimes, given
+
+
+def in_namespaces(runtimes: list[dict], documents: list[dict], client) -> list[dict]:
+    """The runtimes as a cluster gets them: a TrainingRuntime in the namespace of the TrainJobs that name it (where
+    they look for it), refused where it names another."""
+    from trainctl.core.trainer_crds import RUNTIME
+    from trainctl.core.trainjob import is_trainjob, runtime_given
+
+    placed = []
+    for runtime in map(copy.deepcopy, runtimes):
+        if runtime["kind"] == RUNTIME:
+            users = {job["metadata"].get("namespace") or client.default_namespace() for job in documents
+                     if is_trainjob(job) and runtime_given(job, [runtime]) is not None}
+            own = runtime["metadata"].get("namespace")
+            if len(users) > 1 or (own and own not in users):
+                raise UserError(f"TrainingRuntime {runtime['metadata']['name']!r} is in namespace {own!r}, the "
+                                f"TrainJobs that name it in {', '.join(sorted(users))}: a TrainJob finds its "
+                                "TrainingRuntime in its own namespace: give them one (-n)")
+            runtime["metadata"]["namespace"] = users.pop()
+        placed.append(runtime)
+    return placed
+
+
+def applied_runtime_line(runtime: dict, outcome: str) -> str:
+    """``trainingruntime/mine created in namespace ml``, as kubectl apply says it."""
+    namespace = runtime["metadata"].get("namespace")
+    where = f" in namespace {namespace}" if namespace else ""
+    return f"[green]{runtime['kind'].lower()}/[bold]{runtime['metadata']['name']}[/] {outcome}{where}[/]"
 
 
 def entrypoint_words(text: str) -> list[str]:
@@ -91,17 +153,19 @@ def entrypoint_words(text: str) -> list[str]:
     return words
 
 
-def supply_entrypoint(document: dict, words: list[str]) -> None:
+def supply_entrypoint(document: dict, words: list[str], runtime: dict | None = None) -> None:
     """What the image's ENTRYPOINT would have run, for each container that names no command (an MPI
-    worker that only hosts ranks keeps idling; a TrainJob's trainer, where neither it nor its runtime names one)."""
+    worker that only hosts ranks keeps idling; a TrainJob's trainer, where neither it nor its runtime ``runtime``,
+    given beside it, names one)."""
     from trainctl.core.job import Job
+    from trainctl.core.trainjob import is_trainjob
 
-    job = Job(document)
-    if job.node_plan is not None:
-        container = job.main_container(job.template(job.node_plan.trainer)["spec"]["containers"]) or {}
-        if not container.get("command"):
-            document["spec"]["trainer"] = {**(document["spec"].get("trainer") or {}), "command": list(words)}
+    if is_trainjob(document):
+        from trainctl.core.trainjob_apply import with_entrypoint
+
+        with_entrypoint(document, words, runtime)
         return
+    job = Job(document)
     for rtype, spec in job.replica_specs.items():  # the document's own templates, not Job.template's copies
         container = job.main_container(((spec.get("template") or {}).get("spec") or {}).get("containers") or []) or {}
         if not container.get("command") and (container.get("args") or not job.framework.idle_command(rtype)):

@@ -23,13 +23,14 @@ from datetime import datetime, timezone
 
 from trainctl.controller import pods as pod_objects
 from trainctl.controller.executor import TRAINJOBS, Executor, JobKey
-from trainctl.controller.gang import GangScheduler, PodGroups
+from trainctl.controller.gang import Gangs, GangScheduler
 from trainctl.controller.informer import Informer
 from trainctl.controller.metrics import Metrics
 from trainctl.controller.owned import OwnedObjects
 from trainctl.controller.progress import ProgressWatcher
 from trainctl.controller.queue import WorkQueue
 from trainctl.controller.records import RecordKeeper
+from trainctl.controller.snapshots import RuntimeSnapshots
 from trainctl.core import checkpoint_volume
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
@@ -63,12 +64,14 @@ log = logging.getLogger("trainctl.controller")
 POD_UPDATE_BATCH_S = 0.5
 INVALID = 422  # the API server's answer to an object it will never accept as it is
 RUNTIME_RETRY_S = 30  # how often a TrainJob whose runtime is missing looks for it again
+SNAPSHOT_REPLACED = "RuntimeSnapshotReplaced"  # the event of a runtime-snapshot annotation not the controller's
 RUNTIMES, CLUSTER_RUNTIMES = trainer_resource(RUNTIME), trainer_resource(CLUSTER_RUNTIME, namespaced=False)
 
 
 class Controller:
     def __init__(self, client: Client, *, frameworks=ALL, namespaces: list[str] | None = None,
-                 gang: GangScheduler | None = None, cluster_domain: str | None = None,
+                 gang: GangScheduler | None = None, trainjob_gangs: dict[str, GangScheduler] | None = None,
+                 cluster_domain: str | None = None,
                  helper_images: dict[str, str] | None = None, metrics: Metrics | None = None,
                  identity: str | None = None, keep_records: bool = True, trainjobs: bool = False) -> None:
         self.client, self.frameworks = client, list(frameworks)
@@ -80,8 +83,10 @@ class Controller:
         self.metrics = metrics or Metrics()
         self.queue = WorkQueue()
         self.identity = identity or f"{os.uname().nodename}-{uuid.uuid4().hex[:6]}"  # events, the leader's Lease
-        self.executor = Executor(client, network, self.metrics, self.identity, gang.decorate if gang else None)
+        self.executor = Executor(client, network, self.metrics, self.identity,
+                                 lambda job, rtype, pod: self.gangs.decorate(job, rtype, pod))
         self.owned = OwnedObjects(client, self.executor)
+        self.snapshots = RuntimeSnapshots(client)  # the runtime each TrainJob runs on
         scopes = namespaces or [None]
         children = f"{LABEL_JOB_NAME},{LABEL_OPERATOR} in ({','.join(sorted(self.by_operator))})"
         self.jobs = {fw.kind: [Informer(client, job_resource(fw), ns) for ns in scopes] for fw in self.frameworks}
@@ -94,8 +99,8 @@ class Controller:
         # the nodes' readiness (trainctl/core/nodes.py): a cluster-scoped cache of each Node's Ready condition alone
         self.nodes = Informer(client, NODES, None, transform=pod_objects.cached_node)
         self.node_states: dict[str, tuple[str, str | None]] = {}  # node -> what the core was last told of it
-        self.pod_groups = PodGroups(gang, client, self.executor, [Informer(client, gang.resource, ns) for ns in scopes]) \
-            if gang and gang.resource else None
+        # v1 jobs' gang scheduler (--gang-scheduler-name) and TrainJobs' (their runtime's podGroupPolicy)
+        self.gangs = Gangs(gang, trainjob_gangs or {}, client, self.executor, scopes)
         self.progress = ProgressWatcher(self)  # started by the manager: its log reads are no reconcile's
         self.records = RecordKeeper(self, enabled=keep_records)  # likewise
         self.executor.may_delete = self.records.ready_to_delete
@@ -105,7 +110,7 @@ class Controller:
     @property
     def informers(self) -> list[Informer]:
         every = [i for group in self.jobs.values() for i in group]
-        return every + self.pods + self.services + [self.nodes] + (self.pod_groups.informers if self.pod_groups else [])
+        return every + self.pods + self.services + [self.nodes] + self.gangs.informers
 
     @property
     def hpa(self) -> Resource:
@@ -125,8 +130,8 @@ class Controller:
             informer.handlers.append(self.records.on_pod)
         for informer in self.services:
             informer.handlers.append(lambda event, obj: self.on_child(SERVICES, event, obj))
-        for informer in self.pod_groups.informers if self.pod_groups else []:
-            informer.handlers.append(self.on_pod_group)
+        for informer in self.gangs.informers:
+            informer.handlers.append(lambda event, obj, kind=informer.resource: self.on_pod_group(kind, event, obj))
         self.nodes.handlers.append(self.on_node)
 
     def on_job(self, kind: str, event: str, obj: dict) -> None:
@@ -171,11 +176,11 @@ class Controller:
         node = (pod.get("spec") or {}).get("nodeName")
         return pod_objects.node_down(self.node_of(node))[0] if node else ""
 
-    def on_pod_group(self, event: str, obj: dict) -> None:
+    def on_pod_group(self, resource: Resource, event: str, obj: dict) -> None:
         for reference in obj["metadata"].get("ownerReferences") or []:
             if reference.get("controller") and reference.get("kind") in self.jobs:
                 key = (reference["kind"], obj["metadata"].get("namespace", ""), reference["name"])
-                self.wake(key, self.pod_groups.scheduler.resource, event, obj)
+                self.wake(key, resource, event, obj)
 
     def wake(self, key: JobKey, resource: Resource, event: str, obj: dict, delay: float = 0) -> None:
         """A child of job ``key`` changed: meet the expectations it answers, and reconcile the job."""
@@ -225,12 +230,13 @@ class Controller:
             self.executor.expectations.forget(key)
             self.owned.forget(key)
             self.records.forget(key)
+            self.snapshots.forget(key)
             return
         wait = self.executor.expectations.wait_s(key)
         if wait:
             self.queue.add_after(key, wait)  # the informer event normally comes first
             return
-        if is_trainjob(resource) and SNAPSHOT_ANNOTATION not in annotations_of(resource):
+        if is_trainjob(resource):
             resource = self.with_runtime(key, resource)
             if resource is None:
                 return
@@ -242,13 +248,38 @@ class Controller:
 
     # ---- a TrainJob's runtime -------------------------------------------------------------------------
     def with_runtime(self, key: JobKey, resource: dict) -> dict | None:
-        """Keep the runtime a TrainJob names in it, as the first reconcile finds it in the cluster (upstream
-        snapshots it then too): a runtime edited later changes no job. Returns the TrainJob as written, or None
-        where it cannot run: no such runtime (Failed, upstream's reason, until the runtime appears: the job is
-        looked at again every RUNTIME_RETRY_S), or the TrainJob cannot run on it (Failed for good)."""
+        """The TrainJob with the runtime it runs on in its annotation: the one its runtimeRef named at the first
+        reconcile (upstream snapshots it then too: a runtime edited later changes no job), kept in a ConfigMap of the
+        controller's (trainctl/controller/snapshots.py); an annotation written by anyone else is put back, with a
+        Warning event. Returns None where it cannot run (see :meth:`snapshot`)."""
         spec = resource.get("spec") or {}
         if spec.get("managedBy") not in (None, DEFAULT_MANAGER):
             return None  # Kueue's MultiKueue runs it elsewhere
+        kept = self.snapshots.kept(key, resource) or self.snapshot(key, resource)
+        given = annotations_of(resource).get(SNAPSHOT_ANNOTATION)
+        if kept is None:
+            return None
+        if given == kept:
+            return resource
+        if given is not None:
+            ref = TrainJob(resource).runtime_ref
+            self.executor.event_on(resource, TRAINJOB, TRAINER_API_VERSION, "Warning", SNAPSHOT_REPLACED,
+                                   f"the {SNAPSHOT_ANNOTATION} annotation is the controller's: the one written was "
+                                   f"ignored, the TrainJob runs on {ref['kind']} {ref['name']!r} as first found")
+        status = cond.status_of(resource)  # a Failed condition for a runtime that was missing goes (upstream's too)
+        status["conditions"] = [c for c in status.get("conditions") or []
+                                if (c.get("type"), c.get("reason")) != ("Failed", RUNTIME_NOT_FOUND)]
+        annotations = {SNAPSHOT_ANNOTATION: kept,
+                       cond.STATUS_ANNOTATION: json.dumps(status, sort_keys=True, separators=(",", ":"))}
+        patch = {"metadata": {"annotations": annotations, "resourceVersion": resource["metadata"].get("resourceVersion")}}
+        updated = self.client.patch(TRAINJOBS, key[2], patch, key[1])
+        self.cache(key, updated)
+        return updated
+
+    def snapshot(self, key: JobKey, resource: dict) -> str | None:
+        """Keep the runtime the TrainJob names, as the cluster holds it now; its JSON, or None where the TrainJob
+        cannot run: no such runtime (Failed, upstream's reason, until the runtime appears: the job is looked at again
+        every RUNTIME_RETRY_S), or the TrainJob cannot run on it (Failed for good)."""
         try:
             ref = TrainJob(resource).runtime_ref
             runtime = self.runtime(ref, key[1])
@@ -260,19 +291,13 @@ class Controller:
                 self.queue.add_after(key, RUNTIME_RETRY_S)
                 return None
             snapshotted = copy.deepcopy(resource)
-            with_runtime_snapshot(snapshotted, runtime)
+            with_runtime_snapshot(snapshotted, runtime)  # checked: the TrainJob must plan on it
         except UserError as problem:
             self.fail_trainjob(key, resource, f"{TRAINJOB}FailedValidation", problem.message)
             return None
-        status = cond.status_of(resource)  # a Failed condition for a runtime that was missing goes (upstream's too)
-        status["conditions"] = [c for c in status.get("conditions") or []
-                                if (c.get("type"), c.get("reason")) != ("Failed", RUNTIME_NOT_FOUND)]
-        annotations = {SNAPSHOT_ANNOTATION: annotations_of(snapshotted)[SNAPSHOT_ANNOTATION],
-                       cond.STATUS_ANNOTATION: json.dumps(status, sort_keys=True, separators=(",", ":"))}
-        patch = {"metadata": {"annotations": annotations, "resourceVersion": resource["metadata"].get("resourceVersion")}}
-        updated = self.client.patch(TRAINJOBS, key[2], patch, key[1])
-        self.cache(key, updated)
-        return updated
+        kept = annotations_of(snapshotted)[SNAPSHOT_ANNOTATION]
+        self.snapshots.keep(key, resource, kept)
+        return kept
 
     def runtime(self, ref: dict, namespace: str) -> dict | None:
         """The runtime ``ref`` names, as the TrainJob keeps it (its name, labels and spec); None if there is none."""
@@ -301,8 +326,12 @@ class Controller:
     def sync(self, key: JobKey, job: Job, pods: list[dict], services: set[str]) -> None:
         """One pass over a job of ours: its PodGroup, its framework's objects, then what the core says of its pods
         (``pods``, ``services``: the ones it owns)."""
-        if self.pod_groups and not self.pod_groups.sync(key, job, self.lookup(self.pod_groups.informers,
-                                                                               job.namespace, job.name)):
+        try:
+            pod_groups = self.gangs.pod_groups_of(job)
+        except UserError as problem:  # a TrainJob's runtime asks for a gang scheduler this controller cannot run
+            self.fail_trainjob(key, job.resource, f"{TRAINJOB}FailedValidation", problem.message)
+            return
+        if pod_groups and not pod_groups.sync(key, job, self.lookup(pod_groups.informers, job.namespace, job.name)):
             return
         claim = checkpoint_volume.claim(job.resource)  # the job's checkpoint storage, when it owns one
         self.owned.sync(key, job, [*job.framework.cluster_objects(job, pods), *([claim] if claim else [])],

@@ -102,14 +102,24 @@ class Client:
         return check_namespace(self.default_namespace() if namespace is None else namespace, option("namespace"))
 
     def submit(self, resource: dict, *, replace: bool = False, preflight: bool = True,
-               code: CodeRequest | None = None, dry_run: bool = False) -> dict:
+               code: CodeRequest | None = None, dry_run: bool = False, runtime: dict | None = None) -> dict:
         """Create the job. ``preflight=False`` skips the checks that it can run at all (locally: that its
         executable and script exist; on a cluster: that its CRD and namespace do), for when you know better.
         ``code``: what :func:`trainctl.submit.code_plan.request` decided travels, the resource rendered with it.
-        ``dry_run``: make every check the create would (on a cluster the API server's too), create nothing."""
+        ``dry_run``: make every check the create would (on a cluster the API server's too), create nothing.
+        ``runtime``: a TrainJob's runtime, given beside it (``apply -f``), that it runs on. A runtime snapshot the
+        TrainJob carries is never used (a warning says so): trainctl takes it from the runtime it resolves."""
+        import copy
+        import warnings
+
+        from trainctl.core.trainjob import ignored_snapshot, with_runtime_snapshot, without_snapshot
         from trainctl.core.validation import validate
 
+        if without_snapshot(resource):
+            warnings.warn(ignored_snapshot(resource), stacklevel=2)
         validate(resource)
+        if runtime is not None:
+            with_runtime_snapshot(resource, copy.deepcopy(runtime))
         metadata = resource["metadata"]
         metadata["namespace"] = self._ns(metadata.get("namespace"))
         return self.backend.create(resource, replace=replace, preflight=preflight,

@@ -395,19 +395,23 @@ class KubeBackend(Backend):
                     self.client.apply(kube.CRDS, crd)
         return names
 
-    def install_runtimes(self, runtimes: list[dict]) -> None:
-        """Create or update ClusterTrainingRuntimes (trainctl.core.trainer_runtimes)."""
-        from trainctl.core.trainer_crds import CLUSTER_RUNTIME
+    def install_runtimes(self, runtimes: list[dict]) -> list[str]:
+        """Create or update ClusterTrainingRuntimes (trainctl.core.trainer_runtimes) and TrainingRuntimes (in their
+        metadata's namespace): what became of each, ``created``, ``configured`` or ``unchanged``."""
+        from trainctl.core.trainer_crds import RUNTIME
 
+        outcomes = []
         for runtime in runtimes:
-            name = runtime["metadata"]["name"]
-            with self.errors(f"install {CLUSTER_RUNTIME} {name}"):
+            kind, name, namespace = runtime["kind"], runtime["metadata"]["name"], runtime["metadata"].get("namespace")
+            with self.errors(f"install {kind} {name}"):
                 try:
-                    self.client.apply(trainer_resource(CLUSTER_RUNTIME, namespaced=False), runtime)
+                    outcomes.append(self.client.apply(trainer_resource(kind, namespaced=kind == RUNTIME), runtime,
+                                                      namespace if kind == RUNTIME else None))
                 except kube.ApiError as error:
                     if error.status == 404:
-                        self.require_crd(CLUSTER_RUNTIME)
+                        self.require_crd(kind)
                     raise
+        return outcomes
 
     def require_crd(self, kind: str) -> None:
         """A UserError with the fix when ``kind``'s Trainer v2 CRD is not installed."""
