@@ -118,7 +118,7 @@ VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2, 2**40) | st.fl
                       | st.sampled_from(["", "node", "launcher", "trainer", "torch-distributed", "TrainingRuntime",
                                          "OnFailure", "x" * 70, "2.0"]),
                       lambda children: st.lists(children, max_size=2) | st.dictionaries(
-                          st.sampled_from(["name", "image", "command", "limits", "numNodes", "x"]), children,
+                          st.sampled_from(["name", "image", "command", "limits", "numNodes", "templates", "volumeMounts", "x"]), children,
                           max_size=2), max_leaves=4)
 
 
@@ -128,7 +128,17 @@ def v2_seeds() -> list[list[dict]]:
 
         for path in ("mpi", "plain", "wrapped"):
             V2_SEEDS.append(convert([seed_job(path)], "v2", allow_lossy=True).documents)
+        V2_SEEDS.append(claiming_seed())
     return V2_SEEDS
+
+
+def claiming_seed() -> list[dict]:
+    """A TrainJob on a runtime whose volume JobSet claims per job (volumeClaimPolicies), mounted by name."""
+    from tests.unit.test_convert import sdk_trainjob, tune_runtime
+
+    trainjob = sdk_trainjob(image="i")
+    trainjob["spec"]["runtimeRef"]["name"] = "tune-small"
+    return [tune_runtime(), trainjob]
 
 
 def seed_job(which: str) -> dict:

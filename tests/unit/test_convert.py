@@ -16,6 +16,7 @@ import yaml
 from tests.conftest import REPO
 from trainctl.core.convert import V1_ANNOTATION, convert
 from trainctl.core.job import Job
+from trainctl.core.trainjob import TrainJob, plan
 from trainctl.errors import UserError
 
 RUNTIMES = REPO.parent / "shared" / "kubeflow-trainer-v2" / "runtimes"
@@ -226,10 +227,85 @@ def test_an_mpi_job_becomes_a_launcher_and_nodes_and_comes_back():
     there, back = round_trip(resource)
     runtime, trainjob = there
     assert "the nodes' image must run an ssh server" in convert([resource]).notes[0]
-    assert runtime["spec"]["mlPolicy"] == {"numNodes": 3, "mpi": {}}
+    # the runtime's numNodes sizes its trainer step, the launcher; the TrainJob's sizes the nodes (upstream's mpi)
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": 1, "mpi": {}}
     assert [job["name"] for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]] == ["node", "launcher"]
     assert trainjob["spec"]["trainer"] == {"numNodes": 3, "numProcPerNode": 2}
     assert defaulted(back) == defaulted(resource)
+
+
+def mpi_job(workers: int, worker_command: list[str] | None = None) -> dict:
+    """The usual MPIJob: the Launcher runs mpirun, the Workers name no command (their image serves sshd)."""
+    worker = {"name": "mpi-worker", "image": "mpi:1", **({"command": worker_command} if worker_command else {})}
+    launcher = {"name": "mpi-launcher", "image": "mpi:1", "command": ["mpirun", "-n", str(workers), "hostname"]}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": {"name": "pi"},
+            "spec": {"mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
+                             "template": {"spec": {"containers": [launcher]}}},
+                "Worker": {"replicas": workers, "restartPolicy": "OnFailure",
+                           "template": {"spec": {"containers": [worker]}}}}}}
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_an_mpi_job_of_n_workers_plans_one_launcher_and_n_nodes(workers):
+    """Upstream sizes the trainer step (the launcher) by the runtime's mlPolicy.numNodes and the nodes by the
+    TrainJob's: N launchers would each run the whole mpirun."""
+    runtime, trainjob = convert([mpi_job(workers)], "v2").documents
+    pods = plan(TrainJob(trainjob), runtime).pods
+    assert [pod.name for pod in pods] == [f"pi-node-0-{index}" for index in range(workers)] + ["pi-launcher-0-0"]
+    assert pods[-1].container()["command"] == ["mpirun", "-n", str(workers), "hostname"]
+    assert "command" not in pods[0].container()  # the Workers' own: their image's entrypoint (sshd)
+
+
+def tune_runtime() -> dict:
+    """A runtime shaped as upstream's torchtune ones: a volume claimed per job (JobSet's volumeClaimPolicies), filled
+    by an initializer, mounted by the trainer; neither is a v1 field."""
+    def job(name: str, step: str, **container) -> dict:
+        mounts = [{"name": "workspace", "mountPath": "/workspace"}]
+        container = {"name": step, "image": f"{step}:1", "volumeMounts": mounts, **container}
+        labels = {"trainer.kubeflow.org/trainjob-ancestor-step": step}
+        return {"name": name, "template": {"metadata": {"labels": labels},
+                                           "spec": {"template": {"spec": {"containers": [container]}}}}}
+
+    trainer = job("node", "trainer", command=["tune", "run", "recipe"])
+    trainer["template"]["spec"]["template"]["spec"]["containers"][0]["name"] = "node"
+    trainer["dependsOn"] = [{"name": "dataset-initializer", "status": "Complete"}]
+    claim = {"metadata": {"name": "workspace"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                         "resources": {"requests": {"storage": "1Gi"}}}}
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": "tune-small", "labels": {"trainer.kubeflow.org/framework": "torchtune"}},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {
+                "volumeClaimPolicies": [{"templates": [claim]}],
+                "replicatedJobs": [job("dataset-initializer", "dataset-initializer"), trainer]}}}}
+
+
+def test_a_runtime_claiming_volumes_names_volume_claim_policies_and_drops_their_mounts_when_allowed():
+    """The mount of a claimed volume has no volume in a v1 pod: the refusal names volumeClaimPolicies, not the mount
+    that v1's validation would refuse; --allow-lossy drops both and the v1 job is valid."""
+    trainjob = sdk_trainjob(image="tune:2")
+    trainjob["spec"]["runtimeRef"]["name"] = "tune-small"
+    with pytest.raises(UserError) as refused:
+        convert([tune_runtime(), trainjob], "v1")
+    fields = named_fields(refused.value)
+    for field in ("spec.template.spec.volumeClaimPolicies", "replicatedJobs[node].volumeMounts[workspace]"):
+        assert any(named.endswith(f"ClusterTrainingRuntime tune-small: {field}") for named in fields), fields
+    lossy = convert([tune_runtime(), trainjob], "v1", allow_lossy=True)
+    assert [entry.split(" (")[0] for entry in lossy.dropped] == fields
+    master = lossy.documents[0]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert master["image"] == "tune:2" and "volumeMounts" not in master
+
+
+def test_a_v1_job_the_conversion_would_make_invalid_is_named_after_the_fields_it_loses():
+    """What cannot be said is the blocker; v1's own check of the result comes after it."""
+    trainjob = sdk_trainjob(image="tune:2")
+    trainjob["spec"]["runtimeRef"]["name"] = "tune-small"
+    runtime = tune_runtime()
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    node["containers"][0]["volumeMounts"].append({"name": "nowhere", "mountPath": "/x"})  # wrong on both sides
+    with pytest.raises(UserError, match="cannot convert without losing .*volumeClaimPolicies"):
+        convert([runtime, trainjob], "v1")
+    with pytest.raises(UserError, match="'nowhere' is no volume of the pod"):
+        convert([runtime, trainjob], "v1", allow_lossy=True)
 
 
 # ---- the command ---------------------------------------------------------------------------------------
@@ -250,7 +326,7 @@ def one_line_error(result) -> str:
     ("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\n"
      "spec: {runtimeRef: {name: mine}}\n", "spec.runtimeRef.name: ClusterTrainingRuntime 'mine' is not in the file"),
     ("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\nspec: {runtimeRef: "
-     "{name: torch-distributed}, trainer: {numNodes: 0, image: i}}\n", "spec.trainer.numNodes: 0"),
+     "{name: torch-distributed}, trainer: {numNodes: 0, image: i}}\n", "spec.trainer.numNodes: must be at least 1"),
     ("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\nspec: {runtimeRef: "
      "{name: torch-distributed}, trainer: {command: python, image: i}}\n", "spec.trainer.command: must be a list"),
     ("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainingRuntime\nmetadata: {name: r}\n"

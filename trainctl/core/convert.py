@@ -26,7 +26,7 @@ from trainctl.core.job import Job
 from trainctl.core.trainer_crds import CLUSTER_RUNTIME, MANAGED_BY, RUNTIME, TRAINJOB
 # JobSet's pod restartPolicy, which no runtime upstream ships changes
 from trainctl.core.trainjob import POD_RESTART_POLICY as V2_RESTART_POLICY
-from trainctl.core.validation import METADATA, STRING_MAP, Invalid, check_json, validate, walk
+from trainctl.core.validation import METADATA, STRING_MAP, Invalid, check_json, check_runtime_document, validate, walk
 from trainctl.errors import UserError, setting
 from trainctl.frameworks import ALL, Framework, by_name
 # the node job and its container; the label on the job the TrainJob's trainer fields go to, and its value
@@ -78,7 +78,9 @@ RUNTIME_SHAPE = typed(("metadata", "spec"), metadata=V2_METADATA, spec=typed(
 
 
 def check_v2(document: dict, where: str) -> None:
-    """One line naming the first field of a TrainJob or runtime that is not what the conversion reads."""
+    """One line naming the first field of a TrainJob or runtime that apply refuses (so convert and apply agree), or
+    that is not what the conversion reads."""
+    (validate if document["kind"] == TRAINJOB else check_runtime_document)(document, source=where)
     try:
         check_json(document)
         walk(document, TRAINJOB_SHAPE if document["kind"] == TRAINJOB else RUNTIME_SHAPE, "")
@@ -113,6 +115,7 @@ def convert(documents: list, to: str | None = None, *, allow_lossy: bool = False
     result = Converted()
     runtimes = runtimes_in(documents, source)
     used: set[tuple[str, str]] = set()
+    unchecked: dict[int, str] = {}  # the v1 jobs made, by position, and the document each came from
     for index, document in enumerate(documents):
         where = source if len(documents) == 1 else f"{source} (document {index + 1})"
         result.where = "" if len(documents) == 1 else f"document {index + 1}: "
@@ -125,6 +128,7 @@ def convert(documents: list, to: str | None = None, *, allow_lossy: bool = False
         if direction == "v2":
             result.documents += to_v2(document, result, where)
         else:
+            unchecked[len(result.documents)] = where
             result.documents.append(to_v1(document, runtimes, used, result, where))
     result.where = ""
     for key in sorted(set(runtimes) - used):
@@ -134,6 +138,9 @@ def convert(documents: list, to: str | None = None, *, allow_lossy: bool = False
                         f"{setting('allow_lossy')} drops them")
     if not result.documents:
         raise UserError(f"{source}: no job to convert, only runtimes")
+    for index, where in unchecked.items():  # after the losses: what cannot be said is the blocker, not its echo
+        made = result.documents[index]
+        result.documents[index] = validate(made, source=f"{where} as {made['kind']}")
     return result
 
 
@@ -341,7 +348,9 @@ def training_runtime(job: Job, node: dict, templates: dict, nodes: int) -> dict:
     metadata = {"name": job.name, "labels": {FRAMEWORK_LABEL: shape.label}}
     if (job.resource.get("metadata") or {}).get("namespace"):
         metadata["namespace"] = job.resource["metadata"]["namespace"]
-    policy = {"numNodes": nodes, **({shape.policy: {}} if shape.policy else {})}
+    # upstream sizes the trainer step by the runtime's numNodes and an MPI runtime's nodes by the TrainJob's: with
+    # a launcher as the trainer step, N there would be N launchers, each running the whole mpirun
+    policy = {"numNodes": 1 if launcher else nodes, **({shape.policy: {}} if shape.policy else {})}
     return {"apiVersion": V2_VERSION, "kind": RUNTIME, "metadata": metadata,
             "spec": {"mlPolicy": policy,
                      "template": {"spec": {"replicatedJobs": replicated, **jobset_extras(job.framework)}}}}
@@ -407,8 +416,7 @@ def to_v1(trainjob: dict, runtimes: dict, used: set, result: Converted, where: s
     if framework.trainer_v2.v2_env:
         result.note(f"{TRAINJOB} {metadata['name']}: v2 set {', '.join(framework.trainer_v2.v2_env)} in each node, "
                     f"v1 does not for {framework.kind}s: a command that reads them needs changing (docs/trainer-v2.md)")
-    resource = {"apiVersion": API_VERSION, "kind": framework.kind, "metadata": v1_metadata, "spec": v1_spec}
-    return validate(resource, source=f"{where} as {framework.kind}")
+    return {"apiVersion": API_VERSION, "kind": framework.kind, "metadata": v1_metadata, "spec": v1_spec}
 
 
 def ml_policy(runtime: dict | None) -> dict:
@@ -546,6 +554,7 @@ def runtime_templates(framework: Framework, runtime: dict, result: Converted) ->
     jobset = template.get("spec") or {}
     jobset_problems(framework, jobset, named, result)
     wanted = {NODE, *([framework.trainer_v2.launcher_type.lower()] if framework.trainer_v2.launcher_type else [])}
+    claimed = claimed_volumes(jobset)
     templates, step = {}, None
     for job in jobset.get("replicatedJobs") or []:
         name = job.get("name") if isinstance(job, dict) else None
@@ -553,6 +562,7 @@ def runtime_templates(framework: Framework, runtime: dict, result: Converted) ->
             result.lose(f"{named}replicatedJobs[{name}]", f"{framework.kind}s have no such replica")
             continue
         templates[name] = replicated_template(framework, job, named, result)
+        drop_claimed_mounts(templates[name], claimed, f"{named}replicatedJobs[{name}]", result)
         if ((job.get("template") or {}).get("metadata") or {}).get("labels", {}).get(ANCESTOR_LABEL) == TRAINER_STEP:
             step = name
     if set(templates) != wanted:
@@ -568,6 +578,41 @@ def jobset_problems(framework: Framework, jobset: dict, named: str, result: Conv
     for key, value in jobset.items():
         if key != "replicatedJobs" and value != expected.get(key, value if value in (None, {}, []) else object()):
             result.lose(f"{named}spec.template.spec.{key}", "a v1 job has no such field")
+
+
+def claimed_volumes(jobset: dict) -> set[str]:
+    """The volumes JobSet's ``volumeClaimPolicies`` claim per job and adds to every pod, by the name they mount."""
+    policies = jobset.get("volumeClaimPolicies")
+    claims = [claim for policy in (policies if isinstance(policies, list) else []) if isinstance(policy, dict)
+              for claim in (policy.get("templates") if isinstance(policy.get("templates"), list) else [])]
+    return {claim["metadata"]["name"] for claim in claims if isinstance(claim, dict) and isinstance(
+        claim.get("metadata"), dict) and isinstance(claim["metadata"].get("name"), str)}
+
+
+def drop_claimed_mounts(template: dict, claimed: set[str], path: str, result: Converted) -> None:
+    """The mounts of a claimed volume the pod does not declare itself: with volumeClaimPolicies gone (named), they
+    would mount nothing, which a v1 job refuses; named, and dropped with it."""
+    spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    volumes = spec.get("volumes") if isinstance(spec.get("volumes"), list) else []
+    unbacked = claimed - {volume.get("name") for volume in volumes if isinstance(volume, dict)}
+    dropped: list[str] = []
+    for container in pod_containers(spec):
+        mounts = container.get("volumeMounts")
+        if not isinstance(mounts, list):
+            continue
+        kept = [mount for mount in mounts if not (isinstance(mount, dict) and mount.get("name") in unbacked)]
+        dropped += [mount["name"] for mount in mounts if mount not in kept and mount["name"] not in dropped]
+        container["volumeMounts"] = kept
+        if not kept:
+            del container["volumeMounts"]
+    for name in dropped:
+        result.lose(f"{path}.volumeMounts[{name}]", "its volume comes from volumeClaimPolicies")
+
+
+def pod_containers(spec: dict) -> list[dict]:
+    """A pod spec's init containers and containers, those that are mappings."""
+    lists = [spec.get(key) for key in ("initContainers", "containers") if isinstance(spec.get(key), list)]
+    return [container for containers in lists for container in containers if isinstance(container, dict)]
 
 
 def replicated_template(framework: Framework, job: dict, named: str, result: Converted) -> dict:
