@@ -10,8 +10,11 @@ import time
 import pytest
 
 from tests.controller.jobs import create, get_job, job, pods, wait_for
-from tests.controller.test_lifecycle import running
+from tests.controller.test_lifecycle import running, volcano_crd  # noqa: F401 (a fixture)
+from trainctl import TRAINER_API_VERSION
 from trainctl.controller.gang import (
+    VOLCANO,
+    VOLCANO_GROUP_ANNOTATION,
     YUNIKORN_APP_ID_LABEL,
     YUNIKORN_QUEUE_LABEL,
     YUNIKORN_TASK_GROUP_NAME,
@@ -19,11 +22,13 @@ from trainctl.controller.gang import (
 )
 from trainctl.core.job import KUEUE_QUEUE_LABEL
 from trainctl.frameworks import by_kind
-from trainctl.kube import job_resource
+from trainctl.frameworks.base import ANCESTOR_TRAINER, LABEL_ANCESTOR_STEP
+from trainctl.kube import job_resource, trainer_resource
 
 pytestmark = pytest.mark.k8s
 PYTORCH = job_resource(by_kind("PyTorchJob"))
 EVICTION_S = 20
+TRAINJOBS, RUNTIMES = trainer_resource("TrainJob"), trainer_resource("TrainingRuntime")
 
 
 def test_kueue_queued_job_waits_is_admitted_with_injected_placement_and_evicted(
@@ -167,3 +172,47 @@ def test_status_shows_what_kueue_workload_says(rest, start_controller, managed_n
     finally:
         rest.delete(CRDS, WORKLOAD_CRD["metadata"]["name"])
     assert pods(rest, ns, "waiting") == {}
+
+
+def gang_runtime(name: str, namespace: str, pod_group_policy: dict) -> dict:
+    """A TrainingRuntime of ours with ``podGroupPolicy``: torch, one ``node`` replicatedJob (the trainer step)."""
+    container = {"name": "node", "image": "python:3.12", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+    replicated = {"name": "node", "template": {"metadata": {"labels": {LABEL_ANCESTOR_STEP: ANCESTOR_TRAINER}},
+                                               "spec": {"template": {"spec": {"containers": [container]}}}}}
+    return {"apiVersion": TRAINER_API_VERSION, "kind": "TrainingRuntime",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "podGroupPolicy": pod_group_policy,
+                     "template": {"spec": {"replicatedJobs": [replicated]}}}}
+
+
+def gang_trainjob(name: str, namespace: str, runtime: str) -> dict:
+    return {"apiVersion": TRAINER_API_VERSION, "kind": "TrainJob", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"runtimeRef": {"kind": "TrainingRuntime", "name": runtime},
+                     "trainer": {"numNodes": 2, "command": ["python3", "-c", "print(1)"]}}}
+
+
+def test_a_trainjob_is_gang_scheduled_by_its_runtimes_pod_group_policy(rest, start_controller, managed_namespace,
+                                                                       volcano_crd):
+    """Upstream's Volcano plugin, without --gang-scheduler-name: the runtime's podGroupPolicy.volcano makes the
+    PodGroup (every pod, their requests), and no pod is made before Volcano admits it. podGroupPolicy.coscheduling
+    needs the scheduler-plugins scheduler's name: without it the TrainJob fails in one line saying so."""
+    ns = managed_namespace
+    for name, policy in (("volcano-rt", {"volcano": {}}), ("cosched-rt", {"coscheduling": {}})):
+        rest.create(RUNTIMES, gang_runtime(name, ns, policy), ns)
+    start_controller(ns)
+    rest.create(TRAINJOBS, gang_trainjob("vg", ns, "volcano-rt"), ns)
+    rest.create(TRAINJOBS, gang_trainjob("cg", ns, "cosched-rt"), ns)
+    group = wait_for(lambda: next(iter(rest.list(VOLCANO, ns)["items"]), None), what="the TrainJob's PodGroup")
+    assert group["metadata"]["name"] == "vg"
+    assert group["spec"] == {"minMember": 2, "queue": "default", "minResources": {"cpu": "2", "memory": str(2 << 30)}}
+    assert group["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
+    failed = wait_for(lambda: next((c for c in (rest.get(TRAINJOBS, "cg", ns).get("status") or {}).get(
+        "conditions") or [] if c["type"] == "Failed"), None), what="the coscheduling TrainJob's Failed condition")
+    assert "podGroupPolicy.coscheduling" in failed["message"] and "--gang-scheduler-name" in failed["message"]
+    assert "\n" not in failed["message"]
+    assert pods(rest, ns, "vg") == {}  # Volcano has not admitted the group: no pods (the cg failure came after vg's)
+    rest.patch(VOLCANO, "vg", {"status": {"phase": "Inqueue"}}, ns)
+    found = wait_for(lambda: (p := pods(rest, ns, "vg")) and len(p) == 2 and p, what="the admitted TrainJob's pods")
+    for pod in found.values():
+        assert pod["spec"]["schedulerName"] == "volcano"
+        assert pod["metadata"]["annotations"][VOLCANO_GROUP_ANNOTATION] == "vg"

@@ -88,11 +88,33 @@ def test_a_kind_without_a_default_runtime_is_one_line_naming_those_with_one(kind
         rendered(kind)
 
 
-def test_packages_cannot_travel_with_a_trainjob_nor_a_local_snapshot(tmp_path):
-    with pytest.raises(UserError, match="^packages cannot be said with api='v2': .*install the packages in the image"):
-        rendered("pytorch", pip=["einops"])
+def test_a_local_snapshot_cannot_travel_with_a_trainjob(tmp_path):
     with pytest.raises(UserError, match="^workdir cannot travel with api='v2' on the local backend: .*leave it out"):
         rendered("pytorch", workdir=str(tmp_path))
+
+
+def test_packages_travel_with_a_trainjob_under_pips_wrapper_and_after_the_unpacker(tmp_path, monkeypatch):
+    """--pip with --api v2 (issue 55): the trainer's command runs under pip's wrapper, whose emptyDir a runtime patch
+    mounts into the node container; on a cluster the unpacker runs first and the wrapper after it, in the workspace.
+    The abridged dry run leaves out both programs."""
+    from trainctl.code.pods import GUARD, PIP_PATH, PIP_VOLUME, abridged, abridged_programs
+
+    local = rendered("pytorch", pip=["einops"], requirements=None)
+    command = local["spec"]["trainer"]["command"]
+    assert command[:4] == ["sh", "-c", GUARD, "trainctl-pip"]
+    assert command[5:] == ["--pip=einops", "--", "python", "-m", "torch.distributed.run", "train.py"]
+    (patch,) = local["spec"]["runtimePatches"]
+    pod = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod == {"volumes": [{"name": PIP_VOLUME, "emptyDir": {}}],
+                   "containers": [{"name": "node", "volumeMounts": [{"name": PIP_VOLUME, "mountPath": PIP_PATH}]}]}
+    (tmp_path / "train.py").write_text("print(1)\n")
+    monkeypatch.chdir(tmp_path)
+    remote = rendered("jax", backend="kubernetes", pip=["einops"])
+    command = remote["spec"]["trainer"]["command"]
+    assert command[3] == "trainctl-unpack" and command.count(GUARD) == 2
+    inner = command.index("--") + 1
+    assert command[inner + 3] == "trainctl-pip" and command[-4:] == ["--pip=einops", "--", "python", "train.py"]
+    assert abridged_programs(abridged(remote)) == ["trainctl-pip", "trainctl-unpack"]
 
 
 @pytest.mark.parametrize("procs", ["auto", "0", "\u00b2", "-1"])

@@ -1,5 +1,6 @@
 """``trainctl runtimes``: Kubeflow Trainer v2's default ClusterTrainingRuntimes as trainctl builds them (print,
-install, each image replaceable), and the training runtimes a cluster has (list)."""
+install, each image replaceable), and the training runtimes a cluster has (list; on the local backend, the ones it
+runs: trainctl's defaults)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trainctl.cli.common import Context, Kubeconfig, Namespace, Output, console, dump, echo_all
+from trainctl.cli.common import Context, Kubeconfig, Local, Namespace, Output, console, dump, echo_all
 from trainctl.cli.params import Argument, Option
 from trainctl.frameworks import TRAINER_RUNTIMES
 
@@ -60,28 +61,38 @@ def install_runtimes(
     console().print(f"{verb} {len(runtimes)} ClusterTrainingRuntimes on {client.backend.description}: {shown}")
 
 
-@runtimes_app.command("list", help="The ClusterTrainingRuntimes and a namespace's TrainingRuntimes on the cluster. "
-                                   "Example: trainctl runtimes list -A")
+@runtimes_app.command("list", help="The ClusterTrainingRuntimes and a namespace's TrainingRuntimes on the cluster; "
+                                   "on the local backend (--local, TRAINCTL_BACKEND=local, or no kubeconfig) the "
+                                   "runtimes it runs, trainctl's defaults. Example: trainctl runtimes list -A")
 def list_runtimes(
     namespace: Namespace = None,
     all_namespaces: Annotated[bool, Option("--all-namespaces", "-A", help=(
         "TrainingRuntimes of every namespace."))] = False,
     output: Output = None,
+    local: Local = False,
     context: Context = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
     from trainctl.cli.formatting import print_table
-    from trainctl.core.trainer_runtimes import node_image
+    from trainctl.cli.plain import stderr_line
+    from trainctl.core.trainer_runtimes import default_runtimes, node_image
     from trainctl.frameworks.base import LABEL_TRAINER_FRAMEWORK
-    from trainctl.sdk.client import Client
+    from trainctl.sdk.client import Client, choose_backend
 
-    client = Client("kubernetes", context=context, kubeconfig=kubeconfig)
-    runtimes = client.backend.list_runtimes(None if all_namespaces else namespace or client.default_namespace())
+    if choose_backend("local" if local else None, context, kubeconfig) == "local":
+        # no cluster holds runtimes: a TrainJob runs on one of these, or on one given beside it in its file
+        runtimes, where = default_runtimes(), "local"
+        stderr_line("the local backend runs trainctl's default ClusterTrainingRuntimes (trainctl runtimes print shows "
+                    "them whole), or a runtime given beside the TrainJob in its apply -f file", "dim", prefix="note:")
+    else:
+        client = Client("kubernetes", context=context, kubeconfig=kubeconfig)
+        runtimes = client.backend.list_runtimes(None if all_namespaces else namespace or client.default_namespace())
+        where = client.backend.description
     if output:
         typer.echo(dump({"apiVersion": "v1", "kind": "List", "items": runtimes}, output), nl=False)
         return
     if not runtimes:
-        console().print(f"no training runtimes ({client.backend.description})")
+        console().print(f"no training runtimes ({where})")
         return
     rows = [[runtime["metadata"]["name"], runtime["kind"], runtime["metadata"].get("namespace", ""),
              runtime["metadata"].get("labels", {}).get(LABEL_TRAINER_FRAMEWORK, ""), node_image(runtime) or ""]

@@ -17,7 +17,8 @@ pod template gains, as plain kubeflow.org/v1 pod fields any operator honours:
   command wrapped by :mod:`trainctl.code.pipwrap`.
 
 A TrainJob has no pod template: :func:`attach_trainjob` says the same in what its API lets a client say (a runtime
-patch with the volumes and mounts; the unpacker in front of the trainer's command; the env in ``trainer.env``).
+patch with the volumes and mounts; the unpacker and pip's wrapper in front of the trainer's command; the env in
+``trainer.env``).
 
 Scripts run as ``sh -c GUARD <name> <source> ARGS...``: the guard is a fixed text that
 says what is missing when the image has no ``python3``; the source and every value are
@@ -116,11 +117,16 @@ def script_command(module: str, name: str, args: list[str]) -> list[str]:
 
 def script_containers(resource: dict) -> Iterator[dict]:
     """Every container of the job (init containers too) whose command is a :func:`script_command`; of a TrainJob,
-    its ``trainer`` (whose command runs the unpacker)."""
+    its ``trainer`` (whose command runs the unpacker, pip's wrapper, or the one after the other)."""
     for container in [*job_containers(resource), (resource.get("spec") or {}).get("trainer")]:
         command = container.get("command") if isinstance(container, dict) else None
         if isinstance(command, list) and len(command) > 4 and command[:3] == ["sh", "-c", GUARD]:
             yield container
+
+
+def script_starts(command: list) -> list[int]:
+    """Where each :func:`script_command` starts in ``command`` (a TrainJob's unpacker runs pip's wrapper after it)."""
+    return [index for index in range(len(command) - 4) if command[index:index + 3] == ["sh", "-c", GUARD]]
 
 
 def job_containers(resource: dict) -> Iterator[object]:
@@ -137,16 +143,18 @@ def abridged(resource: dict) -> dict:
     Were that copy applied anyway, each would stop with the line instead of running half a job."""
     resource = copy.deepcopy(resource)
     for container in script_containers(resource):
-        name, source = container["command"][3:5]
-        container["command"][4] = (f'raise SystemExit("{name}: its {source.count(chr(10))} lines are {ABRIDGED}; '
-                                   'print the job with --dry-run -o yaml")')
+        command = container["command"]
+        for start in script_starts(command):
+            name, source = command[start + 3:start + 5]
+            command[start + 4] = (f'raise SystemExit("{name}: its {source.count(chr(10))} lines are {ABRIDGED}; '
+                                  'print the job with --dry-run -o yaml")')
     return resource
 
 
 def abridged_programs(resource: dict) -> list[str]:
     """The programs :func:`abridged` left out of ``resource`` (none in a job to apply)."""
-    return sorted({container["command"][3] for container in script_containers(resource)
-                   if ABRIDGED in str(container["command"][4])})
+    return sorted({container["command"][start + 3] for container in script_containers(resource)
+                   for start in script_starts(container["command"]) if ABRIDGED in str(container["command"][start + 4])})
 
 
 def attach(resource: dict, framework: Framework, code: CodeRequest) -> None:
@@ -203,28 +211,33 @@ def unpack_args(code: CodeRequest) -> list[str]:
 
 
 def attach_trainjob(resource: dict, framework: Framework, code: CodeRequest) -> None:
-    """Give the TrainJob ``resource`` the snapshot of ``code`` (in place), with what upstream's TrainJob API lets
-    a client say (a TrainJob has no pod template): a runtime patch (manager :data:`CODE_MANAGER`) adds the
-    snapshot's volumes to the pods of the runtime's ``node`` replicatedJob and mounts them into its ``node``
-    container; the trainer's command becomes the unpacker's, which unpacks into the workspace, then runs the
-    command there (a patch can add no init container: upstream's patches only change the runtime's own); and
-    ``trainer.env`` gets what ``trainctl.report()`` needs. Packages (``--pip``) cannot travel: the caller
-    refuses them."""
+    """Give the TrainJob ``resource`` the snapshot and packages of ``code`` (in place), with what upstream's
+    TrainJob API lets a client say (a TrainJob has no pod template): a runtime patch (manager :data:`CODE_MANAGER`)
+    adds the snapshot's volumes and pip's emptyDir to the pods of the runtime's ``node`` replicatedJob and mounts
+    them into its ``node`` container; the trainer's command becomes pip's wrapper's (``--pip``), and that the
+    unpacker's, which unpacks into the workspace, then runs the rest there (a patch can add no init container:
+    upstream's patches only change the runtime's own); and ``trainer.env`` gets what ``trainctl.report()`` needs."""
     metadata, spec = resource.get("metadata"), resource.get("spec")
-    if code.snapshot is None or not isinstance(metadata, dict) or not isinstance(spec, dict):
-        return  # a template's mistake: validation names it next
-    annotate(metadata, code.snapshot)
+    packages = bool(code.pip) or code.requirements is not None
+    if (code.snapshot is None and not packages) or not isinstance(metadata, dict) or not isinstance(spec, dict):
+        return  # nothing travels, or a template's mistake: validation names it next
     trainer = entry(spec, "trainer", {})
     if not isinstance(trainer.get("command"), list) or not trainer["command"]:
-        raise UserError("a TrainJob that ships code runs its own command: give one (trainer.command), "
-                        f"or ship no code ({option('no_workdir')})")
-    node = {"name": NODE, "volumeMounts": [{"name": CHUNKS_VOLUME, "mountPath": CHUNKS_PATH, "readOnly": True},
-                                           workspace_mount(code)]}
-    pod = {"volumes": snapshot_volumes(code.snapshot), "containers": [node]}
+        raise UserError("a TrainJob that ships code or packages runs its own command: give one (trainer.command), "
+                        f"or ship neither ({option('no_workdir')}, no {option('pip')})")
+    pod: dict = {"volumes": [], "containers": [{"name": NODE, "volumeMounts": []}]}
+    if packages:
+        wrap_with_pip(pod, trainer, code, pod["containers"][0])
+    if code.snapshot is not None:
+        annotate(metadata, code.snapshot)
+        pod["volumes"][:0] = snapshot_volumes(code.snapshot)
+        pod["containers"][0]["volumeMounts"][:0] = [{"name": CHUNKS_VOLUME, "mountPath": CHUNKS_PATH,
+                                                     "readOnly": True}, workspace_mount(code)]
+        trainer["command"] = script_command("unpack", "trainctl-unpack",
+                                            [*unpack_args(code), "--", *trainer["command"]])
+        report_env(trainer, code.mount, metadata.get("name"), framework)
     entry(spec, "runtimePatches", []).append({"manager": CODE_MANAGER, "trainingRuntimeSpec": {"template": {
         "spec": {"replicatedJobs": [{"name": NODE, "template": {"spec": {"template": {"spec": pod}}}}]}}}})
-    trainer["command"] = script_command("unpack", "trainctl-unpack", [*unpack_args(code), "--", *trainer["command"]])
-    report_env(trainer, code.mount, metadata.get("name"), framework)
 
 
 def annotate(metadata: dict, snapshot: Snapshot) -> None:
@@ -265,7 +278,9 @@ def replica_library(directory: str) -> dict[str, bytes]:
             f"{directory}/trainctl/checkpoints.py": Path(checkpoints.__file__).read_bytes()}
 
 
-def wrap_with_pip(pod: dict, container: dict, code: CodeRequest) -> None:
+def wrap_with_pip(pod: dict, container: dict, code: CodeRequest, mounted: dict | None = None) -> None:
+    """``container``'s command (and args) under pip's wrapper, the packages' emptyDir in ``pod``, mounted into
+    ``mounted`` (default ``container``; a TrainJob's trainer has its ``node`` container's in a runtime patch)."""
     command = [*entry(container, "command", []), *(container.pop("args", None) or [])]
     # --option=VALUE: a requirements file starting with "--index-url" must not read as an option
     options = [f"--pip={spec}" for spec in code.pip]
@@ -273,7 +288,8 @@ def wrap_with_pip(pod: dict, container: dict, code: CodeRequest) -> None:
         options.append(f"--requirements-text={code.requirements}")
     container["command"] = script_command("pipwrap", "trainctl-pip", [*options, "--", *command])
     entry(pod, "volumes", []).append({"name": PIP_VOLUME, "emptyDir": {}})
-    entry(container, "volumeMounts", []).append({"name": PIP_VOLUME, "mountPath": PIP_PATH})
+    entry(container if mounted is None else mounted, "volumeMounts", []).append({"name": PIP_VOLUME,
+                                                                                 "mountPath": PIP_PATH})
 
 
 def entry(mapping: dict, key: str, empty: dict | list):

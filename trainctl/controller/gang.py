@@ -8,6 +8,10 @@ that PodGroup CRD is installed (it checks at start-up and says so once otherwise
 YuniKorn has no CRD: everything it reads is on the pods themselves, the application id
 and queue labels and, on every pod, the job's task groups (one per replica type: how many
 members, what each requests, where it may run) plus the name of the pod's own group.
+
+A TrainJob is gang-scheduled as upstream's Volcano and CoScheduling plugins do it: by its runtime's
+``podGroupPolicy``, not by the controller's flag (:class:`Gangs`): ``volcano`` where the Volcano PodGroup CRD is
+installed, ``coscheduling`` with the scheduler-plugins scheduler ``--gang-scheduler-name`` names.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from trainctl.controller.executor import Executor
+from trainctl.controller.informer import Informer
 from trainctl.controller.pods import owner_reference
 from trainctl.core.conditions import has_finished
 from trainctl.core.job import Job
+from trainctl.errors import UserError
 from trainctl.kube.client import PRIORITY_CLASSES, ApiError, Client, Resource
 from trainctl.kube.quantities import format_quantity, parse_quantity
 
@@ -32,6 +38,17 @@ YUNIKORN_APP_ID_LABEL = "yunikorn.apache.org/app-id"
 YUNIKORN_QUEUE_LABEL = "yunikorn.apache.org/queue"
 YUNIKORN_TASK_GROUPS = "yunikorn.apache.org/task-groups"
 YUNIKORN_TASK_GROUP_NAME = "yunikorn.apache.org/task-group-name"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # a TrainJob's Volcano queue (upstream's plugin)
+POD_GROUP_POLICIES = ("volcano", "coscheduling")  # a runtime's spec.podGroupPolicy, one of them
+# why a controller cannot gang-schedule a TrainJob whose runtime names that policy, and the fix
+UNAVAILABLE = {
+    "volcano": "the Volcano PodGroup CRD (podgroups.scheduling.volcano.sh) was not installed when the controller "
+               "started: install Volcano, then restart the controller",
+    "coscheduling": "the controller runs with no scheduler-plugins gang scheduler: start it with "
+                    "--gang-scheduler-name SCHEDULER (the scheduler-plugins scheduler's name; its PodGroup CRD, "
+                    "podgroups.scheduling.x-k8s.io, installed)",
+}
+
 
 @dataclass(frozen=True)
 class GangScheduler:
@@ -53,7 +70,7 @@ class GangScheduler:
         return VOLCANO if self.volcano else COSCHEDULING
 
     def pod_group(self, job: Job, priorities: dict[str, int], existing: dict | None) -> dict:
-        policy = job.run_policy.get("schedulingPolicy") or {}
+        policy = scheduling_policy(job)
         min_member = policy.get("minAvailable")
         if min_member is None:
             min_member = job.total_replicas
@@ -63,6 +80,8 @@ class GangScheduler:
             spec = {"minMember": min_member, "queue": queue, "minResources": resources}
             if policy.get("priorityClass"):
                 spec["priorityClassName"] = policy["priorityClass"]
+            if policy.get("networkTopology"):  # a TrainJob's runtime: podGroupPolicy.volcano.networkTopology
+                spec["networkTopology"] = policy["networkTopology"]
         else:
             spec = {"minMember": min_member, "minResources": resources}
             if policy.get("scheduleTimeoutSeconds") is not None:
@@ -102,6 +121,22 @@ class GangScheduler:
         return warning
 
 
+def scheduling_policy(job: Job) -> dict:
+    """What a job's PodGroup is made from: a v1 job's ``runPolicy.schedulingPolicy``; a TrainJob's, as upstream's
+    plugins read it, from its runtime's ``podGroupPolicy`` (coscheduling's ``scheduleTimeoutSeconds``, Volcano's
+    ``networkTopology``), its annotation ``scheduling.volcano.sh/queue-name`` and its pods' PriorityClass."""
+    if job.node_plan is None:
+        return job.run_policy.get("schedulingPolicy") or {}
+    policy = job.node_plan.pod_group_policy
+    annotations = (job.resource.get("metadata") or {}).get("annotations") or {}
+    found = {"scheduleTimeoutSeconds": (policy.get("coscheduling") or {}).get("scheduleTimeoutSeconds"),
+             "networkTopology": (policy.get("volcano") or {}).get("networkTopology"),
+             "queue": annotations.get(VOLCANO_QUEUE_ANNOTATION),
+             "priorityClass": next((job.template(rtype)["spec"].get("priorityClassName") for rtype in job.replica_types
+                                    if job.template(rtype)["spec"].get("priorityClassName")), None)}
+    return {key: value for key, value in found.items() if value is not None}
+
+
 class PodGroups:
     """Keeps one PodGroup per job for the gang scheduler, through the executor's expectations; its informers
     are the cache the controller reads PodGroups from (a PodGroup's status is the scheduler's verdict)."""
@@ -135,6 +170,51 @@ class PodGroups:
                 except ApiError:
                     self.priorities[name] = 0
         return self.priorities
+
+
+class Gangs:
+    """The gang schedulers of one controller and which of them schedules a job: a v1 job, the controller's own
+    (``--gang-scheduler-name``); a TrainJob, the one its runtime's ``podGroupPolicy`` names (none without one), as
+    upstream's plugins decide. One :class:`PodGroups` per PodGroup kind, shared by the schedulers that make it."""
+
+    def __init__(self, v1: GangScheduler | None, trainjob: dict[str, GangScheduler], client: Client,
+                 executor: Executor, scopes: list[str | None]) -> None:
+        self.v1, self.trainjob = v1, trainjob
+        kinds = {scheduler.resource: scheduler for scheduler in (*trainjob.values(), v1)
+                 if scheduler is not None and scheduler.resource is not None}
+        self.groups = {resource: PodGroups(scheduler, client, executor,
+                                           [Informer(client, resource, ns) for ns in scopes])
+                       for resource, scheduler in kinds.items()}
+
+    @property
+    def informers(self) -> list[Informer]:
+        return [informer for groups in self.groups.values() for informer in groups.informers]
+
+    def scheduler_of(self, job: Job) -> GangScheduler | None:
+        """The job's gang scheduler, None for none; a TrainJob whose runtime asks for one this controller cannot
+        run is one line (UserError)."""
+        if job.node_plan is None:
+            return self.v1
+        policy = {key: value for key, value in job.node_plan.pod_group_policy.items() if value is not None}
+        if not policy:
+            return None
+        if len(policy) > 1 or next(iter(policy)) not in POD_GROUP_POLICIES:
+            raise UserError(f"TrainJob {job.name!r}: its runtime's spec.podGroupPolicy names {', '.join(policy)}: "
+                            f"name one of {', '.join(POD_GROUP_POLICIES)}")
+        kind = next(iter(policy))
+        if kind not in self.trainjob:
+            raise UserError(f"TrainJob {job.name!r}: its runtime's spec.podGroupPolicy.{kind} asks for gang "
+                            f"scheduling, but {UNAVAILABLE[kind]}; or run it on a runtime without podGroupPolicy")
+        return self.trainjob[kind]
+
+    def decorate(self, job: Job, rtype: str, pod: dict) -> str | None:
+        scheduler = self.scheduler_of(job)
+        return scheduler.decorate(job, rtype, pod) if scheduler else None
+
+    def pod_groups_of(self, job: Job) -> PodGroups | None:
+        """Where the job's PodGroup is kept; None for a job without one (no gang, or YuniKorn's)."""
+        scheduler = self.scheduler_of(job)
+        return self.groups.get(scheduler.resource) if scheduler else None
 
 
 def task_groups(job: Job) -> list[dict]:

@@ -167,7 +167,8 @@ class Manager:
         # unless --kinds names the kinds to run
         trainjobs = not options.kinds and self.crd_installed(f"trainjobs.{TRAINER_API_GROUP}")
         self.controller = Controller(self.client, frameworks=options.kinds or ALL, namespaces=options.namespaces,
-                                     gang=gang, cluster_domain=options.cluster_domain,
+                                     gang=gang, trainjob_gangs=self.trainjob_gangs(gang) if trainjobs else {},
+                                     cluster_domain=options.cluster_domain,
                                      helper_images=options.helper_images,
                                      keep_records=options.keep_records, trainjobs=trainjobs)
         self.controller.hpa = self.served_hpa()
@@ -175,6 +176,17 @@ class Manager:
         self.acting = threading.Event()
         self.elector = None
         self.servers: list[ThreadingHTTPServer] = []
+
+    def trainjob_gangs(self, gang) -> dict:
+        """The gang schedulers a TrainJob's runtime may name in its podGroupPolicy (trainctl/controller/gang.py):
+        ``volcano`` where its PodGroup CRD is installed; ``coscheduling``, the scheduler-plugins scheduler of
+        --gang-scheduler-name (its name is what the pods need)."""
+        from trainctl.controller.gang import COSCHEDULING, VOLCANO, GangScheduler
+
+        found = {"coscheduling": gang} if gang and gang.resource == COSCHEDULING else {}
+        if self.crd_installed(f"{VOLCANO.plural}.{VOLCANO.group}"):
+            found["volcano"] = gang if gang and gang.volcano else GangScheduler("volcano")
+        return found
 
     def crd_installed(self, name: str) -> bool:
         from trainctl.kube.client import CRDS, ApiError

@@ -27,6 +27,9 @@ ENV_OWNED = (NODE, "dataset-initializer", "model-initializer")
 MERGED_BY_NAME = ("volumes", "imagePullSecrets", "schedulingGates")
 MERGED_FIELD_BY_FIELD = ("affinity", "securityContext", "nodeSelector")
 CONTAINER_LISTS = ("containers", "initContainers")
+# what a patch may set that the local backend, whose replicas are processes on this machine, cannot honour
+NO_LOCAL_EFFECT = ("nodeSelector", "affinity", "tolerations", "schedulingGates", "serviceAccountName",
+                   "imagePullSecrets", "securityContext")
 
 
 def patched(runtime: dict, patches: list | None, job_name: str) -> dict:
@@ -114,3 +117,23 @@ def merged(base: object, patch: object) -> object:
     for key, value in patch.items():
         result[key] = merged(base.get(key), value)
     return result
+
+
+def without_local_effect(patches: object) -> list[str]:
+    """The fields of :data:`NO_LOCAL_EFFECT` that ``patches`` (a TrainJob's ``spec.runtimePatches``) set on a pod or
+    its containers, in the order first set: the local backend leaves them out."""
+    found: list[str] = []
+    for spec in patched_pod_specs(patches):
+        containers = [c for key in CONTAINER_LISTS for c in spec.get(key) or [] if isinstance(c, dict)]
+        found += [key for key in NO_LOCAL_EFFECT if spec.get(key) or any(c.get(key) for c in containers)]
+    return list(dict.fromkeys(found))
+
+
+def patched_pod_specs(patches: object) -> list[dict]:
+    """The pod specs ``patches`` give, one per replicatedJob patched, in order."""
+    specs = []
+    for patch in patches if isinstance(patches, list) else []:
+        template = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}) if isinstance(patch, dict) else {}
+        for job_patch in (template.get("spec") or {}).get("replicatedJobs") or []:
+            specs.append((((job_patch.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+    return specs

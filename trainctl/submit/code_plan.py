@@ -30,7 +30,7 @@ def request(options: SubmitOptions | Checked, backend_name: str, kind: str,
     requirements = read_requirements(checked.requirements)
     ships = checked.workdir is not None or (backend_name == "kubernetes" and not checked.no_workdir)
     if checked.api == "v2":
-        refuse_v2_code(checked, ships and backend_name != "kubernetes", requirements)
+        refuse_v2_code(checked, ships and backend_name != "kubernetes")
     if checked.ship_secret and not ships:
         raise UserError(f"{option('ship_secret')} {checked.ship_secret[0]}: no code snapshot travels with this job "
                         f"({setting('no_workdir')}, or the local backend without {option('workdir')}): leave it out")
@@ -41,14 +41,10 @@ def request(options: SubmitOptions | Checked, backend_name: str, kind: str,
     return CodeRequest(taken, checked.workdir_mount or DEFAULT_MOUNT, tuple(checked.pip), requirements)
 
 
-def refuse_v2_code(checked: Checked, ships_locally: bool, requirements: str | None) -> None:
-    """``--api v2`` installs no packages: a TrainJob has no pod template of its own for them (its runtime holds it).
-    Its code snapshot travels to a cluster in a runtime patch (:func:`trainctl.code.pods.attach_trainjob`); the
-    local backend runs a TrainJob's pods in the working directory, and takes no snapshot for them."""
-    if checked.pip or requirements is not None:
-        raise UserError(f"{option('pip' if checked.pip else 'requirements')} cannot be said with "
-                        f"{setting('api', 'v2')}: a TrainJob has no pod template to install packages in (its "
-                        "runtime holds it): install the packages in the image")
+def refuse_v2_code(checked: Checked, ships_locally: bool) -> None:
+    """``--api v2``: its code snapshot and packages travel to a cluster in a runtime patch and the trainer's command
+    (:func:`trainctl.code.pods.attach_trainjob`); the local backend runs a TrainJob's pods in the working directory,
+    and takes no snapshot for them."""
     if ships_locally:
         raise UserError(f"{option('workdir')} cannot travel with {setting('api', 'v2')} on the local backend: its "
                         "TrainJobs run in the working directory: leave it out")
