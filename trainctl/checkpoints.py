@@ -202,18 +202,19 @@ def first_number(key: str, default: int) -> int:
 
 def write_marker(marker: Path, text: str) -> None:
     """Write a rank's marker afresh. Only its name is ever read; whatever stands there (a link, a FIFO another
-    process left) is replaced, never written through or waited on."""
-    try:
-        marker.unlink()
-    except FileNotFoundError:
-        pass
-    except IsADirectoryError:
-        import shutil
-
-        shutil.rmtree(marker)
-    handle = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    process left) is replaced, never written through or waited on. Written to a name of its own, then renamed into
+    place (a rename replaces a link itself): two writers of one marker (a save hook and a callback) both succeed."""
+    temporary = marker.with_name(f".{marker.name}.{os.getpid()}.{time.monotonic_ns()}")
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(handle, "w") as out:
         out.write(text)
+    try:
+        os.replace(temporary, marker)
+    except IsADirectoryError:  # a directory stood there: it goes
+        import shutil
+
+        shutil.rmtree(marker, ignore_errors=True)
+        os.replace(temporary, marker)
 
 
 def sync(path: Path) -> None:

@@ -151,3 +151,33 @@ def test_the_stand_in_exports_the_checkpoint_api():
     library = replica_library("lib")
     assert library["lib/trainctl/checkpoints.py"] == (REPO / "trainctl" / "checkpoints.py").read_bytes()
     assert os.path.basename(checkpoints.__file__) == "checkpoints.py"
+
+
+def test_two_writers_of_one_marker_both_succeed_and_a_link_there_is_replaced_not_followed(in_job, tmp_path):
+    """A save hook and a callback may mark the same checkpoint at once (the fine-tuning recipe under DeepSpeed did):
+    neither may fail because the other's marker appeared between its removal and its creation."""
+    import threading
+
+    path = checkpoints.checkpoint_path(3, rank=0)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("untouched\n")
+    (path / checkpoints.MARKERS / "0-0-of-1").symlink_to(outside)
+    errors = []
+
+    def mark() -> None:
+        try:
+            for _ in range(200):
+                checkpoints.checkpoint_complete(path, rank=0, world_size=1)
+        except OSError as error:
+            errors.append(error)
+
+    writers = [threading.Thread(target=mark) for _ in range(2)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(timeout=60)
+    assert not errors
+    assert outside.read_text() == "untouched\n"
+    marker = path / checkpoints.MARKERS / "0-0-of-1"
+    assert marker.is_file() and not marker.is_symlink()
+    assert checkpoints.latest_checkpoint() == path
