@@ -293,7 +293,7 @@ time.sleep(300)
 
 def test_more_replicas_than_a_machine_can_run_is_refused_before_anything_starts(cli, scripts):
     result = cli("submit", "pytorch", "--name", "huge", "--workers", "100000", "--", "python", "long.py")
-    assert_one_line_error(result, "100000 replicas", "at most 256")
+    assert_one_line_error(result, "100,000 replicas", "at most 256")
     assert not job_dir(cli, "huge").exists()
 
 

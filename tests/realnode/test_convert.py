@@ -17,7 +17,10 @@ from tests.realnode.conftest import JOB_TIMEOUT_S
 
 pytestmark = pytest.mark.realnode
 JOBSET_NAME, REPLICATED_JOB = "jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name"
-RANK = "import os; print('RANK', os.environ['OMPI_COMM_WORLD_RANK'], 'OF', os.environ['OMPI_COMM_WORLD_SIZE'])"
+# one write a line: an unbuffered print writes each word apart, and mpirun forwards the ranks' pieces as they come
+# ("RANKRANK 0 OF 4")
+RANK = ("import os; os.write(1, f\"RANK {os.environ['OMPI_COMM_WORLD_RANK']} OF {os.environ['OMPI_COMM_WORLD_SIZE']}\\n\""
+        ".encode())")
 
 
 def mpijob(name: str, workers: int, image: str) -> dict:
