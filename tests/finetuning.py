@@ -28,16 +28,20 @@ STEP_LINE = re.compile(r"\bstep (\d+)/(\d+) loss ([\d.]+)")
 RESUME_LINE = re.compile(r"resuming from (\S+)/checkpoint-(\d+) \(step (\d+)\)")
 TINY_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainctl" / "finetune-tiny"
 
-# For each line [model directory, output directory] on stdin: loads the base model with the saved adapter, and the
-# merged model when there is one, generates, and prints a line "report {...}" (or "failed <traceback as JSON>").
-GENERATE = r'''
-import json, sys, torch, traceback
+# One process answering each line on stdin, ["generate", model directory, output directory] or ["recipe", working
+# directory, argv], with a line "report {...}" (or "failed <traceback as JSON>"), then going on with the next.
+# generate: loads the base model with the saved adapter, and the merged model when there is one, and generates.
+# recipe: the recipe's main(argv) from that directory, as `python -m trainctl.recipes.finetune` runs it
+# (sys.exit(main())): its exit code and what it wrote to stderr, an exception it let out as a traceback there.
+HELPER = r'''
+import contextlib, io, json, os, sys, torch, traceback
 from pathlib import Path
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 
-def check(model_dir, output):
+def generate(model_dir, output):
+    output = Path(output)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tuned = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), output / "adapter").eval()
     prompt = tokenizer("ana has 5", return_tensors="pt")
@@ -54,11 +58,27 @@ def check(model_dir, output):
     return report
 
 
+def recipe(cwd, argv):
+    from trainctl.recipes.finetune import main
+
+    os.chdir(cwd)
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        try:
+            code = main(argv)
+        except SystemExit as exited:  # argparse's usage errors
+            code = exited.code
+        except Exception:
+            traceback.print_exc()
+            code = 1
+    return {"code": code, "stderr": stderr.getvalue()}
+
+
 for line in sys.stdin:
-    model_dir, output = json.loads(line)
+    kind, *question = json.loads(line)
     try:
-        print("report " + json.dumps(check(model_dir, Path(output))), flush=True)
-    except Exception:  # this run's failure, not the next one's: the process goes on
+        print("report " + json.dumps({"generate": generate, "recipe": recipe}[kind](*question)), flush=True)
+    except Exception:  # this question's failure, not the next one's: the process goes on
         print("failed " + json.dumps(traceback.format_exc()), flush=True)
 '''
 
@@ -91,34 +111,43 @@ def tiny_key(rows: int) -> str:
     return hashlib.sha256("\n".join([MAKE_TINY.read_text(), str(rows), *versions]).encode()).hexdigest()[:16]
 
 
-class Generator:
-    """One process that loads a run's adapter back and generates (GENERATE), for as many runs as it is given:
-    importing transformers and peft, some 7 CPU-s, is paid once per Generator, not once per run checked."""
+class Helper:
+    """One process (HELPER) for what the fine-tuning tests ask after their runs: load a run's adapter back and
+    generate, run the recipe's main() on bad input. Importing torch, Transformers and PEFT, some 7 CPU-s, is paid
+    once per Helper, not once per run checked or per input refused after the recipe's imports."""
 
     def __init__(self) -> None:
         self.errors = tempfile.TemporaryFile(mode="w+")  # read when it fails; a pipe could fill and block it
-        self.process = subprocess.Popen([sys.executable, "-c", GENERATE], env={**environment(), **ONE_THREAD},
+        self.process = subprocess.Popen([sys.executable, "-c", HELPER], env={**environment(), **ONE_THREAD},
                                         text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors)
 
-    def __call__(self, model_dir: Path, output_dir: Path) -> dict:
-        self.process.stdin.write(json.dumps([str(model_dir), str(output_dir)]) + "\n")
+    def generate(self, model_dir: Path, output_dir: Path) -> dict:
+        return self.ask(["generate", str(model_dir), str(output_dir)], f"loading {output_dir}'s adapter back")
+
+    def recipe(self, *args: str, cwd: Path) -> tuple[int, str]:
+        """(exit code, stderr) of the recipe run with ``args`` from ``cwd``."""
+        ran = self.ask(["recipe", str(cwd), list(args)], f"the recipe with {list(args)}")
+        return ran["code"], ran["stderr"]
+
+    def ask(self, question: list, what: str) -> dict:
+        self.process.stdin.write(json.dumps(question) + "\n")
         self.process.stdin.flush()
         for line in self.process.stdout:
             if line.startswith("report "):
                 return json.loads(line.removeprefix("report "))
             if line.startswith("failed "):
                 failure = json.loads(line.removeprefix("failed "))
-                raise AssertionError(f"loading {output_dir}'s adapter back failed: {failure[-3000:]}")
+                raise AssertionError(f"{what} failed: {failure[-3000:]}")
         self.errors.seek(0)
-        raise AssertionError(f"the generating process ended ({self.process.wait()}): {self.errors.read()[-3000:]}")
+        raise AssertionError(f"the helper process ended ({self.process.wait()}): {self.errors.read()[-3000:]}")
 
     def close(self) -> None:
         self.process.stdin.close()
         self.process.wait(timeout=60)
         self.errors.close()
 
-    def __enter__(self) -> Generator:
+    def __enter__(self) -> Helper:
         return self
 
     def __exit__(self, *_) -> None:
@@ -126,9 +155,9 @@ class Generator:
 
 
 def generate(model_dir: Path, output_dir: Path) -> dict:
-    """One run checked by a Generator of its own."""
-    with Generator() as generator:
-        return generator(model_dir, output_dir)
+    """One run checked by a Helper of its own."""
+    with Helper() as helper:
+        return helper.generate(model_dir, output_dir)
 
 
 def logged_losses(output_dir: Path) -> list[tuple[int, float]]:

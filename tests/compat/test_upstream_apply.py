@@ -117,7 +117,9 @@ def test_a_yaml_without_backoff_limit_that_keeps_failing_gets_one_hint_while_wai
     applied = cli("apply", "-f", "-", input=yaml.safe_dump(job))
     assert applied.returncode == 0, applied.stderr
     try:
-        waited = cli("wait", "paddle-simple-cpu", "-n", "kubeflow", "--timeout", "20s", timeout=60)
+        # wait looks at the restarts every 5 s (trainctl.cli.wait.RESTART_CHECK_S) from its start, the first
+        # restart comes within a second or two: 12 s hold that look and at least one more after the hint
+        waited = cli("wait", "paddle-simple-cpu", "-n", "kubeflow", "--timeout", "12s", timeout=60)
         assert waited.returncode != 0
         assert waited.stderr.count("has no backoffLimit, so it restarts for as long as it fails") == 1, \
             waited.stderr

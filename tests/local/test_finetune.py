@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests import finetuning
-from tests.conftest import REPO
+from tests.conftest import CLI, REPO
 from trainctl import Client, InvalidArgument
 
 pytestmark = [pytest.mark.framework, pytest.mark.timeout(300),
@@ -42,10 +43,31 @@ def tiny(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def generator():
-    """The tests that load their run's adapter back share one process for it (and its imports)."""
-    with finetuning.Generator() as generator:
-        yield generator
+def helper():
+    """The tests that load their run's adapter back or run the recipe on bad input share one process for it (and
+    its imports): finetuning.Helper."""
+    with finetuning.Helper() as helper:
+        yield helper
+
+
+@pytest.fixture(scope="module")
+def lora_run(tiny, tmp_path_factory) -> CLI:
+    """The LoRA test's run (job "ft": two replicas, 2 epochs of 16 steps, checkpoints every 16), made once in a
+    directory of its own: the resume test starts from a copy of what it left, as another run's output."""
+    directory = tmp_path_factory.mktemp("lora")
+    ran = CLI(directory / "home", directory)
+    with pytest.MonkeyPatch.context() as patch:
+        start(client_of(ran, patch), tiny, "ft", merge=True, backoff_limit=0,
+              training_args={"max_steps": 32, "save_steps": 16}).wait(timeout=240, progress=False)
+    return ran
+
+
+def client_of(cli: CLI, patch: pytest.MonkeyPatch) -> Client:
+    """Client("local") of ``cli``'s state directory, from its working directory, as the client fixture makes one."""
+    patch.setenv("TRAINCTL_HOME", str(cli.home))
+    patch.setenv("PATH", cli.env["PATH"])
+    patch.chdir(cli.cwd)
+    return Client("local")
 
 
 def start(client: Client, tiny: Path, name: str, workers: int = 2, **keywords):
@@ -71,11 +93,12 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapter(client, cli, tiny, generator):
-    job = start(client, tiny, "ft", merge=True, backoff_limit=0,
-                training_args={"max_steps": 32, "save_steps": 16})  # 2 epochs of 16 steps (256 rows / 2 ranks / 8)
+def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapter(lora_run, tiny, helper,
+                                                                                    monkeypatch):
+    client = client_of(lora_run, monkeypatch)
+    job = client.job("ft")  # 2 epochs of 16 steps (256 rows / 2 ranks / 8)
     assert job.wait(timeout=240, progress=False).status == "Succeeded", printed(job)
-    out = cli.cwd / "out"
+    out = lora_run.cwd / "out"
     text = printed(job)
     assert "master-0 | rank 0 of 2: 256 rows, starting at step 0" in text, text
     assert "worker-0 | rank 1 of 2: 256 rows, starting at step 0" in text, text
@@ -96,7 +119,7 @@ def test_two_replicas_fine_tune_with_lora_on_different_shards_and_save_one_adapt
     assert {"adapter_config.json", "adapter_model.safetensors"} <= {path.name for path in (out / "adapter").iterdir()}
     assert {path.name for path in out.iterdir()} == {"adapter", "merged", "checkpoint-16", "checkpoint-32",
                                                      "rows-seen", "trainer_state.json"}  # no marker files left
-    report = generator(tiny / "model", out)
+    report = helper.generate(tiny / "model", out)
     assert report["new_tokens"] == 6 and report["text"].startswith("ana has 5"), report
     assert report["lora_b_nonzero"], "the adapter's B matrices are still zero: it was never trained"
     assert report["merged_max_diff"] < 1e-4, report
@@ -162,16 +185,17 @@ def test_sigterm_saves_a_checkpoint_on_every_rank_and_resume_continues_from_it(c
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == TERM_STEPS
 
 
-def test_resume_never_starts_over_and_resume_a_checkpoint_continues_it_with_new_arguments(client, cli, tiny):
-    # ft-a only leaves another run's checkpoints to be deleted or continued: one replica writes them
-    first = start(client, tiny, "ft-a", workers=1, backoff_limit=0, training_args={"max_steps": 16, "save_steps": 8})
-    assert first.wait(timeout=240, progress=False).status == "Succeeded", printed(first)
+def test_resume_never_starts_over_and_resume_a_checkpoint_continues_it_with_new_arguments(client, cli, tiny,
+                                                                                          lora_run):
+    # another run's output, the LoRA test's (job ft), copied: its checkpoints are to be deleted or continued
     out = cli.cwd / "out"
+    shutil.copytree(lora_run.cwd / "out", out, symlinks=True)
+    assert sorted(path.name for path in out.glob("checkpoint-*")) == ["checkpoint-16", "checkpoint-32"]
     over = start(client, tiny, "ft-b", backoff_limit=0, resume="never",
                  training_args={"max_steps": 8, "save_steps": 4, "learning_rate": 1e-3})
     assert over.wait(timeout=240, progress=False).status == "Succeeded", printed(over)
     assert "master-0 | rank 0 of 2: 256 rows, starting at step 0" in printed(over)
-    assert sorted(path.name for path in out.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-8"]  # ft-a's gone
+    assert sorted(path.name for path in out.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-8"]  # ft's gone
     assert json.loads((out / "checkpoint-8" / "finetune-run.json").read_text())["run"]["job"] == "ft-b"
     on = start(client, tiny, "ft-c", backoff_limit=0, resume="out/checkpoint-8",
                training_args={"max_steps": 12, "save_steps": 4, "learning_rate": 2e-3})
@@ -196,13 +220,16 @@ def recipe(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                                          "argument 'rank'"),
     (["--lora", "[8]"], "argument --lora: give a JSON object such as"),
 ])
-def test_bad_recipe_input_is_one_line_and_exit_2(tiny, tmp_path, args, message):
-    done = recipe("--model", str(tiny / "model"), "--dataset", str(tiny / "data.jsonl"), "--output-dir",
-                  str(tmp_path / "out"), "--text-column", "sentence", *args, cwd=tmp_path)
-    assert done.returncode == 2, done.stderr[-2000:]
-    last = done.stderr.strip().splitlines()[-1]
-    assert message.format(data=tiny / "data.jsonl") in last, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr
+def test_bad_recipe_input_is_one_line_and_exit_2(tiny, tmp_path, helper, args, message):
+    """Run through the recipe's main() in the helper's process: those refused only after the recipe's imports pay
+    them once. That a real ``python -m`` process ends such a refusal with its one line last on stderr and exit
+    code 2, after the imports too, the tests below show with processes of their own."""
+    code, stderr = helper.recipe("--model", str(tiny / "model"), "--dataset", str(tiny / "data.jsonl"), "--output-dir",
+                                 str(tmp_path / "out"), "--text-column", "sentence", *args, cwd=tmp_path)
+    assert code == 2, stderr[-2000:]
+    last = stderr.strip().splitlines()[-1]
+    assert message.format(data=tiny / "data.jsonl") in last, stderr[-2000:]
+    assert "Traceback" not in stderr
     assert not (tmp_path / "out" / "adapter").exists()
 
 
@@ -239,7 +266,7 @@ def test_a_model_directory_without_a_model_is_one_line(tiny, tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
                     reason="DeepSpeed is not installed here (pip install -r requirements/deepspeed.txt)")
-def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny, generator):
+def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny, helper):
     from tests.conftest import REPO
 
     job = start(client, tiny, "ft-ds", deepspeed=str(REPO / "examples" / "finetune" / "ds_zero2.json"),
@@ -252,7 +279,7 @@ def test_deepspeed_zero2_config_trains_the_same_recipe_on_cpu(client, cli, tiny,
     assert (out / "checkpoint-16" / "global_step16").is_dir()  # DeepSpeed's own optimizer shards
     losses = finetuning.logged_losses(out)
     assert losses[-1][1] < losses[0][1] * 0.95, losses
-    assert generator(tiny / "model", out)["new_tokens"] == 6
+    assert helper.generate(tiny / "model", out)["new_tokens"] == 6
 
 
 def test_the_gpu_benchmark_runs_whole_on_cpu_and_records_nothing():
