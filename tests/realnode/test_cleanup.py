@@ -41,8 +41,7 @@ realnode.wait_for_turn(0)  # the test's own lock (TRAINCTL_REAL_NODE_LOCK): its 
 realnode.up()
 """
 STARTED_TIMEOUT_S = 180  # the node's images checked (built if missing), its control plane up, its kubelet started
-# the reaper's ``down --real``: some 3 s with no pods, 13 s when kube-apiserver outlasts the 10 s its SIGTERM is
-# given (realnode.kill_namespace_processes)
+# the reaper's ``down --real``: some 3 s with no pods (realnode.RealNode._stop_processes)
 REAPED_TIMEOUT_S = 120
 
 

@@ -18,6 +18,32 @@ SLEEPER = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: s
            "print('started', flush=True); time.sleep(600)")
 
 
+# Appended to a Master + 1 Worker PyTorchJob's code: the master ends only once the worker has run (a PyTorchJob ends
+# with its master, and a worker whose master ended first may never start: its init container waits for the master's
+# name). The worker connects to MASTER_PORT as its last act; the master waits for that connection to close. It
+# replaced a fixed sleep of the master (20 s, 30 s) that was only meant to outlast the worker's run.
+AFTER_THE_WORKER_RAN = """
+import os, socket, time
+address = (os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']))
+if os.environ['RANK'] == '0':
+    with socket.create_server(('', address[1])) as server:
+        server.settimeout(300)
+        connection = server.accept()[0]
+        connection.settimeout(300)
+        connection.recv(1)
+else:
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            socket.create_connection(address, timeout=5).close()
+            break
+        except OSError:  # the master is not listening yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+"""
+
+
 def objects(real_node, namespace: str, kinds: str = "pods,services,configmaps") -> list[str]:
     """The job's objects left in ``namespace`` (the namespace's own kube-root-ca.crt ConfigMap aside)."""
     listed = real_node.kubectl("get", kinds, "-n", namespace, "-o", "name").stdout.split()
@@ -80,9 +106,8 @@ def test_suspend_stops_the_pods_and_resume_starts_them_again(real_node, trainctl
 
 
 def test_logs_follow_started_before_the_pods_exist(real_node, trainctl, namespace, python_image):
-    # the master outlives the worker's run: a PyTorchJob ends when its master does
-    code = ("import os, time\nfor step in range(3): print('rank', os.environ['RANK'], 'step', step, flush=True)\n"
-            "if os.environ['RANK'] == '0': time.sleep(20)")
+    code = ("import os\nfor step in range(3): print('rank', os.environ['RANK'], 'step', step, flush=True)\n"
+            + AFTER_THE_WORKER_RAN)
     submitted = trainctl("submit", "pytorch", "--name", "follow", "-n", namespace, "--workers", "2", "--suspend",
                          "--image", python_image, "--", "python3", "-c", code)
     assert submitted.returncode == 0, submitted.stderr

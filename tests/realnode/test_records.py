@@ -10,7 +10,7 @@ import pytest
 
 from tests.controller.jobs import wait_for
 from tests.realnode.conftest import JOB_TIMEOUT_S
-from tests.realnode.test_lifecycle import objects, pods
+from tests.realnode.test_lifecycle import AFTER_THE_WORKER_RAN, objects, pods
 
 pytestmark = pytest.mark.realnode
 
@@ -120,8 +120,7 @@ def test_a_pod_deleted_by_hand_mid_run_keeps_its_log_and_last_words_in_previous(
 
 def test_kubectl_delete_of_the_job_leaves_none_of_its_kept_records(real_node, trainctl, namespace, python_image):
     # the master outlives the worker's run (a PyTorchJob ends with its master): both runs end, and are kept
-    code = "import os, time\nprint('rank', os.environ['RANK'], 'done', flush=True)\n" \
-           "time.sleep(30 if os.environ['RANK'] == '0' else 0)"
+    code = "import os\nprint('rank', os.environ['RANK'], 'done', flush=True)\n" + AFTER_THE_WORKER_RAN
     submitted = trainctl("submit", "pytorch", "--name", "collected", "-n", namespace, "--workers", "2",
                          "--image", python_image, "--", "python3", "-c", code)
     assert submitted.returncode == 0, submitted.stderr
