@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
@@ -16,11 +16,13 @@ from trainctl import checkpoints
 from trainctl.core import checkpoint_volume
 from trainctl.core.actions import CreateReplica, DeleteReplica
 from trainctl.core.network import ClusterNetwork, LocalNetwork
+from trainctl.core.nodes import FRESH_EVIDENCE_S, Evidence, stall_bound
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.reconcile import reconcile
+from trainctl.core.times import rfc3339
 from trainctl.core.restarts import (DEFAULT_NODE_LOST_AFTER_S, DEFAULT_SUCCESS_WAIT_S, MAX_COUNT,
                                     MAX_DISRUPTIONS_ANNOTATION, MAX_NODE_LOST_AFTER_S, MAX_SUCCESS_WAIT_S,
-                                    NODE_LOST_AFTER_ANNOTATION, RECORD_ANNOTATION, RESTART_SCOPE_ANNOTATION,
+                                    NODE_LOSS_EVIDENCE_ANNOTATION, NODE_LOST_AFTER_ANNOTATION, RECORD_ANNOTATION, RESTART_SCOPE_ANNOTATION,
                                     RETRY_EXIT_CODES_ANNOTATION, SUCCESS_WAIT_ANNOTATION, Record, Rules)
 from trainctl.errors import InvalidArgument
 from tests.unit.test_env_contract import job
@@ -230,3 +232,42 @@ def test_a_replica_is_lost_with_its_node_exactly_once_its_grace_is_over(grace, d
     assert forced == (["pt-worker-0"] if lost else []), (grace, down, ago)
     if down and not lost:
         assert plan.requeue_after == wait - ago
+
+
+@fuzz(300)
+@given(heard_ago=st.one_of(st.none(), st.integers(-50, 500)), lease=st.one_of(st.none(), st.integers(-5, 100)),
+       down_ago=st.one_of(st.none(), st.integers(0, 500)), quiet=st.floats(0, 1000), read_ago=st.floats(-30, 100),
+       cadence=st.one_of(st.none(), st.floats(0, 10_000)), switch=st.one_of(st.sampled_from(["on", "off", ""]),
+                                                                            text_values))
+def test_a_suspect_node_is_judged_by_the_survivors_output_only_when_there_is_evidence(
+        heard_ago, lease, down_ago, quiet, read_ago, cadence, switch):
+    """Issue 56 (trainctl/core/nodes.py): whatever the runtime says of a node's Lease and Ready condition and of the
+    survivors' output, and whatever ``trainctl.io/node-loss-evidence`` holds: a node neither silent nor NotReady loses
+    nothing; with fresh evidence, survivors that wrote within the stall bound are never restarted, however long the
+    node is NotReady, and survivors silent for it after the node went quiet lose the node at once; without evidence,
+    node-lost-after alone decides."""
+    resource = job("PyTorchJob", "pt", {"Master": 1, "Worker": 1})
+    resource["metadata"]["annotations"] = {RESTART_SCOPE_ANNOTATION: "job", NODE_LOSS_EVIDENCE_ANNOTATION: switch}
+    ago = lambda seconds: None if seconds is None else rfc3339(T0 - timedelta(seconds=seconds))  # noqa: E731
+    observed = [ObservedReplica("Master", 0, "pt-master-0", "Running", attempt=0, node="n1", node_heard_at=ago(0)),
+                ObservedReplica("Worker", 0, "pt-worker-0", "Running", node="n2", attempt=0,
+                                node_down="" if down_ago is None else "NotReady", node_down_since=ago(down_ago),
+                                node_heard_at=ago(heard_ago), node_lease_s=lease)]
+    read_at = T0 - timedelta(seconds=read_ago)
+    evidence = Evidence(read_at, {"pt-master-0": read_at - timedelta(seconds=quiet)}, cadence)
+    plan = reconcile(resource, observed, T0, ClusterNetwork(), evidence=evidence)
+    forced = [a.name for a in plan.actions if isinstance(a, DeleteReplica) and a.force]
+    silent_for = (lease if lease and lease > 0 else 40) * 0.5
+    quiet_for = [t for t in (down_ago, heard_ago if heard_ago is not None and heard_ago >= silent_for else None)
+                 if t is not None]  # seconds the node has been NotReady, or its kubelet unheard
+    if not quiet_for:
+        assert forced == [] and not Record.of(resource).held
+        return
+    quiet_since = max(quiet_for)
+    usable = switch != "off" and cadence is not None and abs(read_ago) <= FRESH_EVIDENCE_S
+    if usable and quiet < stall_bound(cadence):
+        assert forced == [], (down_ago, quiet, cadence)
+    elif usable and read_ago <= quiet_since:
+        assert forced == ["pt-worker-0"], (heard_ago, down_ago, quiet, cadence)
+    elif not usable:
+        assert forced == (["pt-worker-0"] if down_ago is not None and down_ago >= DEFAULT_NODE_LOST_AFTER_S else [])

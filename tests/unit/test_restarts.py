@@ -40,10 +40,11 @@ class Runtime:
         self.replicas: dict[str, ObservedReplica] = {}
         self.now = T0
         self.created: list[CreateReplica] = []
+        self.evidence = None  # what the runtime read of the job's output while a node is suspect (core/nodes.py)
 
     def step(self, seconds: float = 0.0):
         self.now += timedelta(seconds=seconds)
-        plan = reconcile(self.resource, list(self.replicas.values()), self.now, self.network)
+        plan = reconcile(self.resource, list(self.replicas.values()), self.now, self.network, evidence=self.evidence)
         if plan.annotations is not None:
             metadata = self.resource["metadata"]
             metadata["annotations"] = {**(metadata.get("annotations") or {}), **plan.annotations}

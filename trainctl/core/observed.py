@@ -36,6 +36,10 @@ class ObservedReplica:
     node: str = ""
     node_down: str = ""
     node_down_since: str | None = None
+    # when the node's kubelet last renewed its Lease (RFC 3339; None: not known) and the lease's duration in seconds:
+    # a kubelet two renewals late is silent before its node leaves Ready (trainctl/core/nodes.py)
+    node_heard_at: str | None = None
+    node_lease_s: int | None = None
     attempt: int = 0  # the job's attempt it was started for (its trainctl.io/restart-attempt label; 0 without)
     # its pod's Ready condition (its readiness probes passed); None where the runtime has none: a local process
     pod_ready: bool | None = None

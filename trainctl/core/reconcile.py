@@ -45,7 +45,7 @@ from trainctl.core.actions import (
 )
 from trainctl.core.attribution import Judged, Run, attribute, failed_runs_of
 from trainctl.core.job import Job
-from trainctl.core.nodes import lost_cause, lost_in, survivor_grace, what_befell
+from trainctl.core.nodes import Evidence, Verdict, avoid_node, judge, lost_cause, survivor_grace
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.restarts import (ATTEMPT_ENV, ATTEMPT_LABEL, COUNTED, DISRUPTION, MISSING_EXIT_CODE, PERMANENT,
                                     RECORD_ANNOTATION, RETRYABLE_FROM, USAGE_EXIT_CODE, Record, Rules, annotations_of,
@@ -77,7 +77,7 @@ def seconds_left(since: datetime, seconds: int, now: datetime) -> float:
 
 def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, network: Network,
               services: set[str] | None = None, unobserved_failures: tuple[Run, ...] = (),
-              last_activity: datetime | None = None) -> Plan:
+              last_activity: datetime | None = None, evidence: Evidence | None = None) -> Plan:
     """Everything the runtime should do now for this job, and its new status.
 
     ``services``: names of the job's Services that exist (cluster runtimes); with it, a
@@ -88,11 +88,12 @@ def reconcile(resource: dict, observed: list[ObservedReplica], now: datetime, ne
     condition's message, nothing more.
     ``last_activity``: when a replica last wrote output or a report, or started (None: not known), for the
     job's stall timeout.
+    ``evidence``: what the runtime read of the job's output while one of its nodes is suspect (trainctl/core/nodes.py).
     """
     job = Job(resource)
     if job.managed_externally:
         return Plan(status=copy.deepcopy(job.status))
-    return Reconciler(job, observed, now, network, services, unobserved_failures, last_activity).run()
+    return Reconciler(job, observed, now, network, services, unobserved_failures, last_activity, evidence).run()
 
 
 def fails_for_good(policy: str, code: int) -> bool:
@@ -104,7 +105,7 @@ def fails_for_good(policy: str, code: int) -> bool:
 class Reconciler:
     def __init__(self, job: Job, observed: list[ObservedReplica], now: datetime, network: Network,
                  services: set[str] | None = None, unobserved_failures: tuple[Run, ...] = (),
-                 last_activity: datetime | None = None) -> None:
+                 last_activity: datetime | None = None, evidence: Evidence | None = None) -> None:
         self.job, self.network, self.services = job, network, services
         self.last_activity = last_activity
         self.unobserved_failures = unobserved_failures
@@ -120,9 +121,12 @@ class Reconciler:
         # happens), but one whose counts are still in status (before the record existed) moves them into it
         self.recorded = annotations_of(job.resource).get(RECORD_ANNOTATION) or Record().text()
         self.old_attempt_left = False  # job scope: replicas of an earlier attempt are still there
-        # replicas on a lost node (trainctl/core/nodes.py): their pods are deleted with no grace period
-        self.on_lost_node = {r.name for r in self.observed if (left := lost_in(r, self.rules, now)) is not None
-                             and left <= 0}
+        # the job's suspect nodes, judged (trainctl/core/nodes.py); replicas on a lost one: their pods are deleted with
+        # no grace period
+        self.verdicts: dict[str, Verdict] = judge(self.observed, self.rules, now, evidence,
+                                                  job.framework.lockstep(job.replica_types),
+                                                  lambda replica: job.replica_id(replica.rtype, replica.index))
+        self.on_lost_node = {r.name for r in self.observed if r.node in self.verdicts and self.verdicts[r.node].lost}
         self.lost: dict[str, str] = {}  # replicas of this pass lost with their node: what befell the node
 
     def _order(self, replica: ObservedReplica) -> tuple:
@@ -165,16 +169,19 @@ class Reconciler:
     # ---- lost nodes (trainctl/core/nodes.py) ------------------------------------------------------
     def take_lost_replicas(self) -> None:
         """A replica starting or running on a lost node is a run lost to a disruption: seen as failed (its pod, being
-        deleted or not, is deleted again with no grace period). One on a node not Ready, not lost yet: the job is
-        looked at again when the node would be lost."""
+        deleted or not, is deleted again with no grace period). A suspect node not lost: the job is looked at again
+        when its verdict may change, and the record says while the job, still progressing, is held."""
+        for verdict in self.verdicts.values():
+            if verdict.recheck is not None:
+                self.requeue(verdict.recheck)
         for position, replica in enumerate(self.observed):
-            left = None if replica.finished else lost_in(replica, self.rules, self.now)
-            if left is not None and left > 0:
-                self.requeue(left)
-            elif left is not None:
-                self.lost[replica.name] = what_befell(replica)
+            if replica.name in self.on_lost_node and not replica.finished:
+                self.lost[replica.name] = self.verdicts[replica.node].why
                 self.observed[position] = dataclasses.replace(replica, phase="Failed", deleting=False, exit_code=None,
                                                               reason="", disruption=self.lost[replica.name])
+        held = next((verdict.held for verdict in self.verdicts.values() if verdict.held), None)
+        if self.record.hold(held, self.stamp) and held:
+            self.event("Normal", "NodeSuspectJobProgressing", self.record.held_line())
 
     def node_loss_decision(self) -> tuple[str, str, str] | None:
         """Job scope: replicas of this attempt lost with their node restart the job; the cause names the node and
@@ -585,6 +592,8 @@ class Reconciler:
         if idle and not spec["containers"][0].get("command"):
             spec["containers"][0].update(copy.deepcopy(idle))
         framework.prepare_pod(job, rtype, index, spec, self.network)
+        if self.network.cluster and (lost := self.record.node_lost_before(self.record.attempt)):
+            avoid_node(spec, lost)  # the node whose loss ended the last attempt may still look Ready to the scheduler
         main = job.main_container(spec["containers"]) or {}
         return pod, resolved(main.get("env") or [], metadata, self.network.pod_ip())
 

@@ -63,6 +63,8 @@ DEFAULT_MAX_DISRUPTIONS = 10
 #: (trainctl/core/nodes.py)
 NODE_LOST_AFTER_ANNOTATION = "trainctl.io/node-lost-after"
 DEFAULT_NODE_LOST_AFTER_S = 60
+#: "off": a suspect node is judged by ``node-lost-after`` alone, never by the job's own progress (trainctl/core/nodes.py)
+NODE_LOSS_EVIDENCE_ANNOTATION = "trainctl.io/node-loss-evidence"
 MAX_NODE_LOST_AFTER_S = 24 * 3600
 
 COUNTED, DISRUPTION, PREEMPTION, PERMANENT = "counted", "disruption", "preemption", "permanent"
@@ -80,6 +82,8 @@ MAX_PODS = 1000
 EXIT_CODES = range(1, 256)
 #: the texts an attempt's entry in the record may hold (:meth:`Record.restarted`, :meth:`Record.preempted`)
 ENTRY_TEXTS = ("class", "cause", "at", "resumed", "node")
+HELD_TEXTS = ("node", "since", "as", "until")  # what :meth:`Record.hold` keeps
+NOT_READY_TEXT = "NotReady"
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class Rules:
     max_disruptions: int = DEFAULT_MAX_DISRUPTIONS
     success_wait: int = DEFAULT_SUCCESS_WAIT_S
     node_lost_after: int = DEFAULT_NODE_LOST_AFTER_S
+    use_evidence: bool = True
 
     @classmethod
     def of(cls, resource: dict) -> Rules:
@@ -102,7 +107,8 @@ class Rules:
                    whole_number(annotations.get(MAX_DISRUPTIONS_ANNOTATION), MAX_COUNT, DEFAULT_MAX_DISRUPTIONS),
                    whole_number(annotations.get(SUCCESS_WAIT_ANNOTATION), MAX_SUCCESS_WAIT_S, DEFAULT_SUCCESS_WAIT_S),
                    whole_number(annotations.get(NODE_LOST_AFTER_ANNOTATION), MAX_NODE_LOST_AFTER_S,
-                                DEFAULT_NODE_LOST_AFTER_S))
+                                DEFAULT_NODE_LOST_AFTER_S),
+                   annotations.get(NODE_LOSS_EVIDENCE_ANNOTATION) != "off")
 
     @property
     def job_scope(self) -> bool:
@@ -179,6 +185,9 @@ class Record:
     #: replica scope: the last HISTORY replicas replaced after their node was lost, why and when (``cause``, ``at``):
     #: ``status`` says that the others may be stuck in a collective
     replaced: list[dict] = field(default_factory=list)
+    #: the last time one of the job's nodes was suspect while the job kept progressing (trainctl/core/nodes.py): the
+    #: node, since when, as what (NotReady or silent), and until when once it is over; ``status`` says why no restart
+    held: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, resource: dict) -> Record:
@@ -193,7 +202,7 @@ class Record:
             return cls(counted=legacy_restarts(resource))
         return cls(count(data.get("attempt")), count(data.get("counted")), count(data.get("disruptions")),
                    count(data.get("preemptions")), history_of(data.get("history")), in_place_of(data.get("inPlace")),
-                   in_place_of(data.get("seen")), replaced_of(data.get("replaced")))
+                   in_place_of(data.get("seen")), replaced_of(data.get("replaced")), held_of(data.get("held")))
 
     def text(self) -> str:
         data = {"attempt": self.attempt, "counted": self.counted, "disruptions": self.disruptions,
@@ -203,6 +212,8 @@ class Record:
                 data[key] = dict(sorted(counts.items()))
         if self.replaced:
             data["replaced"] = self.replaced
+        if self.held:
+            data["held"] = self.held
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
     def restarted(self, kind: str, cause: str, now: str, node: str = "") -> None:
@@ -229,6 +240,31 @@ class Record:
         """Replica scope: a replica lost with its node is replaced (its disruption spent by :meth:`spend`)."""
         self.replaced = [*self.replaced, {"cause": cause[:MAX_TEXT], "at": now}][-HISTORY:]
 
+    def hold(self, held: dict | None, now: str) -> bool:
+        """A suspect node the job kept progressing through (``held``: node, since, as), or none now (the last one is
+        over at ``now``); True when the record changed."""
+        if held:
+            if {key: self.held.get(key) for key in HELD_TEXTS} == {**held, "until": None}:
+                return False
+            self.held = {key: str(value)[:MAX_TEXT] for key, value in held.items() if key in HELD_TEXTS}
+            return True
+        if not self.held or "until" in self.held:
+            return False
+        self.held = {**self.held, "until": now}
+        return True
+
+    def held_line(self) -> str:
+        """``node n2 NotReady since 14:02; the job is still progressing, not restarted`` (or, once it is over, ``node n2
+        was NotReady from 14:02 to 14:05; the job kept progressing, not restarted``)."""
+        if not self.held:
+            return ""
+        node, what = self.held.get("node", "?"), self.held.get("as", NOT_READY_TEXT)
+        what = what if what == NOT_READY_TEXT else "silent (its kubelet's lease not renewed)"
+        if "until" in self.held:
+            return f"node {node} was {what} from {clock(self.held.get('since'))} to {clock(self.held['until'])}; " \
+                   "the job kept progressing, not restarted"
+        return f"node {node} {what} since {clock(self.held.get('since'))}; the job is still progressing, not restarted"
+
     def preempted(self, at: str, resumed: str) -> None:
         """The job was suspended at ``at`` after it had run, and resumed at ``resumed``: its next attempt."""
         self.attempt += 1
@@ -252,15 +288,16 @@ class Record:
 
     def lines(self, backoff_limit: int | None, rules: Rules) -> list[str]:
         """What ``status`` shows of the record: each kept attempt, then what the budgets have left."""
+        held = [self.held_line()] if self.held else []
         if not self.attempt and not self.counted and not self.disruptions:
-            return []
+            return held
         limit = "no limit" if backoff_limit is None else f"backoffLimit {backoff_limit}"
         budget = (f"restarts: {self.counted} counted ({limit}), {self.disruptions} after disruptions (at most "
                   f"{rules.max_disruptions}), {self.preemptions} after preemptions; {rules.scope} scope")
         replaced = [f"{entry['cause']}: replaced at {clock(entry['at'])}: a disruption, not counted; the other "
                     "replicas may be stuck in a collective (--restart-scope job restarts every replica together)"
                     for entry in self.replaced]
-        return [*(self.describe(entry) for entry in self.history), *replaced, budget]
+        return [*(self.describe(entry) for entry in self.history), *replaced, *held, budget]
 
 
 def count(value: object) -> int:
@@ -283,6 +320,13 @@ def replaced_of(value: object) -> list[dict]:
     return [{key: entry[key][:MAX_TEXT] for key in ("cause", "at")} for entry in value if isinstance(entry, dict)
             and all(isinstance(entry.get(key), str) for key in ("cause", "at"))][-HISTORY:] \
         if isinstance(value, list) else []
+
+
+def held_of(value: object) -> dict:
+    """The kept hold, when it reads as what :meth:`Record.hold` writes; else none."""
+    if not isinstance(value, dict) or not all(isinstance(value.get(key), str) for key in ("node", "since", "as")):
+        return {}
+    return {key: value[key][:MAX_TEXT] for key in HELD_TEXTS if isinstance(value.get(key), str)}
 
 
 def in_place_of(value: object) -> dict[str, int]:

@@ -410,6 +410,11 @@ class Framework:
         """Replica type whose pods get the ``job-role: master`` label (None: index 0 of any type)."""
         return "Master"
 
+    def lockstep(self, replica_types: list[str]) -> bool:
+        """Whether every rank meets the others in collectives, so that ranks still progressing on one node show that
+        the ranks on another are alive too (trainctl/core/nodes.py judges a silent node by it)."""
+        return True
+
     def status_role(self, replica_types: list[str]) -> str:
         """Replica type whose progress is the job's: Running when it runs, Succeeded when it is done."""
         return "Master" if "Master" in replica_types else "Worker"

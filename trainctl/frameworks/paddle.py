@@ -39,6 +39,9 @@ class Paddle(Framework):
     def function_command(self, python, runner, options):
         return [python, *LAUNCHER, runner]
 
+    def lockstep(self, replica_types):
+        return "Master" not in replica_types  # the parameter-server mode's workers do not wait for one another
+
     def local_env(self, job, rtype, index, state_dir):
         # a log directory of its own: paddle's launcher writes workerlog.N files into ./log otherwise
         env = {"PADDLE_LOG_DIR": os.path.join(state_dir, "paddle", job.pod_name(rtype, index))}

@@ -61,6 +61,10 @@ class TensorFlow(Framework):
     def status_role(self, replica_types):
         return next((t for t in ("Chief", "Master") if t in replica_types), "Worker")
 
+    def lockstep(self, replica_types):
+        # workers of a parameter server train on while another worker is gone, and an evaluator meets nobody
+        return "PS" not in replica_types and "Evaluator" not in replica_types
+
     def succeeded(self, job, rtype, counts, observed):
         if super().succeeded(job, rtype, counts, observed):
             return True
