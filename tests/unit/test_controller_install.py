@@ -32,10 +32,20 @@ def test_dry_run_prints_every_object_in_creation_order():
     documents = list(yaml.safe_load_all(dry_run().stdout))
     kinds = [d["kind"] for d in documents]
     assert kinds == ["Namespace", *["CustomResourceDefinition"] * (len(ALL) + len(TRAINER_KINDS)), "ServiceAccount",
-                     "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Role", "RoleBinding",
-                     "Deployment", "Service"]
+                     "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Role", "RoleBinding", "ConfigMap",
+                     "Role", "RoleBinding", "Deployment", "Service"]
     assert {d["spec"]["names"]["kind"] for d in documents if d["kind"] == "CustomResourceDefinition"} == {
         *(f.kind for f in ALL), *TRAINER_KINDS}  # Trainer v2's too: the controller runs TrainJobs
+
+
+def test_the_nodes_leases_are_only_read_and_only_in_kube_node_lease():
+    """trainctl/controller/leases.py: get, list, watch of Leases in kube-node-lease, bound to the install's account."""
+    documents = [d for d in manifests("team-a") if d["metadata"].get("namespace") == "kube-node-lease"]
+    role, binding = documents
+    assert role["kind"] == "Role" and role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"] == "trainctl-controller-team-a"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": "team-a"}]
 
 
 def test_the_committed_manifests_are_what_dry_run_prints():

@@ -25,6 +25,7 @@ from trainctl.controller import pods as pod_objects
 from trainctl.controller.executor import TRAINJOBS, Executor, JobKey
 from trainctl.controller.gang import Gangs, GangScheduler
 from trainctl.controller.informer import Informer
+from trainctl.controller.leases import NodeLeases
 from trainctl.controller.metrics import Metrics
 from trainctl.controller.owned import OwnedObjects
 from trainctl.controller.progress import ProgressWatcher
@@ -34,6 +35,7 @@ from trainctl.controller.snapshots import RuntimeSnapshots
 from trainctl.core import checkpoint_volume
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
+from trainctl.core.nodes import suspect
 from trainctl.core.restarts import annotations_of
 from trainctl.core.trainer_crds import CLUSTER_RUNTIME, RUNTIME, TRAINJOB
 from trainctl.core.trainjob import (
@@ -99,6 +101,9 @@ class Controller:
         # the nodes' readiness (trainctl/core/nodes.py): a cluster-scoped cache of each Node's Ready condition alone
         self.nodes = Informer(client, NODES, None, transform=pod_objects.cached_node)
         self.node_states: dict[str, tuple[str, str | None]] = {}  # node -> what the core was last told of it
+        # when each node's kubelet was last heard (trainctl/controller/leases.py): started by the manager, and never
+        # waited for (an install without the permission to read Leases works as before)
+        self.leases = NodeLeases(client, self.reconcile_jobs_on)
         # v1 jobs' gang scheduler (--gang-scheduler-name) and TrainJobs' (their runtime's podGroupPolicy)
         self.gangs = Gangs(gang, trainjob_gangs or {}, client, self.executor, scopes)
         self.progress = ProgressWatcher(self)  # started by the manager: its log reads are no reconcile's
@@ -158,9 +163,13 @@ class Controller:
             self.node_states.pop(name, None)
         else:
             self.node_states[name] = state
+        self.reconcile_jobs_on(name)
+
+    def reconcile_jobs_on(self, node: str) -> None:
+        """Reconcile every job with a pod bound to ``node``."""
         for informer in self.pods:
             for pod in informer.items():
-                index = pod_objects.job_index(pod) if (pod.get("spec") or {}).get("nodeName") == name else None
+                index = pod_objects.job_index(pod) if (pod.get("spec") or {}).get("nodeName") == node else None
                 if index and (kind := self.by_operator.get(index[0])):
                     self.queue.add((kind, index[1], index[2]))
 
@@ -175,6 +184,11 @@ class Controller:
         its kubelet does not answer, so its log is not asked for."""
         node = (pod.get("spec") or {}).get("nodeName")
         return pod_objects.node_down(self.node_of(node))[0] if node else ""
+
+    def unreachable(self, pod: dict) -> bool:
+        """Whether the pod's node is NotReady, gone, or its kubelet silent: a read of its log would wait for nothing."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        return bool(self.node_down(pod)) or (bool(node) and node in self.leases.silent)
 
     def on_pod_group(self, resource: Resource, event: str, obj: dict) -> None:
         for reference in obj["metadata"].get("ownerReferences") or []:
@@ -336,9 +350,12 @@ class Controller:
         claim = checkpoint_volume.claim(job.resource)  # the job's checkpoint storage, when it owns one
         self.owned.sync(key, job, [*job.framework.cluster_objects(job, pods), *([claim] if claim else [])],
                         job.framework.pruned_kinds)
-        observed = [o for o in (pod_objects.observe(job, p, self.node_of) for p in pods) if o is not None]
-        plan = reconcile(job.resource, observed, datetime.now(timezone.utc), self.executor.network, services,
-                         last_activity=self.progress.activity.get(key))
+        observed = [o for o in (pod_objects.observe(job, p, self.node_of, self.leases.heard_at) for p in pods)
+                    if o is not None]
+        now = datetime.now(timezone.utc)
+        evidence = self.progress.evidence(key, job) if any(suspect(o, now) for o in observed) else None
+        plan = reconcile(job.resource, observed, now, self.executor.network, services,
+                         last_activity=self.progress.activity.get(key), evidence=evidence)
         if plan.annotations is not None:  # the restart record, before the pods it decides about are touched
             job = self.executor.write_annotations(job, plan.annotations, lambda updated: self.cache(key, updated))
         for action in plan.actions:

@@ -270,6 +270,7 @@ class Manager:
             worker.start()
         self.controller.progress.start(self.acting, *progress_pacing(options))
         self.controller.records.start(self.acting)
+        self.controller.leases.start()
         self.stopping.wait()
         return self.drain(workers, lost=lost is not None and lost.is_set())
 
@@ -324,6 +325,7 @@ class Manager:
         log.info("shutting down: finishing in-flight reconciles")
         self.controller.progress.stop()
         self.controller.records.stop()
+        self.controller.leases.stop()
         self.controller.queue.shutdown()
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         for worker in workers:

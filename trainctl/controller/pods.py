@@ -141,9 +141,11 @@ def pod_ready(pod: dict) -> bool | None:
     return ready[0] == "True" if ready else None
 
 
-def observe(job: Job, pod: dict, nodes: Callable[[str], dict | None] | None = None) -> ObservedReplica | None:
+def observe(job: Job, pod: dict, nodes: Callable[[str], dict | None] | None = None,
+            heard: Callable[[str], tuple[str | None, int | None]] | None = None) -> ObservedReplica | None:
     """The pod in the core's terms; None when its labels do not name one of the job's replicas. ``nodes``: the
-    cached Node of a name (:func:`cached_node`; None for none), when the controller watches nodes."""
+    cached Node of a name (:func:`cached_node`; None for none), when the controller watches nodes; ``heard``: when
+    a node's kubelet last renewed its Lease, and the lease's duration (trainctl/controller/leases.py)."""
     metadata, status = pod["metadata"], PodStatus.of(pod)
     labels = metadata.get("labels") or {}
     rtype = job.framework.canonical_replica_type(labels.get(LABEL_REPLICA_TYPE, ""))
@@ -154,6 +156,7 @@ def observe(job: Job, pod: dict, nodes: Callable[[str], dict | None] | None = No
     ended, last = terminated(main), terminated(main, previous=True)
     node = pod["spec"].get("nodeName") or ""
     down, since = node_down(nodes(node)) if node and nodes is not None else ("", None)
+    heard_at, lease_s = heard(node) if node and heard is not None else (None, None)
     return ObservedReplica(rtype=rtype, index=int(index_text), name=metadata["name"],
                            phase=status.phase if status.phase in PHASES else "Pending",
                            exit_code=ended.get("exitCode"), deleting=status.deleting,
@@ -162,5 +165,6 @@ def observe(job: Job, pod: dict, nodes: Callable[[str], dict | None] | None = No
                            message=ended.get("message") or "", last_exit_code=last.get("exitCode"),
                            last_reason=last.get("reason") or "", last_finished_at=last.get("finishedAt"),
                            last_message=last.get("message") or "", disruption=disruption(pod),
-                           node=node, node_down=down, node_down_since=since, pod_ready=pod_ready(pod),
+                           node=node, node_down=down, node_down_since=since, node_heard_at=heard_at,
+                           node_lease_s=lease_s, pod_ready=pod_ready(pod),
                            attempt=int(attempt) if (attempt := labels.get(ATTEMPT_LABEL, "0")).isdigit() else 0)

@@ -15,7 +15,14 @@ job's stall time, the last line of each other running pod. From them:
   pod per job);
 * the job's last activity (its pods' last log line, or their start), which the reconcile core compares
   with the job's ``trainctl.io/stall-timeout`` (trainctl/core/reconcile.py). Activity that could not be
-  read is unknown, never old: a kubelet that does not answer fails no job.
+  read is unknown, never old: a kubelet that does not answer fails no job;
+* the job's cadence: the longest of the last :data:`CADENCE_GAPS` gaps between two lines of the leading pod's log,
+  from which the core derives how long the job may be silent while one of its nodes is suspect.
+
+While a node of the job is suspect (NotReady, or its kubelet silent: trainctl/controller/leases.py), each reconcile of
+the job asks :meth:`ProgressWatcher.evidence` for the last lines of each of its running pods elsewhere (at most
+:data:`MAX_EVIDENCE_READS`, the leading one first; a read at most every :data:`EVIDENCE_REUSE_S` seconds), which
+trainctl/core/nodes.py judges the node by; they give the cadence too when no round found it yet.
 
 Reads are spread so that at most :data:`MAX_READS_PER_S` log requests go out a second: with many running
 jobs a round takes longer, and each job's progress is that much older.
@@ -32,6 +39,7 @@ from trainctl.backends.base import ReplicaReports, lines_of
 from trainctl.controller.executor import JobKey
 from trainctl.core import conditions as cond
 from trainctl.core.job import Job
+from trainctl.core.nodes import Evidence
 from trainctl.kube.client import ApiError
 from trainctl.kube.pods import PodStatus
 
@@ -43,6 +51,12 @@ MIN_WRITE_INTERVAL_S = 30  # per job: the bound on the annotation's writes (the 
 LAST_OUTPUT_STEP_S = 60  # the stored last output is rounded down to this: a job that only prints is written rarely
 TAIL_LINES = 200
 MAX_READS_PER_S = 20.0
+CADENCE_GAPS = 20
+MAX_EVIDENCE_READS = 8
+EVIDENCE_REUSE_S = 2.0
+#: a log read answers in milliseconds; one from a kubelet that stopped (not yet known to be silent) is given up on
+#: after this long, so the round, or the reconcile reading evidence, goes on
+READ_TIMEOUT_S, EVIDENCE_READ_TIMEOUT_S = 10.0, 5.0
 
 
 class ProgressWatcher:
@@ -51,6 +65,8 @@ class ProgressWatcher:
         self.controller = controller
         self.activity: dict[JobKey, datetime] = {}  # per job: its last known sign of life
         self.written: dict[JobKey, tuple[float, dict]] = {}  # per job: when this controller last wrote, and what
+        self.cadence: dict[JobKey, float] = {}  # per job: the longest recent gap between two lines of its output
+        self.evidences: dict[JobKey, Evidence] = {}  # per job: the last evidence read while a node was suspect
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
         self.round_s, self.write_interval_s = ROUND_S, MIN_WRITE_INTERVAL_S
@@ -84,7 +100,7 @@ class ProgressWatcher:
                         found.append(((kind, resource["metadata"].get("namespace", ""),
                                        resource["metadata"]["name"]), resource))
         live = {key for key, _ in found}
-        for memo in (self.activity, self.written):
+        for memo in (self.activity, self.written, self.cadence, self.evidences):
             for key in [key for key in memo if key not in live]:
                 del memo[key]
         return found
@@ -98,7 +114,10 @@ class ProgressWatcher:
         if not pods:
             return
         lead, *others = pods
-        read = self.tail(job, lead, TAIL_LINES)
+        times: list[float] = []
+        read = self.tail(job, lead, TAIL_LINES, times)
+        if len(times) > 1:
+            self.cadence[key] = cadence_of(times)
         if read is None:
             self.activity.pop(key, None)  # unknown, not old
             return
@@ -137,10 +156,37 @@ class ProgressWatcher:
 
         return sorted(running, key=place)
 
-    def tail(self, job: Job, pod: dict, lines: int) -> ReplicaReports | None:
-        """The pod's last ``lines`` lines as reports with their last time; None when its log cannot be read (also when
-        its node is not Ready: its kubelet does not answer, and the read would wait for it)."""
-        if self.controller.node_down(pod):
+    def evidence(self, key: JobKey, job: Job) -> Evidence | None:
+        """When each of the job's running pods on a node that answers last wrote a line, read now (or under
+        :data:`EVIDENCE_REUSE_S` ago), with the job's cadence: the one its rounds found, else the longest of the pods'
+        just read (a node may be lost before the first round after the job's start)."""
+        now = datetime.now(timezone.utc)
+        last = self.evidences.get(key)
+        if last is not None and 0 <= (now - last.read_at).total_seconds() < EVIDENCE_REUSE_S:
+            return last
+        reachable = [pod for pod in self.running_pods(key, job) if not self.controller.unreachable(pod)]
+        heard, cadences = {}, []
+        for pod in reachable[:MAX_EVIDENCE_READS]:
+            times: list[float] = []
+            read = self.tail(job, pod, CADENCE_GAPS + 1, times, timeout=EVIDENCE_READ_TIMEOUT_S)
+            if read is not None and read.last_output is not None:
+                heard[pod["metadata"]["name"]] = datetime.fromtimestamp(read.last_output, timezone.utc)
+            if len(times) > 1:
+                cadences.append(cadence_of(times))
+        cadence = self.cadence.get(key) or max(cadences, default=None)
+        self.evidences[key] = Evidence(now, heard, cadence)
+        log.info("%s/%s: a node of the job is suspect; cadence %s; last lines elsewhere: %s", key[1], key[2],
+                 "unknown" if cadence is None else f"{cadence:.1f} s",
+                 ", ".join(f"{name} {(now - moment).total_seconds():.1f} s ago" for name, moment in heard.items())
+                 or "none read")
+        return self.evidences[key]
+
+    def tail(self, job: Job, pod: dict, lines: int, times: list[float] | None = None,
+             timeout: float = READ_TIMEOUT_S) -> ReplicaReports | None:
+        """The pod's last ``lines`` lines as reports with their last time (and each line's time, into ``times``); None
+        when its log cannot be read (also when its node is not Ready or its kubelet silent: the read would wait, and
+        a kubelet not yet known to be silent costs ``timeout`` seconds at most)."""
+        if self.controller.unreachable(pod):
             return None
         from trainctl.backends.kube import logs as pod_logs
         from trainctl.backends.kube.backend import KubeBackend
@@ -155,8 +201,10 @@ class ProgressWatcher:
         texts, last = [], None
         try:
             for line in lines_of(pod_logs.stamped_chunks(self.controller.client, job.namespace, name, query, name,
-                                                         keep_stamps=False)):
+                                                         keep_stamps=False, timeout=timeout)):
                 last = line.time or last
+                if times is not None and line.time:
+                    times.append(line.time)
                 if MARKER in line.text:
                     texts.append(line.text)
         except (ApiError, OSError) as error:
@@ -194,6 +242,12 @@ def too_soon(now: float, written: float | None, interval: float) -> bool:
     """Whether a write at ``written`` (Unix time) forbids one now. A time further ahead than the interval is
     another clock gone wrong, not a reason never to write again."""
     return written is not None and abs(now - written) < interval
+
+def cadence_of(times: list[float]) -> float:
+    """The longest of the last :data:`CADENCE_GAPS` gaps between consecutive line times (Unix seconds, in order)."""
+    recent = times[-(CADENCE_GAPS + 1):]
+    return max(later - earlier for earlier, later in zip(recent, recent[1:]))
+
 
 def started_at(pod: dict) -> float | None:
     from trainctl.backends.reported import unix_time

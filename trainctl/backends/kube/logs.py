@@ -42,10 +42,11 @@ def merged(sources: list[Iterator[LogChunk]]) -> Iterator[LogChunk]:
 
 
 def stamped_chunks(client: Client, namespace: str, pod: str, query: dict, replica: str,
-                   keep_stamps: bool) -> Iterator[LogChunk]:
+                   keep_stamps: bool, timeout: float = 60) -> Iterator[LogChunk]:
     """One pod's finished log (``query`` has ``timestamps=true``) as chunks timed by their lines; ApiError or
-    OSError when it cannot be read (the caller says why, or reads the kept record)."""
-    pieces = client.stream(PODS.path(namespace, pod, "log"), query, timeout=60, chunks=True)
+    OSError when it cannot be read (the caller says why, or reads the kept record), or when the server sends nothing
+    for ``timeout`` seconds."""
+    pieces = client.stream(PODS.path(namespace, pod, "log"), query, timeout=timeout, chunks=True)
     return stamped_blocks_to_chunks(whole_lines(pieces), replica, keep_stamps)
 
 
