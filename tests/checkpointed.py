@@ -4,7 +4,7 @@
 Every rank trains a tiny model for STEPS steps (gloo on CPU), saves its own ``torch.save`` file into
 ``trainctl.checkpoint_path(step)`` every CHECKPOINT_EVERY steps and marks it complete; on start it loads
 ``trainctl.latest_checkpoint()``. SIGTERM (a suspend, a deleted pod) is agreed on by all ranks at the next
-step, which they save, then exit 143. Each rank prints what a test asserts, and appends it to
+step, which they save, then exit 143. Each rank reports its step and loss (``trainctl.report``). Each rank prints what a test asserts, and appends it to
 ``events-rank<R>.log`` in its checkpoint directory (a pod's output goes with the pod; that directory stays):
 ``rank R attempt A start step S``, ``... saved step N``, ``... done step N``. The fault to inject comes from the
 environment: ``KILL_AT=25`` (rank 1 SIGKILLs itself at that step, on attempt 0 only), ``HALF_WRITE_AT=30``
@@ -66,6 +66,7 @@ for step in range(start + 1, STEPS + 1):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+    trainctl.report(step=step, total=STEPS, loss=loss.item())
     time.sleep(PAUSE)
     if rank == 1 and attempt == 0 and step == KILL_AT:
         say(f"killing itself at step {step}")

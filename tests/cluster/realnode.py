@@ -252,17 +252,41 @@ class RealNode:
     def _write_kubeconfig(self, path: Path, certificate: str) -> None:
         write_kubeconfig(path, self.workdir / "pki", certificate, f"https://127.0.0.1:{API_PORT}")
 
+    def _controller_manager_argv(self, grace_period: str) -> list[str]:
+        pki = self.workdir / "pki"
+        return [str(NODE_BINARIES / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
+                "--use-service-account-credentials", f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}", "--port=0", f"--node-monitor-grace-period={grace_period}"]
+
+    @contextlib.contextmanager
+    def node_monitor_grace_period(self, grace_period: str) -> Iterator[None]:
+        """kube-controller-manager restarted with another ``--node-monitor-grace-period`` (upstream's default is 40s;
+        this node's NODE_MONITOR_GRACE_PERIOD), and again with the node's own afterwards; nothing when it is the
+        same."""
+        if grace_period == NODE_MONITOR_GRACE_PERIOD:
+            yield
+            return
+        self._restart_controller_manager(grace_period)
+        try:
+            yield
+        finally:
+            self._restart_controller_manager(NODE_MONITOR_GRACE_PERIOD)
+
+    def _restart_controller_manager(self, grace_period: str) -> None:
+        pid = self.daemons["kube-controller-manager"]
+        _signal_group(pid, signal.SIGKILL)  # it holds nothing: its state is the API server's
+        deadline = time.monotonic() + 10
+        while alive(pid) and time.monotonic() < deadline:  # its port is free once it is gone (or a zombie)
+            time.sleep(0.05)
+        self._daemon("kube-controller-manager", self._controller_manager_argv(grace_period))
+
     def _node_daemons(self) -> None:
         """kube-scheduler and kube-controller-manager (admin credentials, no leader election) and the
         kubelet (its own node certificate, so the Node authorizer and NodeRestriction apply)."""
         pki = self.workdir / "pki"
         self._daemon("kube-scheduler", [str(NODE_BINARIES / "kube-scheduler"), f"--kubeconfig={self.kubeconfig}",
                                         "--leader-elect=false", "--port=0"])
-        self._daemon("kube-controller-manager", [
-            str(NODE_BINARIES / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
-            "--use-service-account-credentials", f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}", "--port=0",
-            f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}"])
+        self._daemon("kube-controller-manager", self._controller_manager_argv(NODE_MONITOR_GRACE_PERIOD))
         kubelet_dir = self.workdir / "kubelet"
         kubelet_dir.mkdir()
         self._write_kubeconfig(kubelet_dir / "kubeconfig", "node")
@@ -346,8 +370,11 @@ class RealNode:
         _run(in_netns([str(NODE_BINARIES / "kube-proxy"), "--cleanup"]))
 
     def _stop_processes(self) -> None:
-        for pid in self.daemons.values():
-            _signal_group(pid, signal.SIGTERM)
+        # Only containerd keeps something (its root, for the next start) and gets a graceful stop. The others hold
+        # nothing a throwaway node needs (etcd's data goes with the node's directory, the pods are drained): KILL,
+        # as kube-apiserver and etcd sometimes ignore TERM, which cost the teardown its 10 s wait.
+        for name, pid in self.daemons.items():
+            _signal_group(pid, signal.SIGTERM if name == "containerd" else signal.SIGKILL)
         kill_namespace_processes(NETNS)
         # Containers live in their pods' own namespaces, not the node's: kill them by cgroup, and
         # remove the pod network namespaces CNI made (no kubelet is left to tear them down).
@@ -537,6 +564,14 @@ def current_images() -> set[str]:
     return {archive_image_name(archive) for kind in images.ALL_BUILDERS for archive in images.archives_of(kind)}
 
 
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _signal_group(pid: int, signum: int) -> None:
     try:
         os.killpg(pid, signum)
@@ -555,9 +590,10 @@ def kill_namespace_processes(netns: str, signals: tuple[int, ...] = (signal.SIGT
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + 10
+        # alive, not /proc/PID: a daemon this process started stays a zombie until reaped, and was waited for
         while pids and time.monotonic() < deadline:
-            pids = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-            time.sleep(0.2)
+            pids = [pid for pid in pids if alive(pid)]
+            time.sleep(0.05)
 
 
 def kill_cgroup_processes(cgroups: list[Path]) -> None:

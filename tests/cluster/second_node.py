@@ -24,7 +24,8 @@ Two kubelets on one machine share what a kubelet takes for its own, so the secon
 * containerd's root: a kept root of its own (``containerd_cache.current(NODE_NAME)``), sealed and cleaned as
   the first node's is, holding only the images this node's tests run (IMAGE_KINDS).
 
-``lose`` makes the node die as a machine does: SIGKILL to its kubelet and containerd, then to every process of
+``freeze`` stops its kubelet (SIGSTOP) and ``thaw`` lets it go on: a kubelet that merely stopped talking to the
+API server while its pods run. ``lose`` makes the node die as a machine does: SIGKILL to its kubelet and containerd, then to every process of
 its namespace and of its cgroups (the pods' processes). ``stop`` cordons the node, deletes its pods through
 the API while its kubelet runs (force-deletes them when it is gone), deletes the Node, kills what is left,
 closes the kept root and deletes the namespace (the veth pair and the first node's route to it go with it)
@@ -121,6 +122,7 @@ class SecondNode:
     def _network(self) -> None:
         first = realnode.NETNS
         run = realnode._run
+        drop_link_to_the_second_node()  # a node lost just before: its namespace is destroyed in the background
         run(["ip", "netns", "add", NETNS])
         run(["ip", "-n", NETNS, "link", "set", "lo", "up"])
         run(["ip", "-n", NETNS, "link", "add", BRIDGE, "type", "bridge"])
@@ -240,10 +242,20 @@ class SecondNode:
         realnode.kill_cgroup_processes(self.cgroups)
         return lost
 
+    def freeze(self) -> None:
+        """The kubelet stops (SIGSTOP), as one hung or cut off from the API server does: it renews no Lease and reports
+        nothing, while containerd and the pods run on."""
+        realnode._signal_group(self.daemons["kubelet"], signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        if "kubelet" in self.daemons:  # a join that failed before its kubelet started has none
+            realnode._signal_group(self.daemons["kubelet"], signal.SIGCONT)
+
     def alive(self) -> bool:
-        return Path(f"/proc/{self.daemons.get('kubelet', 0)}").exists()
+        return realnode.alive(self.daemons.get("kubelet", 0))
 
     def stop(self) -> None:
+        self.thaw()  # a test that froze the kubelet and failed: it drains its pods
         realnode.every_step(self._drain_pods, self._stop_processes, self._close_kept_root, self._restore_machine)
 
     def _drain_pods(self) -> None:
@@ -276,12 +288,20 @@ class SecondNode:
             self._kept_root().close(self.workdir / "containerd-close", realnode.current_images())
 
     def _restore_machine(self) -> None:
+        drop_link_to_the_second_node()
         if NETNS in realnode._run(["ip", "netns", "list"]).split():
             realnode._run(["ip", "netns", "delete", NETNS])  # the veth pair, and the first node's route, with it
         for cgroup in self.cgroups:  # empty once every container has exited
             if cgroup.exists():
                 subprocess.run(["find", str(cgroup), "-depth", "-type", "d", "-delete"], check=True)
         subprocess.run(["rm", "-rf", str(self.workdir)], check=True)
+
+
+def drop_link_to_the_second_node() -> None:
+    """The veth pair's end in the first node's namespace, deleted (its peer with it) when it is there: deleting the
+    second node's namespace takes it too, but only once the kernel has destroyed that namespace, which it does in
+    the background, so a join right after a loss found it still there ("File exists")."""
+    subprocess.run(["ip", "-n", realnode.NETNS, "link", "delete", FIRST_END[0]], capture_output=True)
 
 
 def spread(job: str, replica_types: dict[str, str], when_unsatisfiable: str) -> list[str]:

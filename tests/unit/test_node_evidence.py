@@ -48,7 +48,7 @@ def test_a_silent_kubelet_whose_survivors_stalled_is_lost_at_once_and_the_cause_
     assert deletes(plan)["pt-worker-1"] == 0  # no node-lost-after wait, no NotReady needed
     cause = events(plan)[0]
     latest = (run.evidence.read_at - timedelta(seconds=MIN_STALL_S + 1)).astimezone().strftime("%H:%M:%S")
-    assert cause == f"node n2's lease not renewed for 22 s; master-0, worker-0 on n1 silent since {latest}: " \
+    assert cause == f"node n2's lease not renewed for 22 s; master-0, worker-0 on n1 stalled since {latest}: " \
                     "worker-1 lost"
     assert run.record().disruptions == 1
     if scope == "job":

@@ -26,7 +26,7 @@ renewals missed) or that left Ready is judged by the job (:func:`judge`):
 
 * the replicas elsewhere (the survivors) have been silent for :func:`stall_bound` (3 cadences, 10 s to 5 min) as
   read after the node went silent: the node is lost for this job at once, whatever ``node-lost-after`` says, and the
-  cause names both facts (``node n2's lease not renewed for 22 s; master-0, worker-0 on n1 silent since 14:02:05``);
+  cause names both facts (``node n2's lease not renewed for 22 s; master-0, worker-0 on n1 stalled since 14:02:05``);
 * the survivors still write: the job is *held* (never lost, however long the node stays NotReady: a kubelet that
   merely stopped talking to the API server costs a healthy job nothing), looked at again within seconds, and the
   record says so for ``status`` (:meth:`trainctl.core.restarts.Record.hold`);
@@ -169,7 +169,7 @@ def by_evidence(node: str, first: ObservedReplica, since: datetime, heard: list[
         return None
     where = sorted({r.node for r in heard})
     return Verdict(True, f"{what_is_wrong(first, now)}; {', '.join(name_of(r) for r in heard)} on {', '.join(where)} "
-                         f"silent since {latest.astimezone().strftime('%H:%M:%S')}")
+                         f"stalled since {latest.astimezone().strftime('%H:%M:%S')}")
 
 
 def by_time(first: ObservedReplica, rules: Rules, now: datetime) -> Verdict:
