@@ -185,3 +185,17 @@ def test_the_next_attempt_after_a_node_loss_avoids_that_node_and_keeps_the_pods_
     assert terms == {"pt-master-0": [{"matchFields": [not_n2]}], "pt-worker-0": [{**own, "matchFields": [not_n2]}],
                      "pt-worker-1": [{**own, "matchFields": [not_n2]}]}
     assert "affinity" not in run.resource["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]  # a copy
+
+
+def test_a_job_that_ends_while_held_closes_the_hold():
+    """Status of a job that finished while its node was still NotReady says the hold was, not that it is."""
+    run = started("job")
+    node_down(run, "n2", 30)
+    read(run, quiet_s=0.5)
+    run.step()
+    assert "until" not in run.record().held
+    for name in list(run.replicas):
+        run.exit(name, 0)
+    run.step(5)
+    assert run.state() == "Succeeded" and run.record().held["until"] == stamp(run.now)
+    assert "kept progressing, not restarted" in run.record().held_line()
