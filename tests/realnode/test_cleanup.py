@@ -104,7 +104,8 @@ def left_of(node: dict, second: second_node.SecondNode) -> list[str]:
     daemons = {pid: name for name, pid in node["daemons"].items()}
     daemons.update({pid: f"second node's {name}" for name, pid in second.daemons.items()})
     namespaces = realnode._run(["ip", "netns", "list"]).split()
-    return ([f"{name} (pid {pid})" for pid, name in daemons.items() if Path(f"/proc/{pid}").exists()]
+    # alive, not /proc/PID: a killed daemon is a zombie until init reaps it, which holds nothing but its pid
+    return ([f"{name} (pid {pid})" for pid, name in daemons.items() if realnode.alive(pid)]
             + [f"{cmdline[:120]} (pid {pid})" for directory in (node["workdir"], str(second.workdir))
                for pid, cmdline in processes_mentioning(directory, with_pids=True) if pid not in daemons]
             + [f"namespace {name}" for name in (realnode.NETNS, second_node.NETNS) if name in namespaces]
