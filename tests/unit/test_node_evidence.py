@@ -199,3 +199,30 @@ def test_a_job_that_ends_while_held_closes_the_hold():
     run.step(5)
     assert run.state() == "Succeeded" and run.record().held["until"] == stamp(run.now)
     assert "kept progressing, not restarted" in run.record().held_line()
+
+
+def test_a_survivor_whose_containers_ended_is_removed_at_once_for_the_next_attempt():
+    """After a node-loss restart the kubelet kept a stopped survivor's pod object 10 s (once 57 s) after its
+    processes ended, and the next attempt waits for its name: a survivor that has ended is force-deleted; one still
+    running keeps its short grace; after a restart for any other cause nothing changes."""
+    run = started("job", backoffLimit=0)
+    silent(run, "n2", 22)
+    read(run, quiet_s=MIN_STALL_S + 1)
+    run.step()
+    run.evidence = None
+    run.gone("pt-worker-1")
+    assert deletes(run.step(1)) == {}  # terminating with their grace: nothing more yet
+    run.replicas["pt-worker-0"] = run.with_("pt-worker-0", phase="Failed", exit_code=137)
+    assert deletes(run.step(1)) == {"pt-worker-0": 0}
+    run.gone("pt-worker-0")
+    run.replicas["pt-master-0"] = run.with_("pt-master-0", phase="Failed", exit_code=137)
+    assert deletes(run.step(1)) == {"pt-master-0": 0}
+
+
+def test_after_a_restart_for_another_cause_an_ended_pod_waits_for_the_kubelet():
+    run = started("job", backoffLimit=3)
+    run.exit("pt-worker-1", 1)
+    run.step()
+    assert run.record().attempt == 1
+    run.replicas["pt-worker-0"] = run.with_("pt-worker-0", phase="Failed", exit_code=143)
+    assert "pt-worker-0" not in deletes(run.step(1))

@@ -349,8 +349,18 @@ class Reconciler:
         for replica in old:
             if not replica.deleting:
                 self.delete_replica(replica, "Restart", self.stop_grace(replica))
+            elif self.leftover_of_node_loss(replica):
+                self.delete_replica(replica, "Restart", 0)
         self.old_attempt_left = bool(old)
         self.observed = [r for r in self.observed if r.attempt == self.record.attempt]
+
+    def leftover_of_node_loss(self, replica: ObservedReplica) -> bool:
+        """A survivor of a node loss whose containers have ended, its pod still there: only the kubelet's cleanup
+        is left, which kept the object (and its name, the next attempt's) up to 10 s, once 57 s, after the
+        processes were gone. Removed at once (its volumes are still unmounted by the kubelet, and no attach
+        controller detaches a volume its node reports in use)."""
+        return self.network.cluster and replica.finished and replica.name not in self.on_lost_node and \
+            bool(self.record.node_lost_before(replica.attempt + 1))
 
     def note_all_started(self) -> None:
         """Once every replica of this attempt is there together, remember how many of each type there are."""
