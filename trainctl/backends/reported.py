@@ -246,12 +246,9 @@ def judged(progress: JobProgress, details: JobDetails, outputs: list[float | Non
 
 def unix_time(stamp: object) -> float | None:
     """An RFC 3339 time as the API server writes it (``2026-01-02T03:04:05Z``) in Unix seconds."""
-    from trainctl.core.times import parse_time  # not from the reconcile engine: status would load it all
+    from trainctl.core.times import readable_time  # not from the reconcile engine: status would load it all
 
-    try:
-        moment = parse_time(stamp) if isinstance(stamp, str) else None
-    except ValueError:
-        return None
+    moment = readable_time(stamp)
     return moment.timestamp() if moment else None
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 
 from trainctl.controller.informer import Informer
 from trainctl.core.nodes import DEFAULT_LEASE_S, SILENT_LEASE_FRACTION
-from trainctl.core.times import parse_time, rfc3339
+from trainctl.core.times import readable_time, rfc3339
 from trainctl.kube.client import LEASES
 
 log = logging.getLogger("trainctl.controller")
@@ -68,7 +68,7 @@ class NodeLeases:
             if event == "DELETED" or not isinstance(renewed, str):
                 self.heard.pop(name, None)
             elif name not in self.heard:
-                self.heard[name] = (renewed, min(now, written(renewed) or now), lease_seconds(lease))
+                self.heard[name] = (renewed, min(now, readable_time(renewed) or now), lease_seconds(lease))
             elif self.heard[name][0] != renewed:
                 self.heard[name] = (renewed, now, lease_seconds(lease))
         self.look()
@@ -93,11 +93,3 @@ class NodeLeases:
         for node in sorted(changed):
             log.info("node %s %s", node, "went silent: its lease is not renewed" if node in silent else "is heard again")
             self.on_change(node)
-
-
-def written(stamp: str) -> datetime | None:
-    """A Lease's MicroTime (``2026-12-07T21:02:25.123456Z``) as a time; None when it does not read."""
-    try:
-        return parse_time(stamp)
-    except ValueError:
-        return None

@@ -45,7 +45,7 @@ from datetime import datetime
 
 from trainctl.core.observed import ObservedReplica
 from trainctl.core.restarts import Rules, clock
-from trainctl.core.times import parse_time, rfc3339
+from trainctl.core.times import readable_time, rfc3339
 
 NOT_READY = "NotReady"  # what kubectl says of a node whose Ready condition is False or Unknown
 GONE = "gone"  # the Node object no longer exists while a pod is still bound to it
@@ -92,22 +92,12 @@ def down_since(replica: ObservedReplica) -> datetime | None:
     """Since when the replica's node is NotReady (None: it is Ready, gone, or says no time that reads)."""
     if not replica.node_down or replica.node_down == GONE:
         return None
-    try:
-        return parse_time(replica.node_down_since)
-    except ValueError:
-        return None
-
-
-def heard_at(replica: ObservedReplica) -> datetime | None:
-    try:
-        return parse_time(replica.node_heard_at)
-    except ValueError:
-        return None
+    return readable_time(replica.node_down_since)
 
 
 def silent_since(replica: ObservedReplica, now: datetime) -> datetime | None:
     """When the replica's node's kubelet was last heard, once it has missed two renewals of its Lease; else None."""
-    heard = heard_at(replica)
+    heard = readable_time(replica.node_heard_at)
     lease = replica.node_lease_s if replica.node_lease_s and replica.node_lease_s > 0 else DEFAULT_LEASE_S
     if heard is None or (now - heard).total_seconds() < lease * SILENT_LEASE_FRACTION:
         return None

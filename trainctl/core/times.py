@@ -20,3 +20,11 @@ def parse_time(text: str | None) -> datetime | None:
     if not text.endswith("Z"):
         raise ValueError(f"not an RFC 3339 time in UTC: {text!r}")
     return datetime.fromisoformat(text)  # in C: strptime's first use loads _strptime, locale and calendar
+
+
+def readable_time(text: object) -> datetime | None:
+    """:func:`parse_time` for a time anyone may have written: None for what is no RFC 3339 time in UTC."""
+    try:
+        return parse_time(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
